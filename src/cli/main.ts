@@ -1,0 +1,84 @@
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { createSandbox } from "../sandbox.js";
+
+const USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--memory mb]
+
+  Runs an ES module (JS or TS) or a function body in a sandbox and prints the value as JSON.
+  --input JSON    passed to the default-exported function
+  --timeout ms    wall time limit (default 5000)
+  --memory mb     memory limit (default 128)
+Guest logs go to stderr. A failure prints its code and message and exits 1.`;
+
+/** `cordon run`: the command line. Returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command !== "run") {
+    process.stderr.write(`${USAGE}\n`);
+    return command === undefined || command === "--help" || command === "help" ? 0 : 2;
+  }
+  let parsed: ReturnType<typeof parseRunArgs>;
+  try {
+    parsed = parseRunArgs(rest);
+  } catch (error) {
+    process.stderr.write(`cordon: ${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  const code = await readFile(parsed.file, "utf8").catch((error: NodeJS.ErrnoException) => {
+    process.stderr.write(`cordon: cannot read ${parsed.file}: ${error.code ?? error.message}\n`);
+    return undefined;
+  });
+  if (code === undefined) return 2;
+  const sandbox = await createSandbox();
+  try {
+    const result = await sandbox.run({
+      code,
+      filename: parsed.file.split("/").pop(),
+      input: parsed.input,
+      limits: { wallTimeMs: parsed.timeout, memoryMb: parsed.memory },
+    });
+    for (const entry of result.logs) process.stderr.write(`[${entry.level}] ${entry.message}\n`);
+    if (result.ok) {
+      process.stdout.write(`${JSON.stringify(result.value, jsonReplacer, 2) ?? "undefined"}\n`);
+      return 0;
+    }
+    process.stderr.write(`${result.error.code}: ${result.error.message}\n`);
+    if (result.error.stack && result.error.code === "ERR_USER_CODE") process.stderr.write(`${result.error.stack}\n`);
+    return 1;
+  } finally {
+    await sandbox.dispose();
+  }
+}
+
+function parseRunArgs(args: string[]) {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { input: { type: "string" }, timeout: { type: "string" }, memory: { type: "string" } },
+  });
+  if (positionals.length !== 1) throw new Error("run takes exactly one file");
+  const number = (name: string, text: string | undefined) => {
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${JSON.stringify(text)}`);
+    return n;
+  };
+  let input: unknown;
+  if (values.input !== undefined) {
+    try {
+      input = JSON.parse(values.input);
+    } catch {
+      throw new Error(`--input must be JSON, got ${JSON.stringify(values.input)}`);
+    }
+  }
+  return { file: positionals[0], input, timeout: number("timeout", values.timeout), memory: number("memory", values.memory) };
+}
+
+/** JSON has no BigInt, Map or Set: print them readably rather than failing. */
+function jsonReplacer(_key: string, value: unknown): unknown {
+  if (typeof value === "bigint") return `${value}n`;
+  if (value instanceof Map) return Object.fromEntries(value);
+  if (value instanceof Set) return [...value];
+  if (value === undefined) return null;
+  return value;
+}

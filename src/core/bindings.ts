@@ -1,0 +1,154 @@
+import { isValidGlobalName } from "../names.js";
+import { createCodec } from "./codec.js";
+import { describe } from "./limits.js";
+import type { HostBinding } from "./types.js";
+
+/** How a binding appears to the guest runtime: a bridged function, data, or an object of these. */
+export type BindingDesc = { f: number; n: string } | { d: string } | { o: Record<string, BindingDesc> };
+
+interface BridgedFunction {
+  fn: (...args: unknown[]) => unknown;
+  owner: unknown;
+  /** `globals.fetchUser` or `imports["db"].query`: used in error messages. */
+  label: string;
+}
+
+/**
+ * Host bindings of one run (or one prefix): the descriptor the guest builds its functions from,
+ * and the table the host dispatches bridge calls through. Guests only ever name a function by
+ * its number in this table; they never hold a host object.
+ */
+export class Bindings {
+  readonly functions: BridgedFunction[] = [];
+  readonly text: string;
+
+  constructor(globals: Record<string, HostBinding> = {}, hostModules: Record<string, Record<string, HostBinding>> = {}) {
+    const codec = sharedCodec();
+    const describeValue = (value: unknown, label: string, name: string, owner: unknown, depth: number): BindingDesc => {
+      if (typeof value === "function") {
+        this.functions.push({ fn: value as BridgedFunction["fn"], owner, label });
+        return { f: this.functions.length - 1, n: name };
+      }
+      if (depth < 8 && value !== null && typeof value === "object" && hasFunctionLeaf(value, depth)) {
+        const o: Record<string, BindingDesc> = {};
+        for (const key of Object.keys(value)) {
+          o[key] = describeValue((value as Record<string, unknown>)[key], `${label}.${key}`, key, value, depth + 1);
+        }
+        return { o };
+      }
+      try {
+        return { d: codec.encode(value, label) };
+      } catch (error) {
+        throw new TypeError(`cordon: ${(error as Error).message}`);
+      }
+    };
+    const globalsDesc: Record<string, BindingDesc> = {};
+    for (const [name, value] of Object.entries(globals)) {
+      if (!isValidGlobalName(name)) {
+        throw new TypeError(
+          `cordon: globals.${name} is not a valid global name (an identifier that shadows no builtin or runtime global)`,
+        );
+      }
+      globalsDesc[name] = describeValue(value, `globals.${name}`, name, undefined, 0);
+    }
+    const modulesDesc: Record<string, BindingDesc> = {};
+    for (const [specifier, value] of Object.entries(hostModules)) {
+      modulesDesc[specifier] = describeValue(value, `imports[${JSON.stringify(specifier)}]`, "default", undefined, 0);
+    }
+    this.text = JSON.stringify({ globals: globalsDesc, modules: modulesDesc });
+  }
+
+  get size(): number {
+    return this.functions.length;
+  }
+}
+
+function hasFunctionLeaf(value: object, depth: number): boolean {
+  if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) {
+    return Object.values(value).some((v) => typeof v === "function");
+  }
+  for (const v of Object.values(value)) {
+    if (typeof v === "function") return true;
+    if (depth < 8 && v !== null && typeof v === "object" && hasFunctionLeaf(v, depth + 1)) return true;
+  }
+  return false;
+}
+
+let codecInstance: ReturnType<typeof createCodec> | undefined;
+/** The host's codec. Stateless, so one instance serves every run. */
+export function sharedCodec(): ReturnType<typeof createCodec> {
+  codecInstance ??= createCodec();
+  return codecInstance;
+}
+
+/** Check the shape of `imports` and split it into source modules and host modules. */
+export function splitImports(imports: unknown): {
+  sources: Record<string, string>;
+  hostModules: Record<string, Record<string, HostBinding>>;
+} {
+  const sources: Record<string, string> = {};
+  const hostModules: Record<string, Record<string, HostBinding>> = {};
+  if (imports === undefined) return { sources, hostModules };
+  if (imports === null || typeof imports !== "object" || Array.isArray(imports)) {
+    throw new TypeError(`cordon: imports must be an object of specifier → source text or host module, got ${describe(imports)}`);
+  }
+  for (const [specifier, value] of Object.entries(imports)) {
+    if (specifier.length === 0 || specifier.length > 512) {
+      throw new TypeError("cordon: imports keys must be specifiers of 1 to 512 characters");
+    }
+    if (typeof value === "string") sources[specifier] = value;
+    else if (value !== null && typeof value === "object" && !Array.isArray(value))
+      hostModules[specifier] = value as Record<string, HostBinding>;
+    else
+      throw new TypeError(
+        `cordon: imports[${JSON.stringify(specifier)}] must be module source text or an object, got ${describe(value)}`,
+      );
+  }
+  return { sources, hostModules };
+}
+
+/**
+ * Dispatch one bridge call on the host: decode the arguments, call the function, encode the
+ * result. A host error reaches the guest with its name, message and own fields, never its stack.
+ */
+export async function dispatchBridgeCall(
+  bindings: Bindings,
+  fnId: number,
+  argsText: string,
+): Promise<{ ok: boolean; text: string }> {
+  const codec = sharedCodec();
+  const target = bindings.functions[fnId];
+  if (!target) return { ok: false, text: errorText(new TypeError("unknown host function")) };
+  let args: unknown;
+  try {
+    args = codec.decode(argsText);
+  } catch {
+    return { ok: false, text: errorText(new TypeError("malformed arguments")) };
+  }
+  let result: unknown;
+  try {
+    result = await target.fn.apply(target.owner, Array.isArray(args) ? args : []);
+  } catch (error) {
+    return { ok: false, text: errorText(error) };
+  }
+  try {
+    return { ok: true, text: codec.encode(result, `${target.label}() result`) };
+  } catch (error) {
+    return { ok: false, text: errorText(error) };
+  }
+}
+
+/** Encode a host error for the guest without stacks (host frames never reach the guest). */
+function errorText(error: unknown): string {
+  const stripStacks = (value: unknown): void => {
+    if (value === null || typeof value !== "object") return;
+    const record = value as Record<string, unknown>;
+    if (record.$ === "e") delete record.s;
+    // An escaped plain object ({$:"o", v}) holds data whose own "$" key is not a tag.
+    const data = record.$ === "o" ? (record.v as Record<string, unknown>) : record;
+    for (const key of Object.keys(data)) stripStacks(data[key]);
+  };
+  const encoded: unknown = JSON.parse(sharedCodec().encodeError(error));
+  stripStacks(encoded);
+  return JSON.stringify(encoded);
+}

@@ -1,0 +1,418 @@
+/**
+ * The value codec: the one way data crosses between the host and a guest, in both directions.
+ *
+ * Values are encoded to tagged JSON text. Plain JSON values stay as they are; everything else
+ * is an object with a "$" tag (`{"$":"d","v":0}` is a Date). A plain object that has its own
+ * "$" key is escaped as `{"$":"o","v":{...}}`, so no guest value can forge a tag.
+ *
+ * `createCodec` is SELF-CONTAINED on purpose: engines inject `createCodec.toString()` into the
+ * guest realm, so the guest encodes with exactly the code the host decodes with. It must not
+ * reference anything outside its own body (no imports, no module-level values).
+ *
+ * The host only ever decodes text: it never reads a guest object, runs a getter, a Proxy trap,
+ * `toString` or a thenable (security invariant 2). Encoding runs in the guest, under its limits.
+ */
+export interface Codec {
+  /** Encode `value` to text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path. */
+  encode(value: unknown, rootPath?: string, maxChars?: number): string;
+  decode(text: string): unknown;
+  /** Encode an error leniently: fields that cannot cross are described, never fatal. */
+  encodeError(error: unknown): string;
+}
+
+export function createCodec(): Codec {
+  const ObjectProto = Object.prototype;
+  const getProto = Object.getPrototypeOf;
+  const ownKeys = Object.keys;
+  const hasOwn = (o: object, k: string) => ObjectProto.hasOwnProperty.call(o, k);
+  const defineProperty = Object.defineProperty;
+  const isArray = Array.isArray;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const StringCtor = String;
+  const NumberIsFinite = Number.isFinite;
+  const fromCharCode = String.fromCharCode;
+  const ArrayBufferCtor = ArrayBuffer;
+  const isView = ArrayBuffer.isView;
+  const byteLengthOf = (Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength") as PropertyDescriptor).get as (
+    this: ArrayBuffer,
+  ) => number;
+  const TypedArrayProto = getProto(Uint8Array.prototype);
+  const typedArrayTag = (Object.getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag) as PropertyDescriptor).get as (
+    this: unknown,
+  ) => string | undefined;
+  const dateGetTime = Date.prototype.getTime;
+  const DateCtor = Date;
+  const MapCtor = Map;
+  const SetCtor = Set;
+  const mapSize = (Object.getOwnPropertyDescriptor(Map.prototype, "size") as PropertyDescriptor).get as (this: unknown) => number;
+  const setSize = (Object.getOwnPropertyDescriptor(Set.prototype, "size") as PropertyDescriptor).get as (this: unknown) => number;
+  const mapEntries = Map.prototype.entries;
+  const setValues = Set.prototype.values;
+  const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const errorCtors: Record<string, ErrorConstructor> = {
+    Error,
+    TypeError,
+    RangeError,
+    SyntaxError,
+    ReferenceError,
+    EvalError,
+    URIError,
+  };
+  // biome-ignore lint/suspicious/noExplicitAny: typed array constructors differ only in element type.
+  const typedCtors: Record<string, any> = {};
+  for (const name of [
+    "Int8Array",
+    "Uint8Array",
+    "Uint8ClampedArray",
+    "Int16Array",
+    "Uint16Array",
+    "Int32Array",
+    "Uint32Array",
+    "Float32Array",
+    "Float64Array",
+    "BigInt64Array",
+    "BigUint64Array",
+    "DataView",
+  ]) {
+    // biome-ignore lint/suspicious/noExplicitAny: looking up constructors by name on this realm's global.
+    const ctor = (globalThis as any)[name];
+    if (typeof ctor === "function") typedCtors[name] = ctor;
+  }
+  const MAX_DEPTH = 512;
+  const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const B64_INDEX = new Uint8Array(128);
+  for (let i = 0; i < B64.length; i++) B64_INDEX[B64.charCodeAt(i)] = i;
+  const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+  function toBase64(bytes: Uint8Array): string {
+    let out = "";
+    const chunk: number[] = [];
+    let i = 0;
+    for (; i + 2 < bytes.length; i += 3) {
+      const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
+      chunk.push(B64.charCodeAt(n >> 18), B64.charCodeAt((n >> 12) & 63), B64.charCodeAt((n >> 6) & 63), B64.charCodeAt(n & 63));
+      if (chunk.length >= 8192) {
+        out += fromCharCode.apply(null, chunk);
+        chunk.length = 0;
+      }
+    }
+    if (i < bytes.length) {
+      const n = (bytes[i] << 16) | ((i + 1 < bytes.length ? bytes[i + 1] : 0) << 8);
+      chunk.push(B64.charCodeAt(n >> 18), B64.charCodeAt((n >> 12) & 63));
+      chunk.push(i + 1 < bytes.length ? B64.charCodeAt((n >> 6) & 63) : 61, 61);
+    }
+    return out + fromCharCode.apply(null, chunk);
+  }
+
+  function fromBase64(text: string): Uint8Array {
+    let len = text.length;
+    while (len > 0 && text.charCodeAt(len - 1) === 61) len--;
+    const out = new Uint8Array((len * 3) >> 2);
+    let o = 0;
+    for (let i = 0; i < len; i += 4) {
+      const n =
+        (B64_INDEX[text.charCodeAt(i)] << 18) |
+        (B64_INDEX[text.charCodeAt(i + 1)] << 12) |
+        ((i + 2 < len ? B64_INDEX[text.charCodeAt(i + 2)] : 0) << 6) |
+        (i + 3 < len ? B64_INDEX[text.charCodeAt(i + 3)] : 0);
+      out[o++] = n >> 16;
+      if (o < out.length) out[o++] = (n >> 8) & 255;
+      if (o < out.length) out[o++] = n & 255;
+    }
+    return out;
+  }
+
+  function fail(code: string, path: string, message: string): never {
+    const error = new TypeErrorCtor(message) as TypeError & { code: string; path: string };
+    error.code = code;
+    error.path = path;
+    throw error;
+  }
+
+  function child(path: string, key: string | number): string {
+    if (typeof key === "number") return `${path}[${key}]`;
+    return IDENT.test(key) ? `${path}.${key}` : `${path}[${stringify(key)}]`;
+  }
+
+  function kindOf(value: unknown): string {
+    if (typeof value === "function") return "a function";
+    if (typeof value === "symbol") return "a symbol";
+    if (value !== null && typeof value === "object") {
+      try {
+        const proto = getProto(value);
+        const ctor = proto && hasOwn(proto, "constructor") ? proto.constructor : undefined;
+        const name = typeof ctor === "function" && typeof ctor.name === "string" ? ctor.name : "";
+        return name ? `an instance of ${name}` : "an object with a custom prototype";
+      } catch {
+        return "an object";
+      }
+    }
+    return `a ${typeof value}`;
+  }
+
+  function notSerializable(path: string, value: unknown): never {
+    const what = kindOf(value);
+    const hint = typeof value === "function" ? "functions cannot cross between the host and the guest" : "only data crosses";
+    return fail(
+      "ERR_NOT_SERIALIZABLE",
+      path,
+      `${path} is ${what}; ${hint} (JSON values, undefined, Date, Map, Set, typed arrays, ArrayBuffer, BigInt, Error)`,
+    );
+  }
+
+  function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean): string {
+    let budget = maxChars;
+    const stack: unknown[] = [];
+    const spend = (n: number, path: string) => {
+      budget -= n;
+      if (budget < 0) fail("ERR_OUTPUT_TOO_LARGE", path, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+    };
+
+    function walk(value: unknown, path: string): unknown {
+      switch (typeof value) {
+        case "string":
+          spend(value.length + 2, path);
+          return value;
+        case "boolean":
+          spend(5, path);
+          return value;
+        case "number":
+          spend(8, path);
+          if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) return value;
+          return { $: "n", v: value === 0 ? "-0" : StringCtor(value) };
+        case "undefined":
+          spend(8, path);
+          return { $: "u" };
+        case "bigint":
+          spend(16, path);
+          return { $: "b", v: value.toString() };
+        case "object":
+          break;
+        default:
+          if (lenient) return `[not serializable: ${kindOf(value)}]`;
+          return notSerializable(path, value);
+      }
+      if (value === null) {
+        spend(4, path);
+        return null;
+      }
+      if (stack.includes(value)) {
+        if (lenient) return "[circular]";
+        fail("ERR_NOT_SERIALIZABLE", path, `${path} is a circular reference; only trees of data can cross`);
+      }
+      if (stack.length >= MAX_DEPTH) {
+        fail("ERR_NOT_SERIALIZABLE", path, `${path} is nested deeper than ${MAX_DEPTH} levels`);
+      }
+      stack.push(value);
+      try {
+        return walkObject(value as object, path);
+      } finally {
+        stack.pop();
+      }
+    }
+
+    function walkObject(value: object, path: string): unknown {
+      if (isArray(value)) {
+        const length = (value as unknown[]).length;
+        spend(2 + length, path);
+        const out = new Array(length);
+        for (let i = 0; i < length; i++) out[i] = walk((value as unknown[])[i], child(path, i));
+        return out;
+      }
+      if (isView(value)) {
+        const tag = typedArrayTag.call(value) ?? "DataView";
+        const view = value as ArrayBufferView;
+        spend(view.byteLength * 1.4 + 16, path);
+        return { $: "t", t: tag, v: toBase64(new Uint8Array(view.buffer, view.byteOffset, view.byteLength)) };
+      }
+      let byteLength = -1;
+      try {
+        byteLength = byteLengthOf.call(value as ArrayBuffer);
+      } catch {}
+      if (byteLength >= 0) {
+        spend(byteLength * 1.4 + 16, path);
+        return { $: "a", v: toBase64(new Uint8Array(value as ArrayBuffer)) };
+      }
+      let time: number | undefined;
+      try {
+        time = dateGetTime.call(value as Date);
+      } catch {}
+      if (time !== undefined) {
+        spend(24, path);
+        return { $: "d", v: NumberIsFinite(time) ? time : null };
+      }
+      let size = -1;
+      try {
+        size = mapSize.call(value);
+      } catch {}
+      if (size >= 0) {
+        spend(8 + size * 4, path);
+        const entries: unknown[] = [];
+        let i = 0;
+        for (const [k, v] of mapEntries.call(value as Map<unknown, unknown>)) {
+          const at = `${path}<entry ${i++}>`;
+          entries.push([walk(k, `${at}.key`), walk(v, `${at}.value`)]);
+        }
+        return { $: "m", v: entries };
+      }
+      try {
+        size = setSize.call(value);
+      } catch {}
+      if (size >= 0) {
+        spend(8 + size * 2, path);
+        const items: unknown[] = [];
+        let i = 0;
+        for (const v of setValues.call(value as Set<unknown>)) items.push(walk(v, `${path}<item ${i++}>`));
+        return { $: "s", v: items };
+      }
+      if (value instanceof ErrorCtor) return encodeErrorValue(value, path);
+      const proto = getProto(value);
+      if (proto !== ObjectProto && proto !== null) {
+        if (lenient) return `[not serializable: ${kindOf(value)}]`;
+        return notSerializable(path, value);
+      }
+      const keys = ownKeys(value);
+      spend(2 + keys.length * 2, path);
+      const out: Record<string, unknown> = {};
+      for (const key of keys) {
+        spend(key.length + 3, path);
+        const encoded = walk((value as Record<string, unknown>)[key], child(path, key));
+        if (key === "__proto__")
+          defineProperty(out, key, { value: encoded, enumerable: true, writable: true, configurable: true });
+        else out[key] = encoded;
+      }
+      return hasOwn(out, "$") ? { $: "o", v: out } : out;
+    }
+
+    function encodeErrorValue(error: Error, path: string): unknown {
+      // Errors cross leniently: a field that cannot cross is described, so the real error is not
+      // replaced by a serialization failure.
+      const saved = lenient;
+      lenient = true;
+      try {
+        const out: Record<string, unknown> = { $: "e" };
+        let name = "Error";
+        let message = "";
+        let stackText: unknown;
+        try {
+          name = StringCtor(error.name);
+          message = StringCtor(error.message);
+          stackText = error.stack;
+        } catch {}
+        out.n = name;
+        out.m = message;
+        if (typeof stackText === "string") out.s = stackText;
+        if (hasOwn(error, "cause")) out.c = walk((error as { cause?: unknown }).cause, child(path, "cause"));
+        const nested = (error as { errors?: unknown }).errors;
+        if (isArray(nested)) out.a = walk(nested, child(path, "errors"));
+        const fields: Record<string, unknown> = {};
+        let any = false;
+        for (const key of ownKeys(error)) {
+          if (key === "stack" || key === "message" || key === "cause" || key === "errors") continue;
+          any = true;
+          const encoded = walk((error as unknown as Record<string, unknown>)[key], child(path, key));
+          defineProperty(fields, key, { value: encoded, enumerable: true, writable: true, configurable: true });
+        }
+        if (any) out.f = fields;
+        return out;
+      } finally {
+        lenient = saved;
+      }
+    }
+
+    return stringify(walk(root, rootPath));
+  }
+
+  function revive(value: unknown): unknown {
+    if (value === null || typeof value !== "object") return value;
+    if (isArray(value)) {
+      const out = new Array(value.length);
+      for (let i = 0; i < value.length; i++) out[i] = revive(value[i]);
+      return out;
+    }
+    const tagged = value as Record<string, unknown>;
+    if (!hasOwn(tagged, "$")) return reviveObject(tagged);
+    const v = tagged.v;
+    switch (tagged.$) {
+      case "o":
+        return reviveObject(v as Record<string, unknown>);
+      case "u":
+        return undefined;
+      case "n":
+        return v === "-0" ? -0 : Number(v);
+      case "b":
+        return BigInt(v as string);
+      case "d":
+        return new DateCtor(v === null ? Number.NaN : (v as number));
+      case "m":
+        return new MapCtor((v as [unknown, unknown][]).map(([k, x]) => [revive(k), revive(x)]));
+      case "s":
+        return new SetCtor((v as unknown[]).map(revive));
+      case "a": {
+        const bytes = fromBase64(v as string);
+        return bytes.buffer.byteLength === bytes.byteLength ? bytes.buffer : new ArrayBufferCtor(0);
+      }
+      case "t": {
+        const bytes = fromBase64(v as string);
+        const ctor = typedCtors[tagged.t as string] ?? typedCtors.Uint8Array;
+        if (ctor === typedCtors.DataView) return new ctor(bytes.buffer);
+        return new ctor(bytes.buffer, 0, bytes.byteLength / (ctor.BYTES_PER_ELEMENT as number));
+      }
+      case "e":
+        return reviveError(tagged);
+      default:
+        return reviveObject(tagged);
+    }
+  }
+
+  function reviveObject(value: Record<string, unknown>): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const key of ownKeys(value)) {
+      const v = revive(value[key]);
+      // An own "__proto__" key is data: define it, never assign it (assignment sets the prototype).
+      if (key === "__proto__") defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[key] = v;
+    }
+    return out;
+  }
+
+  function reviveError(tagged: Record<string, unknown>): Error {
+    const name = StringCtor(tagged.n);
+    const message = StringCtor(tagged.m);
+    let error: Error;
+    if (name === "AggregateError" && typeof AggregateError === "function") {
+      error = new AggregateError(isArray(tagged.a) ? (revive(tagged.a) as unknown[]) : [], message);
+    } else {
+      const ctor = hasOwn(errorCtors, name) ? errorCtors[name] : ErrorCtor;
+      error = new ctor(message);
+      if (error.name !== name) defineProperty(error, "name", { value: name, writable: true, configurable: true });
+    }
+    defineProperty(error, "stack", {
+      value: typeof tagged.s === "string" ? tagged.s : `${name}: ${message}`,
+      writable: true,
+      configurable: true,
+    });
+    if (hasOwn(tagged, "c")) defineProperty(error, "cause", { value: revive(tagged.c), writable: true, configurable: true });
+    if (tagged.f && typeof tagged.f === "object") {
+      const fields = tagged.f as Record<string, unknown>;
+      for (const key of ownKeys(fields)) {
+        defineProperty(error, key, { value: revive(fields[key]), enumerable: true, writable: true, configurable: true });
+      }
+    }
+    return error;
+  }
+
+  return {
+    encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
+      return encodeWith(value, rootPath, maxChars, false);
+    },
+    decode(text) {
+      return revive(parse(text));
+    },
+    encodeError(error) {
+      return encodeWith(error, "error", Number.POSITIVE_INFINITY, true);
+    },
+  };
+}

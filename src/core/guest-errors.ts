@@ -1,0 +1,65 @@
+import { sharedCodec } from "./bindings.js";
+import type { ErrorCode, RunError } from "./errors.js";
+
+/**
+ * Keep only what a caller may see of a guest stack: the message lines and the frames of the
+ * guest's own modules. Host paths, node_modules, data: URLs, runtime frames and isolated-vm's
+ * boundary markers are dropped.
+ */
+export function sanitizeStack(stack: string, guestFiles: ReadonlySet<string>): string {
+  const lines = stack.split("\n");
+  const out: string[] = [];
+  let inFrames = false;
+  for (const line of lines) {
+    const isFrame = /^\s+at /.test(line);
+    if (!isFrame && !inFrames) {
+      out.push(line);
+      continue;
+    }
+    inFrames = true;
+    if (!isFrame) continue;
+    for (const file of guestFiles) {
+      if (line.includes(`(${file}:`) || line.includes(`at ${file}:`)) {
+        out.push(line);
+        break;
+      }
+    }
+  }
+  return out.join("\n");
+}
+
+/** Uncaught guest errors that mean "out of memory" rather than a bug in the guest. */
+function isMemoryExhaustion(name: string, message: string): boolean {
+  return (
+    name === "RangeError" &&
+    (message === "Array buffer allocation failed" ||
+      message === "Invalid string length" ||
+      message.startsWith("Invalid typed array length") ||
+      message.startsWith("Array buffer allocation failed"))
+  );
+}
+
+/** Turn an error the guest threw (already decoded on the host as data) into a RunError. */
+export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): RunError {
+  if (value instanceof Error) {
+    const name = typeof value.name === "string" ? value.name : "Error";
+    const message = typeof value.message === "string" ? value.message : "";
+    const fields: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) fields[key] = (value as unknown as Record<string, unknown>)[key];
+    let code: ErrorCode = "ERR_USER_CODE";
+    if (isMemoryExhaustion(name, message)) code = "ERR_MEMORY_LIMIT";
+    else if (fields.code === "ERR_NOT_SERIALIZABLE" && typeof fields.path === "string") code = "ERR_NOT_SERIALIZABLE";
+    const error: RunError = { code, name, message };
+    if (typeof value.stack === "string") error.stack = sanitizeStack(value.stack, guestFiles);
+    if ("cause" in value) fields.cause = value.cause;
+    if (Object.keys(fields).length > 0) error.fields = fields;
+    return error;
+  }
+  let shown: string;
+  try {
+    shown = sharedCodec().encode(value, "thrown", 2000);
+  } catch {
+    shown = typeof value;
+  }
+  return { code: "ERR_USER_CODE", name: "Error", message: `Uncaught ${shown}`, fields: { thrown: value } };
+}

@@ -1,0 +1,35 @@
+import { describe } from "./limits.js";
+
+/** Throw a TypeError naming the first key of `value` that is not in `known` (typos never pass silently). */
+export function checkKnownKeys(value: object, known: readonly string[], where: string): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      throw new TypeError(`cordon: ${where}.${key} is not an option; known options: ${known.join(", ")}`);
+    }
+  }
+}
+
+export function checkObject(value: unknown, where: string): asserts value is Record<string, unknown> {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new TypeError(`cordon: ${where} must be an object, got ${describe(value)}`);
+  }
+}
+
+export function checkOneOf<T extends string>(value: unknown, allowed: readonly T[], where: string): T {
+  if (typeof value !== "string" || !(allowed as readonly string[]).includes(value)) {
+    throw new TypeError(`cordon: ${where} must be one of ${allowed.map((a) => `"${a}"`).join(", ")}, got ${describe(value)}`);
+  }
+  return value as T;
+}
+
+export function checkString(value: unknown, where: string, maxLength: number): string {
+  if (typeof value !== "string") throw new TypeError(`cordon: ${where} must be a string, got ${describe(value)}`);
+  if (value.length > maxLength) throw new TypeError(`cordon: ${where} is longer than ${maxLength} characters`);
+  return value;
+}
+
+export function checkSignal(value: unknown, where: string): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) throw new TypeError(`cordon: ${where} must be an AbortSignal, got ${describe(value)}`);
+  return value;
+}

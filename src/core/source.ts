@@ -1,0 +1,88 @@
+import { transform } from "esbuild";
+import { CordonError } from "./errors.js";
+import { type LineMap, decodeMappings } from "./source-map.js";
+
+/** A guest module ready for an engine: plain JavaScript ESM, named for stack traces. */
+export interface GuestSource {
+  code: string;
+  filename: string;
+  /** True when the input was a function body and was wrapped into a default-exported function. */
+  wrapped: boolean;
+  /** Maps positions in `code` back to the caller's text, for stack traces. */
+  lineMap: LineMap;
+}
+
+export const DEFAULT_FILENAME = "<guest>";
+const TOP_LEVEL_RETURN = "Top-level return cannot be used inside an ECMAScript module";
+const CACHE_SIZE = 512;
+const cache = new Map<string, GuestSource | CordonError>();
+
+/**
+ * Turn guest text into an ES module: TypeScript is stripped (no type check, no bundling), and a
+ * function body with a top-level `return` becomes `export default async function (input) {...}`.
+ *
+ * The parser decides, never a pattern: the text is parsed as a module (a trailing `export {}`
+ * fixes the parse goal), and only esbuild's own top-level-return error causes the wrap. The wrap
+ * keeps the body on its original lines so stack traces point at the caller's line numbers.
+ */
+export async function normalizeSource(code: string, filename = DEFAULT_FILENAME): Promise<GuestSource> {
+  const key = `${filename}\0${code}`;
+  const cached = cache.get(key);
+  if (cached) {
+    if (cached instanceof CordonError) throw cached;
+    return cached;
+  }
+  let result: GuestSource | CordonError;
+  try {
+    result = { ...(await strip(code, filename)), filename, wrapped: false };
+  } catch (error) {
+    if (firstErrorText(error) === TOP_LEVEL_RETURN) {
+      try {
+        const body = `export default async function (input) {${code}\n}`;
+        result = { ...(await strip(body, filename)), filename, wrapped: true };
+      } catch (wrappedError) {
+        result = compileError(wrappedError, filename);
+      }
+    } else {
+      result = compileError(error, filename);
+    }
+  }
+  remember(key, result);
+  if (result instanceof CordonError) throw result;
+  return result;
+}
+
+async function strip(code: string, filename: string): Promise<{ code: string; lineMap: LineMap }> {
+  const loader = /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
+  const out = await transform(`${code}\nexport {};`, {
+    loader,
+    format: "esm",
+    target: "esnext",
+    sourcefile: filename,
+    logLevel: "silent",
+    sourcemap: "external",
+  });
+  return { code: out.code, lineMap: decodeMappings((JSON.parse(out.map) as { mappings: string }).mappings) };
+}
+
+function firstErrorText(error: unknown): string | undefined {
+  const errors = (error as { errors?: { text?: string }[] })?.errors;
+  return Array.isArray(errors) ? errors[0]?.text : undefined;
+}
+
+function compileError(error: unknown, filename: string): CordonError {
+  const errors = (error as { errors?: { text: string; location?: { line: number; column: number } }[] })?.errors;
+  if (!Array.isArray(errors) || errors.length === 0) {
+    return new CordonError("ERR_COMPILE", `${filename}: could not be compiled`);
+  }
+  const lines = errors.slice(0, 5).map((e) => {
+    const at = e.location ? `${filename}:${e.location.line}:${e.location.column + 1}` : filename;
+    return `${at}: ${e.text}`;
+  });
+  return new CordonError("ERR_COMPILE", lines.join("\n"));
+}
+
+function remember(key: string, value: GuestSource | CordonError): void {
+  if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+  cache.set(key, value);
+}

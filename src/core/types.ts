@@ -1,0 +1,112 @@
+import type { RunError } from "./errors.js";
+
+export type EngineName = "auto" | "v8" | "quickjs" | "deno" | "trusted";
+export type HostName = "auto" | "inprocess" | "process" | "remote";
+
+/** Host ceilings. Every request is clamped to these; none is ever widened. */
+export interface SandboxPolicy {
+  maxMemoryMb?: number;
+  maxWallTimeMs?: number;
+  maxCpuTimeMs?: number;
+}
+
+export interface SandboxOptions {
+  engine?: EngineName;
+  host?: HostName;
+  /** Memory per instance in MB. Default 128, clamped to 8..policy ceiling. */
+  memoryMb?: number;
+  /** Runs executing at once. Default: four per core. */
+  maxConcurrentRuns?: number;
+  /** Runs waiting for a slot. Default 10 000; past it a run fails at once with ERR_QUEUE_FULL. */
+  maxQueuedRuns?: number;
+  policy?: SandboxPolicy;
+}
+
+/** Per-run limits. Omitted fields take the defaults; all are clamped by the policy. */
+export interface RunLimits {
+  cpuTimeMs?: number;
+  wallTimeMs?: number;
+  memoryMb?: number;
+  maxBridgeCalls?: number;
+  maxBridgeCallBytes?: number;
+  maxOutputBytes?: number;
+  maxLogBytes?: number;
+  maxLogEntries?: number;
+}
+
+/** An async host function the guest may call. Arguments and result cross as data. */
+// biome-ignore lint/suspicious/noExplicitAny: host functions take whatever data the guest sends.
+export type HostFunction = (...args: any[]) => unknown;
+
+/** A host binding: a function, data, or an object whose function leaves are bridged. */
+export type HostBinding = HostFunction | unknown;
+
+export interface RunOptions {
+  /** An ES module (JS or TS), or a function body with a top-level `return`. */
+  code: string;
+  /** Passed to a default-exported function. */
+  input?: unknown;
+  /** The name of the module in stack traces. Default `<guest>`. */
+  filename?: string;
+  globals?: Record<string, HostBinding>;
+  /** Specifier → module source text, or a host module object whose function leaves are bridged. */
+  imports?: Record<string, string | Record<string, HostBinding>>;
+  limits?: RunLimits;
+  signal?: AbortSignal;
+}
+
+export type LogLevel = "log" | "info" | "warn" | "error" | "debug";
+
+export interface LogEntry {
+  level: LogLevel;
+  message: string;
+  /** Milliseconds since the run started. */
+  atMs: number;
+}
+
+export interface RunStats {
+  engine: Exclude<EngineName, "auto">;
+  host: Exclude<HostName, "auto">;
+  wallMs: number;
+  cpuMs: number;
+  heapUsedBytes?: number;
+  bridgeCalls: number;
+  warm: boolean;
+  /** True when logs were cut at maxLogBytes / maxLogEntries. */
+  logsTruncated?: boolean;
+}
+
+export interface CompletedResult {
+  status: "completed";
+  ok: true;
+  value: unknown;
+  exports: Record<string, unknown>;
+  skippedExports: string[];
+  logs: LogEntry[];
+  stats: RunStats;
+}
+
+export interface FailedResult {
+  status: "failed";
+  ok: false;
+  error: RunError;
+  logs: LogEntry[];
+  stats: RunStats;
+}
+
+export interface AbortedResult {
+  status: "aborted";
+  ok: false;
+  reason: string;
+  error: RunError & { code: "ERR_ABORTED" };
+  logs: LogEntry[];
+  stats: RunStats;
+}
+
+export type RunResult = CompletedResult | FailedResult | AbortedResult;
+
+export interface SandboxStats {
+  activeRuns: number;
+  queueDepth: number;
+  completedRuns: number;
+}

@@ -1,0 +1,50 @@
+import { createCodec } from "../../core/codec.js";
+import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { createInspect } from "./inspect.js";
+import { installRuntime } from "./runtime.js";
+import { installWebApis } from "./web-apis.js";
+
+/** The filename guest stack traces show for runtime frames; the host strips these frames. */
+export const RUNTIME_FILENAME = "<cordon>";
+
+/**
+ * Names of the host callbacks the runtime script reads from the global object and deletes
+ * before any guest code runs.
+ */
+export const HOST_CALLBACK_NAMES = {
+  log: "__cordon_log",
+  call: "__cordon_call",
+  timer: "__cordon_timer",
+  done: "__cordon_done",
+  parseUrl: "__cordon_parse_url",
+  setUrlPart: "__cordon_set_url_part",
+  randomBytes: "__cordon_random_bytes",
+} as const;
+
+let cached: string | undefined;
+
+/**
+ * The script that turns a bare realm into a guest realm. It evaluates to the runtime's internals
+ * (see GuestInternals). Every piece is a self-contained function, stringified, so the guest runs
+ * exactly the code the host's tests exercise.
+ */
+export function guestRuntimeScript(): string {
+  if (cached) return cached;
+  const take = (name: string) => `take(${JSON.stringify(name)})`;
+  const n = HOST_CALLBACK_NAMES;
+  cached = `(function () {
+"use strict";
+const g = globalThis;
+function take(name) { const value = g[name]; delete g[name]; return value; }
+const host = { log: ${take(n.log)}, call: ${take(n.call)}, timer: ${take(n.timer)}, done: ${take(n.done)} };
+const parseUrl = ${take(n.parseUrl)}, setUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
+const codec = (${createCodec.toString()})();
+const clone = (value) => codec.decode(codec.encode(value, "value"));
+(${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone });
+const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
+  maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
+Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
+return internals;
+})()`;
+  return cached;
+}

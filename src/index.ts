@@ -1,0 +1,24 @@
+/** cordon: run JavaScript and TypeScript you did not write, with hard limits. Public API only. */
+export { createSandbox, Sandbox } from "./sandbox.js";
+export { CordonError, ERROR_CODES } from "./core/errors.js";
+export type { ErrorCode, RunError } from "./core/errors.js";
+export { DEFAULT_LIMITS, MIN_MEMORY_MB, MAX_MEMORY_MB } from "./core/limits.js";
+export type {
+  AbortedResult,
+  CompletedResult,
+  EngineName,
+  FailedResult,
+  HostBinding,
+  HostFunction,
+  HostName,
+  LogEntry,
+  LogLevel,
+  RunLimits,
+  RunOptions,
+  RunResult,
+  RunStats,
+  SandboxOptions,
+  SandboxPolicy,
+  SandboxStats,
+} from "./core/types.js";
+export { isValidExportName, isValidGlobalName, RESERVED_GLOBAL_NAMES } from "./names.js";

@@ -1,0 +1,360 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+
+function completed(result: RunResult) {
+  if (result.status !== "completed") throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
+  return result;
+}
+
+function failed(result: RunResult) {
+  if (result.status !== "failed") throw new Error(`expected failed, got ${result.status}: ${JSON.stringify(result)}`);
+  return result;
+}
+
+describe.each(COMBINATIONS)("contract on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  describe("results", () => {
+    it("calls a default-exported function with input and awaits it", async () => {
+      const result = completed(
+        await sandbox.run({ code: "export default async (input) => ({ doubled: input.n * 2 })", input: { n: 21 } }),
+      );
+      expect(result.value).toEqual({ doubled: 42 });
+      expect(result.ok).toBe(true);
+      expect(result.stats).toMatchObject({ engine: combo.engine, host: combo.host, bridgeCalls: 0, warm: false });
+      expect(result.stats.wallMs).toBeGreaterThan(0);
+      expect(result.stats.cpuMs).toBeGreaterThanOrEqual(0);
+    });
+
+    it("returns a non-function default export as the value", async () => {
+      expect(completed(await sandbox.run({ code: "export default { a: [1, 2] }" })).value).toEqual({ a: [1, 2] });
+      expect(completed(await sandbox.run({ code: "export const x = 1" })).value).toBeUndefined();
+    });
+
+    it("lists serializable named exports and skips the rest by name", async () => {
+      const result = completed(
+        await sandbox.run({
+          code: "export const config = { retries: 3 }; export function handler() {}; export const when = new Date(5); export default 1",
+        }),
+      );
+      expect(result.exports).toEqual({ config: { retries: 3 }, when: new Date(5) });
+      expect(result.skippedExports).toEqual(["handler"]);
+    });
+
+    it("accepts TypeScript", async () => {
+      const code = "interface P { x: number }\nconst p: P = { x: 4 };\nexport default (input: number): number => p.x * input;";
+      expect(completed(await sandbox.run({ code, input: 10 })).value).toBe(40);
+    });
+
+    it("wraps a function body with a top-level return", async () => {
+      const result = completed(await sandbox.run({ code: "const x = input.a;\nawait null;\nreturn x * 2;", input: { a: 5 } }));
+      expect(result.value).toBe(10);
+    });
+
+    it("supports top-level await in modules", async () => {
+      const result = completed(
+        await sandbox.run({ code: "const v = await new Promise((r) => setTimeout(() => r(7), 5));\nexport default v;" }),
+      );
+      expect(result.value).toBe(7);
+    });
+
+    it("crosses the design's value set both ways", async () => {
+      const input = {
+        date: new Date(1000),
+        map: new Map([["k", 1n]]),
+        set: new Set([1, 2]),
+        bytes: new Uint8Array([1, 2, 3]),
+        buffer: new Uint16Array([7]).buffer,
+        nan: Number.NaN,
+        undef: undefined,
+        error: Object.assign(new TypeError("t"), { code: "E" }),
+      };
+      const code = `export default (i) => ({
+        ok: i.date instanceof Date && i.map instanceof Map && i.set instanceof Set && i.bytes instanceof Uint8Array
+          && i.buffer instanceof ArrayBuffer && Number.isNaN(i.nan) && "undef" in i && i.error instanceof TypeError && i.error.code === "E",
+        echo: i,
+      })`;
+      const result = completed(await sandbox.run({ code, input }));
+      expect((result.value as { ok: boolean }).ok).toBe(true);
+      const echo = (result.value as { echo: typeof input }).echo;
+      expect(echo.date).toEqual(new Date(1000));
+      expect(echo.map.get("k")).toBe(1n);
+      expect(echo.bytes).toEqual(new Uint8Array([1, 2, 3]));
+      expect(echo.error).toBeInstanceOf(TypeError);
+      expect(echo.error.code).toBe("E");
+    });
+
+    it("an own __proto__ key crosses as data and pollutes nothing", async () => {
+      const result = completed(
+        await sandbox.run({
+          code: 'export default (i) => ({ seen: Object.keys(i), out: JSON.parse(\'{"__proto__": {"admin": true}}\'), polluted: ({}).admin })',
+          input: JSON.parse('{"__proto__":{"admin":true}}'),
+        }),
+      );
+      const value = result.value as { seen: string[]; out: Record<string, unknown>; polluted: unknown };
+      expect(value.seen).toEqual(["__proto__"]);
+      expect(value.polluted).toBeUndefined();
+      expect(Object.getPrototypeOf(value.out)).toBe(Object.prototype);
+      expect(Object.hasOwn(value.out, "__proto__")).toBe(true);
+      expect(({} as { admin?: boolean }).admin).toBeUndefined();
+    });
+  });
+
+  describe("errors", () => {
+    it("a thrown error is ERR_USER_CODE with name, message, fields and guest frames only", async () => {
+      const code =
+        "function inner() { const e = new RangeError('bad input'); e.status = 422; throw e; }\nexport default () => inner();";
+      const result = failed(await sandbox.run({ code, filename: "tenant.js" }));
+      expect(result.error).toMatchObject({
+        code: "ERR_USER_CODE",
+        name: "RangeError",
+        message: "bad input",
+        fields: { status: 422 },
+      });
+      expect(result.error.stack).toContain("tenant.js:1");
+      expect(result.error.stack).not.toMatch(/node_modules|file:|data:|\/work\/|<cordon>|isolated-vm/);
+    });
+
+    it("a module that throws while loading, sync or after await, is ERR_USER_CODE", async () => {
+      const sync = failed(await sandbox.run({ code: "throw new TypeError('at load'); export default 1" }));
+      expect(sync.error).toMatchObject({ code: "ERR_USER_CODE", name: "TypeError", message: "at load" });
+      const late = failed(
+        await sandbox.run({
+          code: "await new Promise((r) => setTimeout(r, 1)); throw new Error('after await'); export default 1",
+        }),
+      );
+      expect(late.error).toMatchObject({ code: "ERR_USER_CODE", message: "after await" });
+    });
+
+    it("a thrown non-error is reported as data", async () => {
+      const result = failed(await sandbox.run({ code: "export default () => { throw { reason: 'nope' } }" }));
+      expect(result.error.code).toBe("ERR_USER_CODE");
+      expect(result.error.message).toContain("nope");
+    });
+
+    it("an unhandled rejection or an exception in a timer fails the run", async () => {
+      const rejection = failed(
+        await sandbox.run({
+          code: "export default async () => { Promise.reject(new Error('floating')); await new Promise((r) => setTimeout(r, 20)); return 1 }",
+        }),
+      );
+      expect(rejection.error).toMatchObject({ code: "ERR_USER_CODE", message: "floating" });
+      const timer = failed(
+        await sandbox.run({
+          code: "export default () => new Promise((r) => { setTimeout(() => { throw new Error('in timer') }, 1); setTimeout(r, 50); })",
+        }),
+      );
+      expect(timer.error).toMatchObject({ code: "ERR_USER_CODE", message: "in timer" });
+    });
+
+    it("syntax errors are ERR_COMPILE", async () => {
+      const result = failed(await sandbox.run({ code: "export default function (" }));
+      expect(result.error.code).toBe("ERR_COMPILE");
+      expect(result.error.message).toMatch(/<guest>:\d+:\d+/);
+    });
+
+    it("a result that cannot cross is ERR_NOT_SERIALIZABLE naming the path", async () => {
+      const result = failed(
+        await sandbox.run({ code: "class Owner {}\nexport default () => ({ items: [1, { owner: new Owner() }] })" }),
+      );
+      expect(result.error.code).toBe("ERR_NOT_SERIALIZABLE");
+      expect(result.error.message).toContain("value.items[1].owner is an instance of Owner");
+      const fn = failed(await sandbox.run({ code: "export default () => () => 1" }));
+      expect(fn.error).toMatchObject({ code: "ERR_NOT_SERIALIZABLE", message: expect.stringContaining("value is a function") });
+    });
+
+    it("input that cannot cross is ERR_NOT_SERIALIZABLE naming the path", async () => {
+      const result = failed(await sandbox.run({ code: "export default 1", input: { a: [() => 1] } }));
+      expect(result.error).toMatchObject({
+        code: "ERR_NOT_SERIALIZABLE",
+        message: expect.stringContaining("input.a[0] is a function"),
+      });
+    });
+
+    it("an unknown import, node: builtins included, is ERR_MODULE_NOT_FOUND", async () => {
+      for (const specifier of ["node:fs", "fs", "./local.js", "lodash"]) {
+        const result = failed(await sandbox.run({ code: `import x from ${JSON.stringify(specifier)}; export default x` }));
+        expect(result.error.code, specifier).toBe("ERR_MODULE_NOT_FOUND");
+        expect(result.error.message).toContain(specifier);
+      }
+    });
+
+    it("the output limit is ERR_OUTPUT_TOO_LARGE", async () => {
+      const result = failed(
+        await sandbox.run({ code: "export default () => 'x'.repeat(5000)", limits: { maxOutputBytes: 1000 } }),
+      );
+      expect(result.error.code).toBe("ERR_OUTPUT_TOO_LARGE");
+    });
+  });
+
+  describe("host bindings", () => {
+    it("async host functions, several in flight with Promise.all", async () => {
+      let inFlight = 0;
+      let maxInFlight = 0;
+      const lookup = async (id: number) => {
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        await new Promise((r) => setTimeout(r, 20));
+        inFlight--;
+        return { id, name: `user${id}` };
+      };
+      const result = completed(
+        await sandbox.run({
+          code: "export default async () => Promise.all([1, 2, 3].map((id) => lookup(id)))",
+          globals: { lookup },
+        }),
+      );
+      expect(result.value).toEqual([1, 2, 3].map((id) => ({ id, name: `user${id}` })));
+      expect(maxInFlight).toBe(3);
+      expect(result.stats.bridgeCalls).toBe(3);
+    });
+
+    it("plain data globals", async () => {
+      const result = completed(
+        await sandbox.run({
+          code: "export default () => config.region + ':' + typeof config",
+          globals: { config: { region: "eu" } },
+        }),
+      );
+      expect(result.value).toBe("eu:object");
+    });
+
+    it("a host error reaches the guest catchable with name, message and fields, never the host stack", async () => {
+      const failing = async () => {
+        throw Object.assign(new RangeError("quota exceeded"), { status: 429 });
+      };
+      const code = `export default async () => { try { await failing(); } catch (e) {
+        return { name: e.name, message: e.message, status: e.status, isRange: e instanceof RangeError, stack: e.stack } } }`;
+      const value = completed(await sandbox.run({ code, globals: { failing } })).value as Record<string, unknown>;
+      expect(value).toMatchObject({ name: "RangeError", message: "quota exceeded", status: 429, isRange: true });
+      expect(String(value.stack)).not.toMatch(/\/|node:|at /);
+    });
+
+    it("refuses functions passed from the guest to the host with a clear message", async () => {
+      let called = false;
+      const save = async () => {
+        called = true;
+      };
+      const code =
+        "export default async () => { try { await save({ cb: () => 1 }); return 'sent' } catch (e) { return e.message } }";
+      const value = completed(await sandbox.run({ code, globals: { save } })).value as string;
+      expect(value).toContain("args[0].cb is a function");
+      expect(called).toBe(false);
+    });
+
+    it("source-text imports and host modules", async () => {
+      const imports = {
+        "lib/math": "export const square = (x: number) => x * x; export default 'math';",
+        db: { query: async (sql: string) => [{ sql }], version: "1.2" },
+      };
+      const code =
+        "import name, { square } from 'lib/math'; import db, { query, version } from 'db';\nexport default async () => ({ name, sq: square(4), rows: await query('select 1'), version, same: db.query === query })";
+      const value = completed(await sandbox.run({ code, imports })).value;
+      expect(value).toEqual({ name: "math", sq: 16, rows: [{ sql: "select 1" }], version: "1.2", same: true });
+    });
+
+    it("host module functions keep their owner as `this`", async () => {
+      const store = {
+        prefix: "k:",
+        async key(id: string) {
+          return this.prefix + id;
+        },
+      };
+      const value = completed(
+        await sandbox.run({ code: "import s from 'store'; export default () => s.key('1')", imports: { store } }),
+      ).value;
+      expect(value).toBe("k:1");
+    });
+
+    it("bad global names throw a TypeError naming the option", async () => {
+      await expect(sandbox.run({ code: "export default 1", globals: { console: 1 } })).rejects.toThrow(
+        /globals\.console is not a valid global name/,
+      );
+      await expect(sandbox.run({ code: "export default 1", globals: { "a-b": 1 } })).rejects.toThrow(TypeError);
+    });
+  });
+
+  describe("logs", () => {
+    it("captures console levels in order with times", async () => {
+      const code =
+        "export default () => { console.log('a', 1, { b: [2] }); console.info('i'); console.warn('w'); console.error(new Error('e')); console.debug('d'); }";
+      const result = completed(await sandbox.run({ code }));
+      expect(result.logs.map((l) => [l.level, l.message.split("\n")[0]])).toEqual([
+        ["log", "a 1 { b: [ 2 ] }"],
+        ["info", "i"],
+        ["warn", "w"],
+        ["error", "Error: e"],
+        ["debug", "d"],
+      ]);
+      expect(result.logs.every((l) => l.atMs >= 0)).toBe(true);
+    });
+
+    it("caps truncate and say so, never fail the run", async () => {
+      const result = completed(
+        await sandbox.run({
+          code: "export default () => { for (let i = 0; i < 50; i++) console.log('line', i); return 'done' }",
+          limits: { maxLogEntries: 10 },
+        }),
+      );
+      expect(result.value).toBe("done");
+      expect(result.logs).toHaveLength(11);
+      expect(result.stats.logsTruncated).toBe(true);
+      expect(result.logs[10].message).toMatch(/logs truncated/);
+      const bytes = completed(
+        await sandbox.run({
+          code: "export default () => { console.log('x'.repeat(5000)); console.log('y') }",
+          limits: { maxLogBytes: 1000 },
+        }),
+      );
+      expect(bytes.stats.logsTruncated).toBe(true);
+    });
+  });
+
+  describe("guest globals", () => {
+    it("has the web-standard globals and none of Node", async () => {
+      const code = `export default () => ({
+        url: new URL('/a?b=1#c', 'https://example.com').href,
+        params: new URLSearchParams('a=1&b=2').get('b'),
+        text: new TextDecoder().decode(new TextEncoder().encode('héllo')),
+        b64: btoa('hi') + atob('aGk='),
+        clone: structuredClone({ d: new Date(0) }).d instanceof Date,
+        uuid: /^[0-9a-f-]{36}$/.test(crypto.randomUUID()),
+        random: crypto.getRandomValues(new Uint8Array(8)).length,
+        micro: typeof queueMicrotask,
+        timers: typeof setTimeout + typeof clearTimeout,
+        missing: [typeof process, typeof require, typeof SharedArrayBuffer, typeof WebAssembly, typeof Atomics, typeof fetch, typeof Buffer, typeof global],
+      })`;
+      expect(completed(await sandbox.run({ code })).value).toEqual({
+        url: "https://example.com/a?b=1#c",
+        params: "2",
+        text: "héllo",
+        b64: "aGk=hi",
+        clone: true,
+        uuid: true,
+        random: 8,
+        micro: "function",
+        timers: "functionfunction",
+        missing: ["undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "undefined"],
+      });
+    });
+  });
+
+  describe("options", () => {
+    it("invalid options throw a TypeError naming the option", async () => {
+      await expect(createSandbox({ engine: "v9" as never })).rejects.toThrow(/options\.engine must be one of/);
+      await expect(createSandbox({ memoryMb: -1 })).rejects.toThrow(/options\.memoryMb must be a positive number/);
+      await expect(createSandbox({ maxConcurrentRuns: 1.5 })).rejects.toThrow(/maxConcurrentRuns must be a positive integer/);
+      await expect(createSandbox({ typo: 1 } as never)).rejects.toThrow(/options\.typo is not an option/);
+      await expect(sandbox.run({ code: 1 } as never)).rejects.toThrow(/code must be a string/);
+      await expect(sandbox.run({ code: "", limits: { memoryMb: -5 } })).rejects.toThrow(/limits\.memoryMb/);
+      await expect(sandbox.run({ code: "", signal: {} } as never)).rejects.toThrow(/signal must be an AbortSignal/);
+    });
+  });
+});

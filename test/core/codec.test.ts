@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import { createCodec } from "../../src/core/codec.js";
+
+const codec = createCodec();
+const roundTrip = (value: unknown) => codec.decode(codec.encode(value));
+
+describe("value codec", () => {
+  it("round-trips the design's value set", () => {
+    const value = {
+      s: "text",
+      n: 1.5,
+      neg0: -0,
+      nan: Number.NaN,
+      inf: Number.POSITIVE_INFINITY,
+      u: undefined,
+      nul: null,
+      b: true,
+      big: 12345678901234567890n,
+      date: new Date(1700000000000),
+      bad: new Date(Number.NaN),
+      map: new Map<unknown, unknown>([
+        ["a", 1],
+        [{ k: 1 }, [2]],
+      ]),
+      set: new Set([1, "two"]),
+      bytes: new Uint8Array([0, 1, 254, 255]),
+      f64: new Float64Array([1.5, -2]),
+      buffer: new Uint8Array([9, 8, 7]).buffer,
+      nested: [[1, [2, [3]]], { $: "looks like a tag", v: 1 }],
+    };
+    const out = roundTrip(value) as typeof value;
+    expect(out).toEqual(value);
+    expect(Object.is(out.neg0, -0)).toBe(true);
+    expect(out.bytes).toBeInstanceOf(Uint8Array);
+    expect(out.buffer).toBeInstanceOf(ArrayBuffer);
+    expect(out.nested[1]).toEqual({ $: "looks like a tag", v: 1 });
+  });
+
+  it("keeps errors with name, message, cause and own fields", () => {
+    const error = Object.assign(new RangeError("too far", { cause: new Error("root") }), { code: "E_FAR", status: 400 });
+    const out = roundTrip(error) as RangeError & { code: string; status: number; cause: Error };
+    expect(out).toBeInstanceOf(RangeError);
+    expect(out.message).toBe("too far");
+    expect(out.code).toBe("E_FAR");
+    expect(out.status).toBe(400);
+    expect(out.cause.message).toBe("root");
+  });
+
+  it("names the path of a value that cannot cross", () => {
+    const owner = class Owner {};
+    const bad = { items: [{ ok: 1 }, { owner: new owner() }] };
+    expect(() => codec.encode(bad, "value")).toThrow(/value\.items\[1\]\.owner is an instance of Owner/);
+    expect(() => codec.encode({ f: () => 1 }, "value")).toThrow(/value\.f is a function/);
+    expect(() => codec.encode({ s: Symbol("x") }, "value")).toThrow(/value\.s is a symbol/);
+    expect(() => codec.encode({ "a-b": [() => 1] }, "input")).toThrow(/input\["a-b"\]\[0\] is a function/);
+    try {
+      codec.encode([() => 1]);
+      expect.unreachable();
+    } catch (error) {
+      expect((error as { code: string }).code).toBe("ERR_NOT_SERIALIZABLE");
+      expect((error as { path: string }).path).toBe("value[0]");
+    }
+  });
+
+  it("refuses cycles and absurd depth with ERR_NOT_SERIALIZABLE", () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    expect(() => codec.encode(cyclic)).toThrow(/value\.self is a circular reference/);
+    let deep: unknown = 1;
+    for (let i = 0; i < 600; i++) deep = [deep];
+    expect(() => codec.encode(deep)).toThrow(/nested deeper than 512/);
+  });
+
+  it("an own __proto__ key crosses as data and pollutes nothing", () => {
+    const text = '{"__proto__":{"polluted":true},"a":1}';
+    const out = codec.decode(text) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(Object.hasOwn(out, "__proto__")).toBe(true);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect((out as { polluted?: unknown }).polluted).toBeUndefined();
+    const back = codec.decode(codec.encode(out)) as Record<string, unknown>;
+    expect(Object.hasOwn(back, "__proto__")).toBe(true);
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+  });
+
+  it("stops encoding past the output budget with ERR_OUTPUT_TOO_LARGE", () => {
+    const big = Array.from({ length: 1000 }, () => "x".repeat(1000));
+    try {
+      codec.encode(big, "value", 10_000);
+      expect.unreachable();
+    } catch (error) {
+      expect((error as { code: string }).code).toBe("ERR_OUTPUT_TOO_LARGE");
+    }
+  });
+
+  it("encodes errors leniently: an unserializable field is described, not fatal", () => {
+    const error = Object.assign(new Error("x"), { fn: () => 1 });
+    const out = codec.decode(codec.encodeError(error)) as Error & { fn: unknown };
+    expect(out.fn).toBe("[not serializable: a function]");
+  });
+});

@@ -1,0 +1,51 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_LIMITS, checkLimits, resolveLimits } from "../../src/core/limits.js";
+import { RESERVED_GLOBAL_NAMES, isValidExportName, isValidExportPath, isValidGlobalName } from "../../src/names.js";
+
+describe("limits", () => {
+  it("defaults cpu to wall and clamps memory to 8..1024", () => {
+    expect(resolveLimits({}, {}, {})).toEqual(DEFAULT_LIMITS);
+    expect(resolveLimits({ wallTimeMs: 100 }, {}, {}).cpuTimeMs).toBe(100);
+    expect(resolveLimits({ memoryMb: 1 }, {}, {}).memoryMb).toBe(8);
+    expect(resolveLimits({ memoryMb: 99999 }, {}, {}).memoryMb).toBe(1024);
+  });
+
+  it("a policy only ever narrows", () => {
+    const policy = { maxMemoryMb: 64, maxWallTimeMs: 1000, maxCpuTimeMs: 200 };
+    const wide = resolveLimits({ memoryMb: 512, wallTimeMs: 60_000, cpuTimeMs: 60_000 }, {}, policy);
+    expect(wide).toMatchObject({ memoryMb: 64, wallTimeMs: 1000, cpuTimeMs: 200 });
+    const narrow = resolveLimits({ memoryMb: 16, wallTimeMs: 50 }, {}, policy);
+    expect(narrow).toMatchObject({ memoryMb: 16, wallTimeMs: 50, cpuTimeMs: 50 });
+  });
+
+  it("cpu never exceeds wall", () => {
+    expect(resolveLimits({ wallTimeMs: 100, cpuTimeMs: 500 }, {}, {}).cpuTimeMs).toBe(100);
+  });
+
+  it("bad limits throw a TypeError naming the option", () => {
+    expect(() => checkLimits({ memoryMb: -5 })).toThrow(TypeError);
+    expect(() => checkLimits({ memoryMb: -5 })).toThrow(/limits\.memoryMb must be a positive number, got -5/);
+    expect(() => checkLimits({ wallTimeMs: "10" })).toThrow(/limits\.wallTimeMs/);
+    expect(() => checkLimits({ walltime: 10 })).toThrow(/limits\.walltime is not a limit/);
+    expect(() => checkLimits([])).toThrow(/limits must be an object/);
+  });
+});
+
+describe("cordon/names", () => {
+  it("accepts identifiers and refuses reserved, runtime and intrinsic names", () => {
+    expect(isValidGlobalName("fetchUser")).toBe(true);
+    for (const name of ["console", "setTimeout", "Object", "eval", "class", "__cordon_x", "a-b", "", "1x", "fetch"]) {
+      expect(isValidGlobalName(name), name).toBe(false);
+    }
+    expect(RESERVED_GLOBAL_NAMES.has("globalThis")).toBe(true);
+  });
+
+  it("validates export names and dotted call paths", () => {
+    expect(isValidExportName("default")).toBe(true);
+    expect(isValidExportName("handleEvent")).toBe(true);
+    expect(isValidExportName("class")).toBe(false);
+    expect(isValidExportPath("default.fetch")).toBe(true);
+    expect(isValidExportPath("default..fetch")).toBe(false);
+    expect(isValidExportPath("a.b-c")).toBe(false);
+  });
+});

@@ -1,0 +1,219 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "../conformance/matrix.js";
+
+/**
+ * Resource bombs. Each ends with its own code within its limit plus one second, the host's event
+ * loop keeps running meanwhile, and the next run on the same sandbox succeeds.
+ */
+const LIMITS = { wallTimeMs: 1500, cpuTimeMs: 500, memoryMb: 32 };
+const SLACK_MS = 1000;
+
+interface Bomb {
+  name: string;
+  code: string;
+  expect: string | string[];
+  limits?: Record<string, number>;
+  globals?: Record<string, unknown>;
+  /** The limit the run must end within (plus SLACK_MS). */
+  withinMs?: number;
+}
+
+const BOMBS: Bomb[] = [
+  { name: "infinite loop", code: "export default () => { while (true) {} }", expect: "ERR_CPU_TIMEOUT" },
+  {
+    name: "loop inside a microtask",
+    code: "export default () => Promise.resolve().then(() => { for (;;) {} })",
+    expect: "ERR_CPU_TIMEOUT",
+  },
+  { name: "loop at module load", code: "for (;;) {}\nexport default 1", expect: "ERR_CPU_TIMEOUT" },
+  {
+    name: "loop after a host call resolves",
+    code: "export default async () => { await ping(); for (;;) {} }",
+    globals: { ping: async () => "pong" },
+    expect: "ERR_CPU_TIMEOUT",
+  },
+  {
+    name: "loop in a timer callback",
+    code: "export default () => new Promise(() => setTimeout(() => { for (;;) {} }, 1))",
+    expect: "ERR_CPU_TIMEOUT",
+  },
+  {
+    name: "never-settling promise",
+    code: "export default () => new Promise(() => {})",
+    expect: "ERR_WALL_TIMEOUT",
+    withinMs: LIMITS.wallTimeMs,
+  },
+  {
+    name: "slow host call past the wall time",
+    code: "export default () => slow()",
+    globals: { slow: () => new Promise((r) => setTimeout(r, 60_000)) },
+    expect: "ERR_WALL_TIMEOUT",
+    withinMs: LIMITS.wallTimeMs,
+  },
+  {
+    name: "heap bomb",
+    code: "export default () => { const a = []; for (;;) a.push({ x: Math.random(), y: [1, 2, 3] }) }",
+    expect: "ERR_MEMORY_LIMIT",
+  },
+  {
+    name: "ArrayBuffer bomb",
+    code: "export default () => { const a = []; for (;;) a.push(new ArrayBuffer(4 * 1024 * 1024)) }",
+    expect: "ERR_MEMORY_LIMIT",
+  },
+  { name: "typed array bomb", code: "export default () => new Uint8Array(1024 * 1024 * 1024)", expect: "ERR_MEMORY_LIMIT" },
+  { name: "string doubling", code: "export default () => { let s = 'x'; for (;;) s += s; }", expect: "ERR_MEMORY_LIMIT" },
+  {
+    name: "string doubling, flattened",
+    code: "export default () => { let s = 'xy'; for (;;) { s = (s + s).split('').reverse().join(''); } }",
+    expect: ["ERR_MEMORY_LIMIT", "ERR_CPU_TIMEOUT"],
+  },
+  { name: "deep recursion", code: "const f = (n) => f(n + 1) + 1;\nexport default () => f(0)", expect: "ERR_USER_CODE" },
+  {
+    name: "a million console.log calls",
+    code: "export default () => { for (let i = 0; i < 1e6; i++) console.log('spam', i); return 'done' }",
+    expect: ["completed", "ERR_CPU_TIMEOUT"],
+  },
+  {
+    name: "timer flood",
+    code: "export default () => { for (let i = 0; i < 1e6; i++) setTimeout(() => {}, 1e6) }",
+    expect: "ERR_USER_CODE",
+  },
+  {
+    name: "set-and-clear timer churn",
+    code: "export default () => { for (let i = 0; i < 1e5; i++) clearTimeout(setTimeout(() => {}, 1e6)); return 'ok' }",
+    // Each set and clear crosses to the host synchronously; blocked time is wall time, not CPU.
+    expect: ["completed", "ERR_CPU_TIMEOUT", "ERR_WALL_TIMEOUT"],
+  },
+  {
+    name: "huge return value",
+    code: "export default () => 'x'.repeat(8 * 1024 * 1024)",
+    limits: { maxOutputBytes: 1024 * 1024 },
+    expect: "ERR_OUTPUT_TOO_LARGE",
+  },
+  {
+    name: "huge return of many small items",
+    code: "export default () => Array.from({ length: 2e6 }, (_, i) => i)",
+    limits: { maxOutputBytes: 1024 * 1024 },
+    expect: ["ERR_OUTPUT_TOO_LARGE", "ERR_MEMORY_LIMIT"],
+  },
+  {
+    name: "promise flood",
+    code: "export default () => { for (;;) Promise.resolve().then(() => {}) }",
+    expect: ["ERR_MEMORY_LIMIT", "ERR_CPU_TIMEOUT"],
+  },
+  {
+    name: "recursive microtasks",
+    code: "export default () => new Promise(() => { const f = () => queueMicrotask(f); f(); })",
+    expect: ["ERR_CPU_TIMEOUT", "ERR_MEMORY_LIMIT"],
+  },
+  {
+    name: "host call flood",
+    code: "export default async () => { for (let i = 0; i < 5000; i++) await ping() }",
+    globals: { ping: async () => 1 },
+    limits: { maxBridgeCalls: 100 },
+    expect: "ERR_BRIDGE_CALL_LIMIT",
+  },
+  {
+    name: "host call payload bomb",
+    code: "export default () => ping('x'.repeat(2 * 1024 * 1024))",
+    globals: { ping: async () => 1 },
+    limits: { maxBridgeCallBytes: 1024 * 1024 },
+    expect: "ERR_BRIDGE_PAYLOAD_TOO_LARGE",
+  },
+  {
+    name: "host result payload bomb",
+    code: "export default () => big()",
+    globals: { big: async () => "y".repeat(2 * 1024 * 1024) },
+    limits: { maxBridgeCallBytes: 1024 * 1024 },
+    expect: "ERR_BRIDGE_PAYLOAD_TOO_LARGE",
+  },
+  {
+    name: "too many host calls in flight",
+    code: "export default () => Promise.all(Array.from({ length: 5000 }, () => ping()))",
+    globals: { ping: () => new Promise(() => {}) },
+    limits: { maxBridgeCalls: 100000 },
+    expect: "ERR_USER_CODE",
+  },
+];
+
+function outcome(result: RunResult): string {
+  return result.ok ? "completed" : result.error.code;
+}
+
+describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it.each(BOMBS)("$name ends with its code and the next run succeeds", async (bomb) => {
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 10);
+    const started = performance.now();
+    const result = await sandbox.run({
+      code: bomb.code,
+      globals: bomb.globals as never,
+      limits: { ...LIMITS, ...bomb.limits },
+    });
+    const elapsed = performance.now() - started;
+    clearInterval(ticker);
+    const allowed = Array.isArray(bomb.expect) ? bomb.expect : [bomb.expect];
+    expect(allowed, JSON.stringify(result.ok ? result.stats : result.error)).toContain(outcome(result));
+    expect(elapsed).toBeLessThan((bomb.withinMs ?? LIMITS.wallTimeMs) + SLACK_MS);
+    // The host's event loop kept running while the guest spun.
+    if (elapsed > 200) expect(ticks).toBeGreaterThan(elapsed / 10 / 4);
+    const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
+    expect(next.ok && next.value).toBe(2);
+  });
+
+  it("abort ends a synchronous loop promptly as aborted", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("caller gave up")), 100);
+    const started = performance.now();
+    const result = await sandbox.run({
+      code: "export default () => { for (;;) {} }",
+      signal: controller.signal,
+      limits: { wallTimeMs: 10_000 },
+    });
+    expect(result.status).toBe("aborted");
+    if (result.status !== "aborted") return;
+    expect(result.error.code).toBe("ERR_ABORTED");
+    expect(result.reason).toBe("caller gave up");
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+
+  it("an already-aborted signal never starts the guest", async () => {
+    let called = false;
+    const result = await sandbox.run({
+      code: "export default () => touch()",
+      globals: { touch: async () => (called = true) },
+      signal: AbortSignal.abort("no"),
+    });
+    expect(result.status).toBe("aborted");
+    expect(called).toBe(false);
+  });
+
+  it("time spent awaiting the host is not CPU time", async () => {
+    const result = await sandbox.run({
+      code: "export default async () => { await wait(); return 'ok' }",
+      globals: { wait: () => new Promise((r) => setTimeout(r, 400)) },
+      limits: { wallTimeMs: 3000, cpuTimeMs: 100 },
+    });
+    expect(result.ok, JSON.stringify(result)).toBe(true);
+    expect(result.stats.cpuMs).toBeLessThan(100);
+    expect(result.stats.wallMs).toBeGreaterThanOrEqual(400);
+  });
+
+  it("runs on different isolates proceed in parallel and limits stay independent", async () => {
+    const results = await Promise.all([
+      sandbox.run({ code: "export default () => { for (;;) {} }", limits: { cpuTimeMs: 300, wallTimeMs: 2000 } }),
+      sandbox.run({ code: "export default async () => { await new Promise((r) => setTimeout(r, 50)); return 'fine' }" }),
+    ]);
+    expect(outcome(results[0])).toBe("ERR_CPU_TIMEOUT");
+    expect(results[1].ok && results[1].value).toBe("fine");
+  });
+});
