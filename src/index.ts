@@ -1,5 +1,7 @@
 /** cordon: run JavaScript and TypeScript you did not write, with hard limits. Public API only. */
 export { createSandbox, Sandbox } from "./sandbox.js";
+export { Prefix, PrepareError } from "./prefix.js";
+export type { PrefixCallOptions, PrefixRunOptions } from "./prefix.js";
 export { CordonError, ERROR_CODES } from "./core/errors.js";
 export type { ErrorCode, RunError } from "./core/errors.js";
 export { DEFAULT_LIMITS, MIN_MEMORY_MB, MAX_MEMORY_MB } from "./core/limits.js";
@@ -13,6 +15,9 @@ export type {
   HostName,
   LogEntry,
   LogLevel,
+  PrefixStats,
+  PrepareOptions,
+  ReadExportsResult,
   RunLimits,
   RunOptions,
   RunResult,

@@ -1,6 +1,7 @@
-import { availableParallelism } from "node:os";
+import { createHash } from "node:crypto";
+import { availableParallelism, totalmem } from "node:os";
 import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
-import type { Engine } from "./core/engine.js";
+import type { Engine, EnginePrefix } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkSignal, checkString } from "./core/options.js";
@@ -15,25 +16,49 @@ import type {
   SandboxOptions,
   SandboxPolicy,
   SandboxStats,
+  PrepareOptions,
+  ReadExportsResult,
 } from "./core/types.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
+import { isValidExportPath } from "./names.js";
+import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
 const ENGINES: readonly EngineName[] = ["auto", "v8", "quickjs", "deno", "trusted"];
 const HOSTS: readonly HostName[] = ["auto", "inprocess", "process", "remote"];
-const SANDBOX_KEYS = ["engine", "host", "memoryMb", "maxConcurrentRuns", "maxQueuedRuns", "policy"];
+const SANDBOX_KEYS = [
+  "engine",
+  "host",
+  "memoryMb",
+  "memoryBudgetMb",
+  "maxConcurrentRuns",
+  "maxQueuedRuns",
+  "policy",
+  "spareInstances",
+];
 const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal"];
+const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey"];
+const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
+const CALL_KEYS = ["export", "args", "limits", "signal"];
 const MAX_CODE_LENGTH = 16 * 1024 * 1024;
 
 type ConcreteEngine = Exclude<EngineName, "auto">;
 type ConcreteHost = Exclude<HostName, "auto">;
 
+interface SharedPrefix {
+  pool: Promise<{ pool: EnginePrefix; exports: Record<string, unknown>; skippedExports: string[] }>;
+  handles: number;
+}
+
 /**
- * The facade: option checks, engine and host selection, run slots and stats. The only thing
- * users touch. Guest faults and limits come back as results; only misconfiguration throws.
+ * The facade: option checks, engine and host selection, run slots, prepared prefixes and stats.
+ * The only thing users touch. Guest faults and limits come back as results; only
+ * misconfiguration throws.
  */
 export class Sandbox implements AsyncDisposable {
   private readonly slots: Slots;
   private readonly defaults: RunLimits;
+  private readonly prefixes = new Map<string, SharedPrefix>();
+  private readonly backend: PrefixBackend;
   private completedRuns = 0;
   private disposed = false;
 
@@ -45,68 +70,140 @@ export class Sandbox implements AsyncDisposable {
   ) {
     this.slots = new Slots(options.maxConcurrentRuns ?? availableParallelism() * 4, options.maxQueuedRuns ?? 10_000);
     this.defaults = options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb };
+    this.backend = {
+      run: (pool, runOptions) => this.runOnPrefix(pool, runOptions),
+      call: (pool, callOptions) => this.callOnPrefix(pool, callOptions),
+      release: (key) => this.releasePrefix(key),
+    };
   }
 
   get engineName(): ConcreteEngine {
     return this.engine.name;
   }
 
+  /** Run a module once, in a fresh instance. */
   async run(options: RunOptions): Promise<RunResult> {
-    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this sandbox has been disposed");
-    checkObject(options, "run options");
-    checkKnownKeys(options, RUN_KEYS, "run options");
+    this.check();
+    const checked = this.checkRun(options, RUN_KEYS);
+    const { sources, hostModules } = splitImports(options.imports);
+    if (options.globals !== undefined) checkObject(options.globals, "globals");
+    const bindings = new Bindings(options.globals, hostModules);
+    return this.withSlot(checked.signal, async (started) => {
+      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, options.input);
+      if ("result" in prepared) return prepared.result;
+      return this.engine.run({
+        ...prepared,
+        sourceImports: sources,
+        bindings,
+        limits: checked.limits,
+        signal: checked.signal,
+        host: this.hostName,
+      });
+    });
+  }
+
+  /**
+   * Prepare a prefix: evaluate `code` with its globals and imports once and keep the instance warm.
+   * The same code, bindings and partition key share one warm pool; different partition keys never
+   * share an instance. Rejects with a PrepareError when the prefix module fails.
+   */
+  async prepare(options: PrepareOptions): Promise<Prefix> {
+    this.check();
+    checkObject(options, "prepare options");
+    checkKnownKeys(options, PREPARE_KEYS, "prepare options");
     const code = checkString(options.code, "code", MAX_CODE_LENGTH);
     const filename = options.filename === undefined ? DEFAULT_FILENAME : checkString(options.filename, "filename", 256);
-    const signal = checkSignal(options.signal, "signal");
+    const partitionKey = options.partitionKey === undefined ? "" : checkString(options.partitionKey, "partitionKey", 256);
     const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
-    if (options.globals !== undefined) checkObject(options.globals, "globals");
     const { sources, hostModules } = splitImports(options.imports);
+    if (options.globals !== undefined) checkObject(options.globals, "globals");
     const bindings = new Bindings(options.globals, hostModules);
+    const key = createHash("sha256")
+      .update(JSON.stringify([code, filename, sources, bindings.text, bindings.identity, partitionKey, limits.memoryMb]))
+      .digest("hex");
 
-    const started = performance.now();
-    const held = await this.slots.acquire(signal);
-    if (!held) {
-      if (signal?.aborted)
-        return this.earlyResult(started, {
-          code: "ERR_ABORTED",
-          name: "AbortError",
-          message: "the run was aborted while queued",
+    let shared = this.prefixes.get(key);
+    if (!shared) {
+      const pool = (async () => {
+        let source: Awaited<ReturnType<typeof normalizeSource>>;
+        try {
+          source = await normalizeSource(code, filename);
+        } catch (error) {
+          if (error instanceof CordonError)
+            throw new PrepareError(
+              this.failure(performance.now(), { code: error.code, name: "SyntaxError", message: error.message }),
+            );
+          throw error;
+        }
+        const { prefix, result } = await this.engine.prepare({
+          key,
+          source,
+          sourceImports: sources,
+          bindings,
+          limits,
+          host: this.hostName,
         });
-      return this.earlyResult(started, {
-        code: "ERR_QUEUE_FULL",
-        name: "CordonError",
-        message: `the run queue is full (${this.slots.queueDepth} waiting); retry later or raise maxQueuedRuns`,
+        if (!result.ok) throw new PrepareError(result);
+        return { pool: prefix, exports: result.exports, skippedExports: result.skippedExports };
+      })();
+      shared = { pool, handles: 0 };
+      this.prefixes.set(key, shared);
+      pool.catch(() => {
+        if (this.prefixes.get(key) === shared) this.prefixes.delete(key);
       });
     }
+    shared.handles++;
     try {
-      let inputText: string;
-      try {
-        inputText = sharedCodec().encode(options.input, "input");
-      } catch (error) {
-        return this.earlyResult(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
-      }
-      let source: Awaited<ReturnType<typeof normalizeSource>>;
-      try {
-        source = await normalizeSource(code, filename);
-      } catch (error) {
-        if (error instanceof CordonError)
-          return this.earlyResult(started, { code: error.code, name: "SyntaxError", message: error.message });
-        throw error;
-      }
-      return await this.engine.run({ source, sourceImports: sources, bindings, inputText, limits, signal, host: this.hostName });
-    } finally {
-      this.completedRuns++;
-      this.slots.release();
+      const { pool, exports, skippedExports } = await shared.pool;
+      return new Prefix(key, exports, skippedExports, pool, this.backend);
+    } catch (error) {
+      shared.handles--;
+      throw error;
     }
   }
 
+  /** Evaluate a module and list its exports: function-valued exports are skipped and named, never an error. */
+  async readExports(options: Pick<RunOptions, "code" | "filename" | "imports" | "limits">): Promise<ReadExportsResult> {
+    this.check();
+    const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits"]);
+    const { sources, hostModules } = splitImports(options.imports);
+    const bindings = new Bindings({}, hostModules);
+    const outcome = await this.withSlot(undefined, async (started) => {
+      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, undefined);
+      if ("result" in prepared) return prepared.result;
+      return this.engine.run({
+        ...prepared,
+        sourceImports: sources,
+        bindings,
+        limits: checked.limits,
+        host: this.hostName,
+        mode: "prepare",
+      });
+    });
+    if (!outcome.ok) throw new PrepareError(outcome);
+    return { exports: outcome.exports, skippedExports: outcome.skippedExports };
+  }
+
   stats(): SandboxStats {
-    return { activeRuns: this.slots.activeCount, queueDepth: this.slots.queueDepth, completedRuns: this.completedRuns };
+    const engine = this.engine.stats();
+    return {
+      activeRuns: this.slots.activeCount,
+      queueDepth: this.slots.queueDepth,
+      completedRuns: this.completedRuns,
+      warmInstances: engine.warmInstances,
+      idleInstances: engine.idleInstances,
+      idleHeapBytes: engine.idleHeapBytes,
+      budgetBytes: engine.budgetBytes,
+      spareInstances: engine.spareInstances,
+      rssBytes: process.memoryUsage.rss(),
+      prefixes: engine.prefixes,
+    };
   }
 
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    this.prefixes.clear();
     await this.engine.dispose();
   }
 
@@ -114,8 +211,115 @@ export class Sandbox implements AsyncDisposable {
     return this.dispose();
   }
 
-  /** A result for a run that ended before reaching the engine (queue, input, compile). */
-  private earlyResult(started: number, error: RunError): RunResult {
+  // ---- prefixes -------------------------------------------------------------------------------
+  private async runOnPrefix(pool: EnginePrefix, options: PrefixRunOptions): Promise<RunResult> {
+    this.check();
+    const checked = this.checkRun(options as RunOptions, PREFIX_RUN_KEYS);
+    return this.withSlot(checked.signal, async (started) => {
+      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, options.input);
+      if ("result" in prepared) return prepared.result;
+      return pool.run({ ...prepared, sourceImports: {}, limits: checked.limits, signal: checked.signal });
+    });
+  }
+
+  private async callOnPrefix(pool: EnginePrefix, options: PrefixCallOptions): Promise<RunResult> {
+    this.check();
+    checkObject(options, "call options");
+    checkKnownKeys(options, CALL_KEYS, "call options");
+    if (!isValidExportPath(options.export)) {
+      throw new TypeError(
+        `cordon: export must be a dotted export path such as "default" or "default.fetch", got ${JSON.stringify(options.export)}`,
+      );
+    }
+    if (options.args !== undefined && !Array.isArray(options.args)) throw new TypeError("cordon: args must be an array");
+    const signal = checkSignal(options.signal, "signal");
+    const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
+    return this.withSlot(signal, async (started) => {
+      let argsText: string;
+      try {
+        argsText = sharedCodec().encode(options.args ?? [], "args");
+      } catch (error) {
+        return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
+      }
+      return pool.call({ path: options.export, argsText, limits, signal });
+    });
+  }
+
+  private releasePrefix(key: string): void {
+    const shared = this.prefixes.get(key);
+    if (!shared) return;
+    shared.handles--;
+    if (shared.handles > 0) return;
+    this.prefixes.delete(key);
+    void shared.pool.then(
+      ({ pool }) => pool.dispose(),
+      () => {},
+    );
+  }
+
+  // ---- shared steps ---------------------------------------------------------------------------
+  private check(): void {
+    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this sandbox has been disposed");
+  }
+
+  private checkRun(options: RunOptions, keys: string[]) {
+    checkObject(options, "run options");
+    checkKnownKeys(options, keys, "run options");
+    return {
+      code: checkString(options.code, "code", MAX_CODE_LENGTH),
+      filename: options.filename === undefined ? DEFAULT_FILENAME : checkString(options.filename, "filename", 256),
+      signal: checkSignal(options.signal, "signal"),
+      limits: resolveLimits(checkLimits(options.limits), this.defaults, this.policy),
+    };
+  }
+
+  /** Hold a run slot for `work`; past the queue, ERR_QUEUE_FULL at once. */
+  private async withSlot(signal: AbortSignal | undefined, work: (started: number) => Promise<RunResult>): Promise<RunResult> {
+    const started = performance.now();
+    const held = await this.slots.acquire(signal);
+    if (!held) {
+      if (signal?.aborted)
+        return this.failure(started, { code: "ERR_ABORTED", name: "AbortError", message: "the run was aborted while queued" });
+      return this.failure(started, {
+        code: "ERR_QUEUE_FULL",
+        name: "CordonError",
+        message: `the run queue is full (${this.slots.queueDepth} waiting); retry later or raise maxQueuedRuns`,
+      });
+    }
+    try {
+      return await work(started);
+    } finally {
+      this.completedRuns++;
+      this.slots.release();
+    }
+  }
+
+  /** Normalize the module and encode the input; a compile error or bad input is a result. */
+  private async sourceAndInput(
+    started: number,
+    code: string,
+    filename: string,
+    input: unknown,
+  ): Promise<{ source: Awaited<ReturnType<typeof normalizeSource>>; inputText: string } | { result: RunResult }> {
+    let inputText: string;
+    try {
+      inputText = sharedCodec().encode(input, "input");
+    } catch (error) {
+      return {
+        result: this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message }),
+      };
+    }
+    try {
+      return { source: await normalizeSource(code, filename), inputText };
+    } catch (error) {
+      if (error instanceof CordonError)
+        return { result: this.failure(started, { code: error.code, name: "SyntaxError", message: error.message }) };
+      throw error;
+    }
+  }
+
+  /** A result for work that ended before reaching the engine (queue, input, compile). */
+  private failure(started: number, error: RunError): RunResult & { ok: false } {
     const stats = {
       engine: this.engine.name,
       host: this.hostName,
@@ -143,11 +347,22 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   if (options.maxQueuedRuns !== undefined && options.maxQueuedRuns !== 0) {
     checkPositiveNumber("options.maxQueuedRuns", options.maxQueuedRuns, { integer: true });
   }
+  if (options.memoryBudgetMb !== undefined) checkPositiveNumber("options.memoryBudgetMb", options.memoryBudgetMb);
+  if (options.spareInstances !== undefined && options.spareInstances !== 0) {
+    checkPositiveNumber("options.spareInstances", options.spareInstances, { integer: true });
+  }
   const policy = checkPolicy(options.policy);
 
+  const checked = options as SandboxOptions;
   const host = selectHost(hostName);
-  const engine = await selectEngine(engineName);
-  return new Sandbox(engine, host, policy, options);
+  const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;
+  const budgetMb = checked.memoryBudgetMb ?? Math.min(1024, Math.floor(totalmem() / 1024 / 1024 / 4));
+  const engine = await selectEngine(engineName, {
+    memoryMb,
+    spares: checked.spareInstances ?? 2,
+    budgetBytes: budgetMb * 1024 * 1024,
+  });
+  return new Sandbox(engine, host, policy, checked);
 }
 
 function selectHost(name: HostName): ConcreteHost {
@@ -155,13 +370,16 @@ function selectHost(name: HostName): ConcreteHost {
   throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: host "${name}" is not available in this version; use "inprocess"`);
 }
 
-async function selectEngine(name: EngineName): Promise<Engine> {
+async function selectEngine(
+  name: EngineName,
+  options: { memoryMb: number; spares: number; budgetBytes: number },
+): Promise<Engine> {
   if (name === "auto" || name === "v8") {
     if (name === "auto" && !isolatedVmAvailable()) {
       throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: no engine is available (isolated-vm did not load)");
     }
     const { V8Engine } = await import("./engines/v8/engine.js");
-    return new V8Engine();
+    return new V8Engine(options);
   }
   throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "${name}" is not available in this version; use "v8"`);
 }

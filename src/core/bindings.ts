@@ -21,6 +21,8 @@ interface BridgedFunction {
 export class Bindings {
   readonly functions: BridgedFunction[] = [];
   readonly text: string;
+  /** Which host function objects these bindings call: part of a prefix's warm-pool key. */
+  readonly identity: string;
 
   constructor(globals: Record<string, HostBinding> = {}, hostModules: Record<string, Record<string, HostBinding>> = {}) {
     const codec = sharedCodec();
@@ -56,11 +58,23 @@ export class Bindings {
       modulesDesc[specifier] = describeValue(value, `imports[${JSON.stringify(specifier)}]`, "default", undefined, 0);
     }
     this.text = JSON.stringify({ globals: globalsDesc, modules: modulesDesc });
+    this.identity = this.functions.map((f) => functionId(f.fn)).join(",");
   }
 
   get size(): number {
     return this.functions.length;
   }
+}
+
+const functionIds = new WeakMap<object, number>();
+let nextFunctionId = 0;
+function functionId(fn: object): number {
+  let id = functionIds.get(fn);
+  if (id === undefined) {
+    id = ++nextFunctionId;
+    functionIds.set(fn, id);
+  }
+  return id;
 }
 
 function hasFunctionLeaf(value: object, depth: number): boolean {

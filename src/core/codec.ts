@@ -18,6 +18,15 @@ export interface Codec {
   decode(text: string): unknown;
   /** Encode an error leniently: fields that cannot cross are described, never fatal. */
   encodeError(error: unknown): string;
+  /** Teach the codec more types (Request, Response, Headers): a tag of one capital letter each. */
+  extend(extension: CodecExtension): void;
+}
+
+export interface CodecExtension {
+  /** A tagged plain object for values this extension owns, else undefined. */
+  encode(value: object): (Record<string, unknown> & { $: string }) | undefined;
+  /** The value for a tagged object this extension owns (fields revived with `revive`), else undefined. */
+  decode(tagged: Record<string, unknown>, revive: (value: unknown) => unknown): unknown;
 }
 
 export function createCodec(): Codec {
@@ -85,6 +94,7 @@ export function createCodec(): Codec {
   const B64_INDEX = new Uint8Array(128);
   for (let i = 0; i < B64.length; i++) B64_INDEX[B64.charCodeAt(i)] = i;
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  let extension: CodecExtension | undefined;
 
   function toBase64(bytes: Uint8Array): string {
     let out = "";
@@ -162,6 +172,10 @@ export function createCodec(): Codec {
     );
   }
 
+  /**
+   * Walk `root` and write its tagged JSON text directly. JSON.stringify is applied to strings
+   * only: it would call a guest-defined `toJSON` on objects and let a guest forge tags.
+   */
   function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean): string {
     let budget = maxChars;
     const stack: unknown[] = [];
@@ -169,63 +183,68 @@ export function createCodec(): Codec {
       budget -= n;
       if (budget < 0) fail("ERR_OUTPUT_TOO_LARGE", path, `${rootPath} is larger than the limit of ${maxChars} bytes`);
     };
+    const str = (text: string) => stringify(StringCtor(text)) as string;
 
-    function walk(value: unknown, path: string): unknown {
+    function walk(value: unknown, path: string): string {
       switch (typeof value) {
         case "string":
           spend(value.length + 2, path);
-          return value;
+          return str(value);
         case "boolean":
           spend(5, path);
-          return value;
+          return value ? "true" : "false";
         case "number":
           spend(8, path);
-          if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) return value;
-          return { $: "n", v: value === 0 ? "-0" : StringCtor(value) };
+          if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) return StringCtor(value);
+          return `{"$":"n","v":"${value === 0 ? "-0" : StringCtor(value)}"}`;
         case "undefined":
           spend(8, path);
-          return { $: "u" };
+          return '{"$":"u"}';
         case "bigint":
           spend(16, path);
-          return { $: "b", v: value.toString() };
+          return `{"$":"b","v":"${StringCtor(value)}"}`;
         case "object":
           break;
         default:
-          if (lenient) return `[not serializable: ${kindOf(value)}]`;
+          if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
           return notSerializable(path, value);
       }
       if (value === null) {
         spend(4, path);
-        return null;
+        return "null";
       }
-      if (stack.includes(value)) {
-        if (lenient) return "[circular]";
+      // Index-based stack operations: a guest may replace Array.prototype methods at any time.
+      let seen = false;
+      for (let i = 0; i < stack.length; i++) if (stack[i] === value) seen = true;
+      if (seen) {
+        if (lenient) return '"[circular]"';
         fail("ERR_NOT_SERIALIZABLE", path, `${path} is a circular reference; only trees of data can cross`);
       }
       if (stack.length >= MAX_DEPTH) {
         fail("ERR_NOT_SERIALIZABLE", path, `${path} is nested deeper than ${MAX_DEPTH} levels`);
       }
-      stack.push(value);
+      const depth = stack.length;
+      stack[depth] = value;
       try {
         return walkObject(value as object, path);
       } finally {
-        stack.pop();
+        stack.length = depth;
       }
     }
 
-    function walkObject(value: object, path: string): unknown {
+    function walkObject(value: object, path: string): string {
       if (isArray(value)) {
         const length = (value as unknown[]).length;
         spend(2 + length, path);
-        const out = new Array(length);
-        for (let i = 0; i < length; i++) out[i] = walk((value as unknown[])[i], child(path, i));
-        return out;
+        let out = "[";
+        for (let i = 0; i < length; i++) out += (i ? "," : "") + walk((value as unknown[])[i], child(path, i));
+        return `${out}]`;
       }
       if (isView(value)) {
         const tag = typedArrayTag.call(value) ?? "DataView";
         const view = value as ArrayBufferView;
         spend(view.byteLength * 1.4 + 16, path);
-        return { $: "t", t: tag, v: toBase64(new Uint8Array(view.buffer, view.byteOffset, view.byteLength)) };
+        return `{"$":"t","t":"${tag}","v":"${toBase64(new Uint8Array(view.buffer, view.byteOffset, view.byteLength))}"}`;
       }
       let byteLength = -1;
       try {
@@ -233,7 +252,7 @@ export function createCodec(): Codec {
       } catch {}
       if (byteLength >= 0) {
         spend(byteLength * 1.4 + 16, path);
-        return { $: "a", v: toBase64(new Uint8Array(value as ArrayBuffer)) };
+        return `{"$":"a","v":"${toBase64(new Uint8Array(value as ArrayBuffer))}"}`;
       }
       let time: number | undefined;
       try {
@@ -241,7 +260,7 @@ export function createCodec(): Codec {
       } catch {}
       if (time !== undefined) {
         spend(24, path);
-        return { $: "d", v: NumberIsFinite(time) ? time : null };
+        return `{"$":"d","v":${NumberIsFinite(time) ? StringCtor(time) : "null"}}`;
       }
       let size = -1;
       try {
@@ -249,50 +268,60 @@ export function createCodec(): Codec {
       } catch {}
       if (size >= 0) {
         spend(8 + size * 4, path);
-        const entries: unknown[] = [];
+        let out = "";
         let i = 0;
         for (const [k, v] of mapEntries.call(value as Map<unknown, unknown>)) {
-          const at = `${path}<entry ${i++}>`;
-          entries.push([walk(k, `${at}.key`), walk(v, `${at}.value`)]);
+          const at = `${path}<entry ${i}>`;
+          out += `${i++ ? "," : ""}[${walk(k, `${at}.key`)},${walk(v, `${at}.value`)}]`;
         }
-        return { $: "m", v: entries };
+        return `{"$":"m","v":[${out}]}`;
       }
       try {
         size = setSize.call(value);
       } catch {}
       if (size >= 0) {
         spend(8 + size * 2, path);
-        const items: unknown[] = [];
+        let out = "";
         let i = 0;
-        for (const v of setValues.call(value as Set<unknown>)) items.push(walk(v, `${path}<item ${i++}>`));
-        return { $: "s", v: items };
+        for (const v of setValues.call(value as Set<unknown>)) out += (i ? "," : "") + walk(v, `${path}<item ${i++}>`);
+        return `{"$":"s","v":[${out}]}`;
       }
       if (value instanceof ErrorCtor) return encodeErrorValue(value, path);
       const proto = getProto(value);
       if (proto !== ObjectProto && proto !== null) {
-        if (lenient) return `[not serializable: ${kindOf(value)}]`;
+        const extended = extension?.encode(value);
+        if (extended !== undefined) return walkTagged(extended, path);
+        if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
         return notSerializable(path, value);
       }
       const keys = ownKeys(value);
       spend(2 + keys.length * 2, path);
-      const out: Record<string, unknown> = {};
+      let out = "";
+      let escaped = false;
       for (const key of keys) {
+        if (key === "$") escaped = true;
         spend(key.length + 3, path);
-        const encoded = walk((value as Record<string, unknown>)[key], child(path, key));
-        if (key === "__proto__")
-          defineProperty(out, key, { value: encoded, enumerable: true, writable: true, configurable: true });
-        else out[key] = encoded;
+        out += `${out ? "," : ""}${str(key)}:${walk((value as Record<string, unknown>)[key], child(path, key))}`;
       }
-      return hasOwn(out, "$") ? { $: "o", v: out } : out;
+      // A plain object with its own "$" key is escaped, so no guest value can forge a tag.
+      return escaped ? `{"$":"o","v":{${out}}}` : `{${out}}`;
     }
 
-    function encodeErrorValue(error: Error, path: string): unknown {
+    /** An extension's tagged form: its fields are data the codec encodes like any other. */
+    function walkTagged(tagged: Record<string, unknown>, path: string): string {
+      let out = `"$":${str(StringCtor(tagged.$))}`;
+      for (const key of ownKeys(tagged)) {
+        if (key !== "$") out += `,${str(key)}:${walk(tagged[key], child(path, key))}`;
+      }
+      return `{${out}}`;
+    }
+
+    function encodeErrorValue(error: Error, path: string): string {
       // Errors cross leniently: a field that cannot cross is described, so the real error is not
       // replaced by a serialization failure.
       const saved = lenient;
       lenient = true;
       try {
-        const out: Record<string, unknown> = { $: "e" };
         let name = "Error";
         let message = "";
         let stackText: unknown;
@@ -301,28 +330,24 @@ export function createCodec(): Codec {
           message = StringCtor(error.message);
           stackText = error.stack;
         } catch {}
-        out.n = name;
-        out.m = message;
-        if (typeof stackText === "string") out.s = stackText;
-        if (hasOwn(error, "cause")) out.c = walk((error as { cause?: unknown }).cause, child(path, "cause"));
+        let out = `"$":"e","n":${str(name)},"m":${str(message)}`;
+        if (typeof stackText === "string") out += `,"s":${str(stackText)}`;
+        if (hasOwn(error, "cause")) out += `,"c":${walk((error as { cause?: unknown }).cause, child(path, "cause"))}`;
         const nested = (error as { errors?: unknown }).errors;
-        if (isArray(nested)) out.a = walk(nested, child(path, "errors"));
-        const fields: Record<string, unknown> = {};
-        let any = false;
+        if (isArray(nested)) out += `,"a":${walk(nested, child(path, "errors"))}`;
+        let fields = "";
         for (const key of ownKeys(error)) {
           if (key === "stack" || key === "message" || key === "cause" || key === "errors") continue;
-          any = true;
-          const encoded = walk((error as unknown as Record<string, unknown>)[key], child(path, key));
-          defineProperty(fields, key, { value: encoded, enumerable: true, writable: true, configurable: true });
+          fields += `${fields ? "," : ""}${str(key)}:${walk((error as unknown as Record<string, unknown>)[key], child(path, key))}`;
         }
-        if (any) out.f = fields;
-        return out;
+        if (fields) out += `,"f":{${fields}}`;
+        return `{${out}}`;
       } finally {
         lenient = saved;
       }
     }
 
-    return stringify(walk(root, rootPath));
+    return walk(root, rootPath);
   }
 
   function revive(value: unknown): unknown {
@@ -356,14 +381,16 @@ export function createCodec(): Codec {
       }
       case "t": {
         const bytes = fromBase64(v as string);
-        const ctor = typedCtors[tagged.t as string] ?? typedCtors.Uint8Array;
+        const ctor = hasOwn(typedCtors, tagged.t as string) ? typedCtors[tagged.t as string] : typedCtors.Uint8Array;
         if (ctor === typedCtors.DataView) return new ctor(bytes.buffer);
         return new ctor(bytes.buffer, 0, bytes.byteLength / (ctor.BYTES_PER_ELEMENT as number));
       }
       case "e":
         return reviveError(tagged);
-      default:
-        return reviveObject(tagged);
+      default: {
+        const extended = extension?.decode(tagged, revive);
+        return extended === undefined ? reviveObject(tagged) : extended;
+      }
     }
   }
 
@@ -413,6 +440,9 @@ export function createCodec(): Codec {
     },
     encodeError(error) {
       return encodeWith(error, "error", Number.POSITIVE_INFINITY, true);
+    },
+    extend(next) {
+      extension = next;
     },
   };
 }

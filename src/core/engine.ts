@@ -15,11 +15,66 @@ export interface EngineRunRequest {
   signal?: AbortSignal;
   /** Written into RunResult.stats.host. */
   host: Exclude<HostName, "auto">;
+  /** "prepare" evaluates the module and reports its exports without calling the default export. */
+  mode?: "run" | "prepare";
+}
+
+/** A prefix as the engine keeps it: warm instances that have evaluated the same module. */
+export interface EnginePrepareRequest {
+  /** Prefix hash and partition key: instances are never shared across keys. */
+  key: string;
+  source: GuestSource;
+  sourceImports: Record<string, string>;
+  bindings: Bindings;
+  /** The budget of the prefix's own evaluation; `memoryMb` is every warm instance's heap limit. */
+  limits: ResolvedLimits;
+  host: Exclude<HostName, "auto">;
+}
+
+export interface PrefixRunRequest {
+  source: GuestSource;
+  sourceImports: Record<string, string>;
+  inputText: string;
+  limits: ResolvedLimits;
+  signal?: AbortSignal;
+}
+
+export interface PrefixCallRequest {
+  path: string;
+  argsText: string;
+  limits: ResolvedLimits;
+  signal?: AbortSignal;
+}
+
+export interface PrefixCounts {
+  key: string;
+  warm: number;
+  idle: number;
+  busy: number;
+}
+
+export interface EnginePrefix {
+  run(request: PrefixRunRequest): Promise<RunResult>;
+  call(request: PrefixCallRequest): Promise<RunResult>;
+  counts(): PrefixCounts;
+  dispose(): void;
+}
+
+export interface EngineStats {
+  warmInstances: number;
+  idleInstances: number;
+  idleHeapBytes: number;
+  budgetBytes: number;
+  spareInstances: number;
+  prefixes: PrefixCounts[];
 }
 
 /** HOW JavaScript runs. Every engine passes the same contract (test/conformance). */
 export interface Engine {
   readonly name: Exclude<EngineName, "auto">;
   run(request: EngineRunRequest): Promise<RunResult>;
+  /** Evaluate a prefix once; resolves with the warm pool and the evaluation's result. */
+  prepare(request: EnginePrepareRequest): Promise<{ prefix: EnginePrefix; result: RunResult }>;
+  stats(): EngineStats;
   dispose(): Promise<void>;
 }

@@ -45,13 +45,18 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
     const name = typeof value.name === "string" ? value.name : "Error";
     const message = typeof value.message === "string" ? value.message : "";
     const fields: Record<string, unknown> = {};
-    for (const key of Object.keys(value)) fields[key] = (value as unknown as Record<string, unknown>)[key];
+    // Define, never assign: an own "__proto__" field must stay data on the host.
+    for (const key of Object.keys(value)) {
+      const field = (value as unknown as Record<string, unknown>)[key];
+      Object.defineProperty(fields, key, { value: field, enumerable: true, writable: true, configurable: true });
+    }
     let code: ErrorCode = "ERR_USER_CODE";
     if (isMemoryExhaustion(name, message)) code = "ERR_MEMORY_LIMIT";
     else if (fields.code === "ERR_NOT_SERIALIZABLE" && typeof fields.path === "string") code = "ERR_NOT_SERIALIZABLE";
     const error: RunError = { code, name, message };
     if (typeof value.stack === "string") error.stack = sanitizeStack(value.stack, guestFiles);
-    if ("cause" in value) fields.cause = value.cause;
+    if (Object.hasOwn(value, "cause"))
+      Object.defineProperty(fields, "cause", { value: value.cause, enumerable: true, writable: true, configurable: true });
     if (Object.keys(fields).length > 0) error.fields = fields;
     return error;
   }

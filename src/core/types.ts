@@ -15,6 +15,10 @@ export interface SandboxOptions {
   host?: HostName;
   /** Memory per instance in MB. Default 128, clamped to 8..policy ceiling. */
   memoryMb?: number;
+  /** Heap budget (MB) for idle warm instances across all prefixes; eviction by heap used × idle time. */
+  memoryBudgetMb?: number;
+  /** Instances created ahead of time so one-off runs skip isolate creation. Default 2; 0 disables. */
+  spareInstances?: number;
   /** Runs executing at once. Default: four per core. */
   maxConcurrentRuns?: number;
   /** Runs waiting for a slot. Default 10 000; past it a run fails at once with ERR_QUEUE_FULL. */
@@ -105,8 +109,41 @@ export interface AbortedResult {
 
 export type RunResult = CompletedResult | FailedResult | AbortedResult;
 
+/** Options of `sandbox.prepare`: the prefix of the prefix/postfix pattern. */
+export interface PrepareOptions {
+  code: string;
+  filename?: string;
+  globals?: Record<string, HostBinding>;
+  imports?: RunOptions["imports"];
+  /** The prefix evaluation's own budget; `memoryMb` is every warm instance's heap limit. */
+  limits?: RunLimits;
+  /** Instances are never shared between different partition keys (tenants). */
+  partitionKey?: string;
+}
+
+export interface ReadExportsResult {
+  exports: Record<string, unknown>;
+  skippedExports: string[];
+}
+
+export interface PrefixStats {
+  /** The first 16 hex digits of the prefix key. */
+  key: string;
+  warm: number;
+  idle: number;
+  busy: number;
+}
+
 export interface SandboxStats {
   activeRuns: number;
   queueDepth: number;
   completedRuns: number;
+  /** Instances holding an evaluated prefix, idle or busy. */
+  warmInstances: number;
+  idleInstances: number;
+  idleHeapBytes: number;
+  budgetBytes: number;
+  spareInstances: number;
+  rssBytes: number;
+  prefixes: PrefixStats[];
 }

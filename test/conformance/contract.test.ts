@@ -105,6 +105,14 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(Object.hasOwn(value.out, "__proto__")).toBe(true);
       expect(({} as { admin?: boolean }).admin).toBeUndefined();
     });
+
+    it("a guest-defined toJSON cannot forge a codec tag", async () => {
+      const code = `Object.prototype.toJSON = function () { return { $: "t", t: "constructor", v: "AAAA" } };
+        Array.prototype.toJSON = () => ({ $: "d", v: 0 });
+        export default () => ({ a: 1, list: [1, 2], nested: { $: "e", n: "Error" } })`;
+      const value = completed(await sandbox.run({ code })).value;
+      expect(value).toEqual({ a: 1, list: [1, 2], nested: { $: "e", n: "Error" } });
+    });
   });
 
   describe("errors", () => {

@@ -16,7 +16,7 @@ export interface GuestHostCallbacks {
   call(callId: number, fnId: number, argsText: string): void;
   /** Arm timer `timerId`; the host answers with `fire` after `ms`. A negative `ms` cancels it. */
   timer(timerId: number, ms: number): void;
-  /** The run is over: kind is "ok" | "throw" | "fail"; text is the encoded outcome. */
+  /** The run is over: kind is "o" (ok) | "t" (thrown) | "f" (failed); text is the encoded outcome. */
   done(kind: string, text: string): void;
 }
 
@@ -27,16 +27,18 @@ export interface GuestRuntimeConfig {
 
 /** What the host holds references to. */
 export interface GuestInternals {
-  /** Start a run: per-run input and caps. */
-  begin(inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void;
+  /** Start a run: per-run input and caps; clears what earlier runs left pending. */
+  begin(mode: "run" | "prepare", inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void;
   /** Install bindings: `{ globals: {name: Desc}, modules: {specifier: Desc} }` as JSON text. */
   install(bindingsText: string): void;
   settle(callId: number, ok: boolean, text: string): void;
   fire(timerId: number): void;
-  /** Called by the driver module with the guest module's namespace. */
+  /** Called by the driver module with the guest module's namespace (in "prepare" mode it is kept). */
   entry(ns: Record<string, unknown>): void;
-  /** Call a dotted export path with encoded args (the warm path). */
-  call(ns: Record<string, unknown>, path: string, argsText: string): void;
+  /** Call a dotted export path of the prepared prefix with encoded args; resolves with an outcome string. */
+  call(path: string, argsText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): Promise<string>;
+  /** A no-op round trip: lets the host wait until the isolate is idle. */
+  ping(): boolean;
 }
 
 export function installRuntime(
@@ -52,6 +54,7 @@ export function installRuntime(
   const RangeErrorCtor = RangeError;
   const TypeErrorCtor = TypeError;
   const stringify = JSON.stringify;
+  const StringCtor = String;
   const parse = JSON.parse;
   const ownKeys = Object.keys;
   const defineProperty = Object.defineProperty;
@@ -63,7 +66,10 @@ export function installRuntime(
   const modules = new MapCtor<string, unknown>();
   let callSeq = 0;
   let timerSeq = 0;
+  /** The prepared prefix's module namespace: what `call` resolves export paths against. */
+  let prefix: Record<string, unknown> | undefined;
   const run = {
+    mode: "run",
     inputText: '{"$":"u"}',
     maxOutputChars: 0,
     maxLogEntries: 0,
@@ -167,27 +173,32 @@ export function installRuntime(
   // ---- modules, entry and call ------------------------------------------------------------------
   define(g, "__cordon_module", (specifier: string) => modules.get(specifier));
 
-  function fail(error: unknown): boolean {
+  /** Outcomes are one string: a kind letter, then the encoded payload (o = ok, t = thrown, f = failed, m = missing). */
+  function failure(error: unknown): string | undefined {
     const code = (error as { code?: unknown } | null)?.code;
     if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE") {
-      host.done("fail", stringify({ code, message: String((error as Error).message) }));
-      return true;
+      return `f{"code":${stringify(StringCtor(code))},"message":${stringify(StringCtor((error as Error).message))}}`;
     }
-    return false;
+    return undefined;
   }
 
-  function finish(value: unknown, ns: Record<string, unknown> | undefined): void {
+  function encodeOutcome(value: unknown, ns: Record<string, unknown> | undefined): string {
     let budget = run.maxOutputChars;
     let valueText: string;
     try {
       valueText = codec.encode(value, "value", budget);
     } catch (error) {
-      if (fail(error)) return;
+      const failed = failure(error);
+      if (failed) return failed;
       throw error;
     }
     budget -= valueText.length;
     let exportsText = "";
-    const skipped: string[] = [];
+    // Built as text, not with JSON.stringify or array methods: the guest may have replaced those.
+    let skipped = "";
+    const skip = (key: string) => {
+      skipped += `${skipped ? "," : ""}${stringify(StringCtor(key))}`;
+    };
     if (ns) {
       for (const key of ownKeys(ns)) {
         if (key === "default") continue;
@@ -195,11 +206,11 @@ export function installRuntime(
         try {
           item = ns[key];
         } catch {
-          skipped.push(key);
+          skip(key);
           continue;
         }
         if (typeof item === "function") {
-          skipped.push(key);
+          skip(key);
           continue;
         }
         try {
@@ -207,33 +218,56 @@ export function installRuntime(
           budget -= text.length;
           exportsText += `${exportsText ? "," : ""}${stringify(key)}:${text}`;
         } catch (error) {
-          if ((error as { code?: unknown }).code === "ERR_NOT_SERIALIZABLE") skipped.push(key);
-          else if (fail(error)) return;
-          else throw error;
+          if ((error as { code?: unknown }).code === "ERR_NOT_SERIALIZABLE") {
+            skip(key);
+            continue;
+          }
+          const failed = failure(error);
+          if (failed) return failed;
+          throw error;
         }
       }
     }
-    host.done("ok", `{"v":${valueText},"x":{${exportsText}},"k":${stringify(skipped)}}`);
+    return `o{"v":${valueText},"x":{${exportsText}},"k":[${skipped}]}`;
   }
 
-  async function settleRun(work: () => unknown, ns: Record<string, unknown> | undefined): Promise<void> {
+  async function outcomeOf(work: () => unknown, ns: Record<string, unknown> | undefined): Promise<string> {
     try {
-      finish(await work(), ns);
+      return encodeOutcome(await work(), ns);
     } catch (error) {
-      host.done("throw", codec.encodeError(error));
+      return `t${codec.encodeError(error)}`;
     }
   }
 
+  function resolvePath(root: unknown, path: string): { target: unknown; owner: unknown } {
+    let owner: unknown;
+    let target: unknown = root;
+    for (const part of path.split(".")) {
+      if (target === null || (typeof target !== "object" && typeof target !== "function") || !hasOwnOrInherited(target, part)) {
+        return { target: undefined, owner: undefined };
+      }
+      owner = target;
+      target = (target as Record<string, unknown>)[part];
+    }
+    return { target, owner };
+  }
+
+  function begin(mode: string, inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void {
+    run.mode = mode;
+    run.inputText = inputText;
+    run.maxOutputChars = maxOutputChars;
+    run.maxLogEntries = maxLogEntries;
+    run.maxLogBytes = maxLogBytes;
+    run.logEntries = 0;
+    run.logBytes = 0;
+    run.entered = false;
+    // Nothing of an earlier run on this instance may fire into this one.
+    timers.clear();
+    pendingCalls.clear();
+  }
+
   return {
-    begin(inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
-      run.inputText = inputText;
-      run.maxOutputChars = maxOutputChars;
-      run.maxLogEntries = maxLogEntries;
-      run.maxLogBytes = maxLogBytes;
-      run.logEntries = 0;
-      run.logBytes = 0;
-      run.entered = false;
-    },
+    begin,
     install(bindingsText) {
       const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc> };
       for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
@@ -254,37 +288,31 @@ export function installRuntime(
       apply(timer.fn, undefined, timer.args);
     },
     entry(ns) {
-      // One-shot: the driver module calls this once the guest module has fully evaluated.
+      // One-shot per run: the driver module calls this once the guest module has fully evaluated.
       if (run.entered) return;
       run.entered = true;
-      void settleRun(() => {
+      if (run.mode === "prepare") {
+        prefix = ns;
+        void outcomeOf(() => undefined, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
+        return;
+      }
+      void outcomeOf(() => {
         const main = ns.default;
         return typeof main === "function" ? main(codec.decode(run.inputText)) : main;
-      }, ns);
+      }, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
     },
-    call(ns, path, argsText) {
-      void settleRun(() => {
-        const parts = path.split(".");
-        let owner: unknown;
-        let target: unknown = ns;
-        for (const part of parts) {
-          if (
-            target === null ||
-            (typeof target !== "object" && typeof target !== "function") ||
-            !hasOwnOrInherited(target, part)
-          ) {
-            target = undefined;
-            break;
-          }
-          owner = target;
-          target = (target as Record<string, unknown>)[part];
-        }
-        if (typeof target !== "function") {
-          host.done("missing", stringify({ path }));
-          return new PromiseCtor(() => {});
-        }
-        return apply(target as (...a: unknown[]) => unknown, owner, codec.decode(argsText) as unknown[]);
-      }, undefined);
+    call(path, argsText, maxOutputChars, maxLogEntries, maxLogBytes) {
+      // One crossing per call: the per-run reset of `begin` happens here too.
+      begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries, maxLogBytes);
+      const { target, owner } = resolvePath(prefix, path);
+      if (typeof target !== "function") return PromiseCtor.resolve(`m{"path":${stringify(StringCtor(path))}}`);
+      return outcomeOf(
+        () => apply(target as (...a: unknown[]) => unknown, owner, codec.decode(argsText) as unknown[]),
+        undefined,
+      );
+    },
+    ping() {
+      return true;
     },
   };
 

@@ -1,0 +1,840 @@
+// biome-ignore-all lint/complexity/noArguments: WebIDL counts the arguments actually passed (f(undefined) differs from f()), and rest parameters would change each method's length.
+
+/**
+ * Fetch API data types for the guest realm: Headers, Request and Response, plus the wire form the
+ * value codec uses to move them across the host boundary as plain data.
+ *
+ * SELF-CONTAINED, like installWebApis: the engine injects `installFetchTypes.toString()` into the
+ * isolate AFTER installWebApis, so the body references nothing outside itself (the types below are
+ * erased) and captures every builtin and web API it uses at install time, before guest code runs.
+ *
+ * Bodies are fully buffered (there are no streams in the guest): a body is kept as bytes and the
+ * body methods resolve from them. `body` is NOT a ReadableStream: it is null or a fresh Uint8Array
+ * copy of the bytes. Not implemented: blob(), formData(), signal, and the Request members that only
+ * matter to a browser (mode, credentials, cache, redirect, referrer, ...).
+ */
+
+export type WireHeaders = [string, string][];
+export interface WireRequest {
+  $: "Q";
+  m: string;
+  u: string;
+  h: WireHeaders;
+  b: Uint8Array | null;
+}
+export interface WireResponse {
+  $: "R";
+  s: number;
+  t: string;
+  h: WireHeaders;
+  b: Uint8Array | null;
+}
+export interface WireHeadersTag {
+  $: "H";
+  h: WireHeaders;
+}
+export interface FetchWire {
+  /** If value is one of THIS realm's Headers/Request/Response instances (brand check via the private fields), return its wire form (body bytes copied, bodyUsed NOT changed); else undefined. A Request/Response whose body was already used -> throw TypeError. */
+  toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined;
+  /** Build a Headers/Request/Response of this realm from its wire form; anything malformed -> TypeError. */
+  fromWire(wire: WireRequest | WireResponse | WireHeadersTag): unknown;
+}
+
+/** A header as stored: lowercase name, normalized value. Pairs are never mutated once stored. */
+type Pair = [name: string, value: string];
+
+interface BodyState {
+  /** Null for "no body"; otherwise bytes owned by this state (never exposed, never mutated). */
+  bytes: Uint8Array | null;
+  used: boolean;
+}
+
+interface Extracted {
+  bytes: Uint8Array;
+  type: string | null;
+}
+
+export function installFetchTypes(g: typeof globalThis): FetchWire {
+  // ---------------------------------------------------------------- captured builtins
+  const call = Function.prototype.call;
+  const uncurry = <T, A extends unknown[], R>(fn: (this: T, ...args: A) => R) =>
+    call.bind(fn) as unknown as (self: T, ...args: A) => R;
+  const getOwnDesc = Reflect.getOwnPropertyDescriptor;
+  const getter = (proto: object, key: PropertyKey) => uncurry(getOwnDesc(proto, key)?.get as (this: unknown) => unknown);
+
+  const TypeErrorCtor = TypeError;
+  const RangeErrorCtor = RangeError;
+  const U8 = Uint8Array;
+  const defineProperty = Object.defineProperty;
+  const objectCreate = Object.create;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const setPrototypeOf = Object.setPrototypeOf;
+  const ownKeys = Reflect.ownKeys;
+  const deleteProperty = Reflect.deleteProperty;
+  const apply = Reflect.apply;
+  const isArray = Array.isArray;
+  const isView = ArrayBuffer.isView;
+  const jsonParse = JSON.parse;
+  const jsonStringify = JSON.stringify;
+  const isFiniteNumber = Number.isFinite;
+  const trunc = Math.trunc;
+  const SymbolIterator: typeof Symbol.iterator = Symbol.iterator;
+  const SymbolToStringTag: typeof Symbol.toStringTag = Symbol.toStringTag;
+  const IteratorProto = getPrototypeOf(getPrototypeOf([][SymbolIterator]())) as object;
+
+  const charCodeAt = uncurry(String.prototype.charCodeAt);
+  const strSlice = uncurry(String.prototype.slice);
+  const toLowerCase = uncurry(String.prototype.toLowerCase);
+  const toUpperCase = uncurry(String.prototype.toUpperCase);
+  const push = uncurry(Array.prototype.push);
+  const join = uncurry(Array.prototype.join);
+  const sort = uncurry(Array.prototype.sort);
+
+  const TypedArrayProto = getPrototypeOf(U8.prototype) as Uint8Array;
+  const taTag = getter(TypedArrayProto, SymbolToStringTag) as (v: unknown) => string | undefined;
+  const taByteLength = getter(TypedArrayProto, "byteLength") as (v: ArrayBufferView) => number;
+  const taByteOffset = getter(TypedArrayProto, "byteOffset") as (v: ArrayBufferView) => number;
+  const taBuffer = getter(TypedArrayProto, "buffer") as (v: ArrayBufferView) => ArrayBuffer;
+  const taSet = uncurry(TypedArrayProto.set) as (target: Uint8Array, source: ArrayLike<number>) => void;
+  const dvBuffer = getter(DataView.prototype, "buffer") as (v: unknown) => ArrayBuffer;
+  const dvByteOffset = getter(DataView.prototype, "byteOffset") as (v: unknown) => number;
+  const dvByteLength = getter(DataView.prototype, "byteLength") as (v: unknown) => number;
+  const abByteLength = getter(ArrayBuffer.prototype, "byteLength") as (v: unknown) => number;
+
+  // The web APIs installed just before this (installWebApis).
+  const URLCtor = g.URL;
+  const urlHref = getter(URLCtor.prototype, "href") as (u: URL) => string;
+  const urlUsername = getter(URLCtor.prototype, "username") as (u: URL) => string;
+  const urlPassword = getter(URLCtor.prototype, "password") as (u: URL) => string;
+  const paramsToString = uncurry(g.URLSearchParams.prototype.toString) as (p: unknown) => string;
+  const encoder = new g.TextEncoder();
+  const encode = uncurry(g.TextEncoder.prototype.encode) as (self: TextEncoder, s: string) => Uint8Array;
+  const decoder = new g.TextDecoder(); // UTF-8, replacement on errors, strips a leading BOM
+  const decode = uncurry(g.TextDecoder.prototype.decode) as (self: TextDecoder, b: Uint8Array) => string;
+
+  /** Passed as the first constructor argument to build an instance from an internal state record. */
+  const INTERNAL = objectCreate(null) as object;
+
+  // ---------------------------------------------------------------- small helpers
+  // Descriptors are built on null-prototype objects so a patched Object.prototype cannot add `get`/`set`.
+  function defineValue(obj: object, key: PropertyKey, value: unknown, writable = true): void {
+    const d = objectCreate(null) as PropertyDescriptor;
+    d.value = value;
+    d.writable = writable;
+    d.enumerable = false;
+    d.configurable = true;
+    defineProperty(obj, key, d);
+  }
+
+  function typeError(message: string): TypeError {
+    return new TypeErrorCtor(message);
+  }
+
+  function requireArgs(given: number, needed: number, what: string): void {
+    if (given < needed) {
+      throw typeError(`${what} requires at least ${needed} argument${needed > 1 ? "s" : ""}, but only ${given} present`);
+    }
+  }
+
+  function isObject(v: unknown): v is object {
+    return (typeof v === "object" && v !== null) || typeof v === "function";
+  }
+
+  /** A WebIDL dictionary argument: null/undefined read as empty (null here), other primitives refused. */
+  function dictionary(v: unknown, what: string): Record<string, unknown> | null {
+    if (v === undefined || v === null) return null;
+    if (!isObject(v)) throw typeError(`${what}: init must be an object`);
+    return v as Record<string, unknown>;
+  }
+
+  /** WebIDL ByteString: ToString, refusing code units above 0xFF. */
+  function toByteString(v: unknown, what: string): string {
+    const s = `${v}`; // a template literal (unlike String()) throws for symbols, as WebIDL requires
+    for (let i = 0; i < s.length; i++) {
+      if (charCodeAt(s, i) > 0xff) throw typeError(`${what}: cannot convert "${s}" to a ByteString`);
+    }
+    return s;
+  }
+
+  /** WebIDL unsigned short (no [EnforceRange]): ToNumber, truncate, modulo 2^16. */
+  function toUnsignedShort(v: unknown): number {
+    const n = +(v as number); // unary plus throws for symbols and bigints, as ToNumber does
+    if (!isFiniteNumber(n)) return 0;
+    const x = trunc(n) % 65536;
+    return x < 0 ? x + 65536 : x;
+  }
+
+  /** RFC 9110 token: 1*tchar. */
+  function isToken(s: string): boolean {
+    if (s.length === 0) return false;
+    for (let i = 0; i < s.length; i++) {
+      const c = charCodeAt(s, i);
+      const l = c | 0x20;
+      const tchar =
+        (c >= 0x30 && c <= 0x39) ||
+        (l >= 0x61 && l <= 0x7a) ||
+        c === 0x21 || // !
+        (c >= 0x23 && c <= 0x27) || // # $ % & '
+        c === 0x2a || // *
+        c === 0x2b || // +
+        c === 0x2d || // -
+        c === 0x2e || // .
+        (c >= 0x5e && c <= 0x60) || // ^ _ `
+        c === 0x7c || // |
+        c === 0x7e; // ~
+      if (!tchar) return false;
+    }
+    return true;
+  }
+
+  /** A header name as stored: a valid token, lowercased. */
+  function headerName(v: unknown, what: string): string {
+    const s = toByteString(v, what);
+    if (!isToken(s)) throw typeError(`${what}: "${s}" is an invalid header name`);
+    return toLowerCase(s);
+  }
+
+  function isHttpWhitespace(c: number): boolean {
+    return c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+  }
+
+  /** A header value: leading and trailing HTTP whitespace stripped; NUL, CR and LF refused. */
+  function headerValue(v: unknown, what: string): string {
+    const raw = toByteString(v, what);
+    let start = 0;
+    let end = raw.length;
+    while (start < end && isHttpWhitespace(charCodeAt(raw, start))) start++;
+    while (end > start && isHttpWhitespace(charCodeAt(raw, end - 1))) end--;
+    const s = strSlice(raw, start, end);
+    for (let i = 0; i < s.length; i++) {
+      const c = charCodeAt(s, i);
+      if (c === 0 || c === 0x0a || c === 0x0d) throw typeError(`${what}: "${s}" is an invalid header value`);
+    }
+    return s;
+  }
+
+  /** RFC 9110 reason-phrase: *( HTAB / SP / VCHAR / obs-text ). */
+  function isReasonPhrase(s: string): boolean {
+    for (let i = 0; i < s.length; i++) {
+      const c = charCodeAt(s, i);
+      if ((c < 0x20 && c !== 0x09) || c === 0x7f || c > 0xff) return false;
+    }
+    return true;
+  }
+
+  function isNullBodyStatus(status: number): boolean {
+    return status === 101 || status === 204 || status === 205 || status === 304;
+  }
+
+  /** Fetch's method normalization: CONNECT/TRACE/TRACK refused; only the six standard methods are uppercased. */
+  function normalizeMethod(v: unknown): string {
+    const m = toByteString(v, "Request");
+    if (!isToken(m)) throw typeError(`'${m}' is not a valid HTTP method`);
+    switch (toLowerCase(m)) {
+      case "connect":
+      case "trace":
+      case "track":
+        throw typeError(`'${m}' HTTP method is unsupported`);
+      case "delete":
+      case "get":
+      case "head":
+      case "options":
+      case "post":
+      case "put":
+        return toUpperCase(m);
+      default:
+        return m; // PATCH included: the Fetch standard deliberately leaves it as given
+    }
+  }
+
+  /** There is no document base URL in the guest: relative URLs are refused. */
+  function parseUrl(s: string): URL {
+    try {
+      return new URLCtor(s);
+    } catch {
+      throw typeError(`Failed to parse URL from ${s}`);
+    }
+  }
+
+  function requestUrl(s: string): string {
+    const u = parseUrl(s);
+    if (urlUsername(u) !== "" || urlPassword(u) !== "") {
+      throw typeError(`Request cannot be constructed from a URL that includes credentials: ${s}`);
+    }
+    return urlHref(u);
+  }
+
+  function copyBytes(src: ArrayBufferView): Uint8Array {
+    const out = new U8(taByteLength(src));
+    taSet(out, src as Uint8Array);
+    return out;
+  }
+
+  /** A copy of the bytes of an ArrayBuffer or ArrayBufferView, or undefined for anything else. */
+  function bufferBytes(v: object): Uint8Array | undefined {
+    if (isView(v)) {
+      if (taTag(v) !== undefined) return copyBytes(new U8(taBuffer(v), taByteOffset(v), taByteLength(v)));
+      return copyBytes(new U8(dvBuffer(v), dvByteOffset(v), dvByteLength(v)));
+    }
+    try {
+      abByteLength(v); // brand check: throws unless v is an ArrayBuffer
+    } catch {
+      return undefined;
+    }
+    return copyBytes(new U8(v as ArrayBuffer));
+  }
+
+  /** Fetch's "extract a body": bytes plus the Content-Type it implies. Other values are stringified (WebIDL union). */
+  function extractBody(body: unknown): Extracted {
+    if (isObject(body)) {
+      const bytes = bufferBytes(body);
+      if (bytes !== undefined) return { bytes, type: null };
+      let form: string | undefined;
+      try {
+        form = paramsToString(body); // brand check: throws unless body is a URLSearchParams
+      } catch {}
+      if (form !== undefined) return { bytes: encode(encoder, form), type: "application/x-www-form-urlencoded;charset=UTF-8" };
+    }
+    return { bytes: encode(encoder, `${body}`), type: "text/plain;charset=UTF-8" };
+  }
+
+  /** Reading a body: refused once used; a null body reads as empty and is never marked used. */
+  function takeBytes(state: BodyState): Uint8Array {
+    if (state.used) throw typeError("Body is unusable: Body has already been read");
+    if (state.bytes === null) return new U8(0);
+    state.used = true;
+    return copyBytes(state.bytes);
+  }
+
+  /** Fetch's "sort and combine": lowercase names in order, values joined with ", " except set-cookie. */
+  function sortAndCombine(list: Pair[]): Pair[] {
+    const sorted: Pair[] = [];
+    for (let i = 0; i < list.length; i++) push(sorted, list[i]);
+    // Array.prototype.sort is stable, so values of one name keep their list order.
+    sort(sorted, (a: Pair, b: Pair) => (a[0] === b[0] ? 0 : a[0] < b[0] ? -1 : 1));
+    const out: Pair[] = [];
+    for (let i = 0; i < sorted.length; i++) {
+      const name = sorted[i][0];
+      const last = out.length > 0 ? out[out.length - 1] : null;
+      if (last !== null && last[0] === name && name !== "set-cookie") out[out.length - 1] = [name, `${last[1]}, ${sorted[i][1]}`];
+      else push(out, sorted[i]);
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- Headers
+  let isHeaders: (v: object) => v is Headers;
+  let listOf: (h: Headers) => Pair[];
+  let makeHeaders: (list: Pair[], immutable: boolean) => Headers;
+  let copyHeaders: (h: Headers, immutable?: boolean) => Headers;
+  let sortedOf: (h: Headers) => Pair[];
+  let addHeaderIfAbsent: (h: Headers, name: string, value: string) => void;
+
+  class Headers {
+    #list: Pair[] = [];
+    #immutable = false;
+    #sorted: Pair[] | null = null; // cache of sortAndCombine(#list), dropped on every mutation
+
+    static {
+      isHeaders = (v): v is Headers => #list in v;
+      listOf = (h) => h.#list;
+      makeHeaders = (list, immutable) => {
+        const h = new Headers();
+        h.#list = list;
+        h.#immutable = immutable;
+        return h;
+      };
+      copyHeaders = (h, immutable = h.#immutable) => {
+        const list: Pair[] = [];
+        for (let i = 0; i < h.#list.length; i++) push(list, h.#list[i]);
+        return makeHeaders(list, immutable);
+      };
+      sortedOf = (h) => {
+        if (h.#sorted === null) h.#sorted = sortAndCombine(h.#list);
+        return h.#sorted;
+      };
+      addHeaderIfAbsent = (h, name, value) => {
+        for (let i = 0; i < h.#list.length; i++) if (h.#list[i][0] === name) return;
+        h.#add(name, value);
+      };
+    }
+
+    constructor(init: unknown = undefined) {
+      if (init !== undefined) this.#fill(init);
+    }
+
+    #fill(init: unknown): void {
+      if (!isObject(init)) throw typeError("Headers: init must be a sequence of [name, value] pairs or a record");
+      if (#list in init) {
+        // Another Headers: copy its list as is (iterating it would merge duplicates).
+        const list = (init as Headers).#list;
+        for (let i = 0; i < list.length; i++) this.#add(list[i][0], list[i][1]);
+        return;
+      }
+      if ((init as Iterable<unknown>)[SymbolIterator] != null) {
+        for (const item of init as Iterable<unknown>) {
+          if (!isObject(item)) throw typeError("Headers: each header must be a [name, value] pair");
+          const pair: unknown[] = [];
+          for (const part of item as Iterable<unknown>) push(pair, part);
+          if (pair.length !== 2) throw typeError(`Headers: expected name/value pair to be length 2, found ${pair.length}`);
+          this.#add(headerName(pair[0], "Headers"), headerValue(pair[1], "Headers"));
+        }
+        return;
+      }
+      const keys = ownKeys(init);
+      for (let i = 0; i < keys.length; i++) {
+        const desc = getOwnDesc(init, keys[i]);
+        if (desc === undefined || !desc.enumerable) continue;
+        const name = headerName(keys[i], "Headers");
+        this.#add(name, headerValue((init as Record<PropertyKey, unknown>)[keys[i]], "Headers"));
+      }
+    }
+
+    #mutate(): void {
+      if (this.#immutable) throw typeError("immutable");
+      this.#sorted = null;
+    }
+
+    #add(name: string, value: string): void {
+      this.#mutate();
+      push(this.#list, [name, value]);
+    }
+
+    #values(name: string): string[] {
+      const out: string[] = [];
+      for (let i = 0; i < this.#list.length; i++) if (this.#list[i][0] === name) push(out, this.#list[i][1]);
+      return out;
+    }
+
+    append(name: unknown, value: unknown): void {
+      requireArgs(arguments.length, 2, "Headers.append");
+      this.#add(headerName(name, "Headers.append"), headerValue(value, "Headers.append"));
+    }
+
+    delete(name: unknown): void {
+      requireArgs(arguments.length, 1, "Headers.delete");
+      const n = headerName(name, "Headers.delete");
+      this.#mutate();
+      const kept: Pair[] = [];
+      for (let i = 0; i < this.#list.length; i++) if (this.#list[i][0] !== n) push(kept, this.#list[i]);
+      this.#list = kept;
+    }
+
+    get(name: unknown): string | null {
+      requireArgs(arguments.length, 1, "Headers.get");
+      const values = this.#values(headerName(name, "Headers.get"));
+      return values.length === 0 ? null : join(values, ", ");
+    }
+
+    has(name: unknown): boolean {
+      requireArgs(arguments.length, 1, "Headers.has");
+      return this.#values(headerName(name, "Headers.has")).length > 0;
+    }
+
+    set(name: unknown, value: unknown): void {
+      requireArgs(arguments.length, 2, "Headers.set");
+      const n = headerName(name, "Headers.set");
+      const v = headerValue(value, "Headers.set");
+      this.#mutate();
+      // The first header of that name takes the value in place; the others go.
+      const out: Pair[] = [];
+      let found = false;
+      for (let i = 0; i < this.#list.length; i++) {
+        if (this.#list[i][0] !== n) push(out, this.#list[i]);
+        else if (!found) {
+          found = true;
+          push(out, [n, v]);
+        }
+      }
+      if (!found) push(out, [n, v]);
+      this.#list = out;
+    }
+
+    getSetCookie(): string[] {
+      return this.#values("set-cookie");
+    }
+
+    keys(): HeadersIterator {
+      return new HeadersIterator(this, 0);
+    }
+
+    values(): HeadersIterator {
+      return new HeadersIterator(this, 1);
+    }
+
+    entries(): HeadersIterator {
+      return new HeadersIterator(this, 2);
+    }
+
+    forEach(callback: unknown, thisArg: unknown = undefined): void {
+      requireArgs(arguments.length, 1, "Headers.forEach");
+      if (typeof callback !== "function") throw typeError('The "callback" argument must be of type function');
+      // Live: re-reads the sorted list each step, so the callback may mutate the headers.
+      for (let i = 0; i < sortedOf(this).length; i++) {
+        const pair = sortedOf(this)[i];
+        apply(callback, thisArg, [pair[1], pair[0], this]);
+      }
+    }
+  }
+
+  /** Live iterator over a Headers' sorted-and-combined list: kind 0 = keys, 1 = values, 2 = entries. */
+  class HeadersIterator {
+    #headers: Headers;
+    #kind: number;
+    #index = 0;
+
+    constructor(headers: Headers, kind: number) {
+      this.#headers = headers;
+      this.#kind = kind;
+    }
+
+    next(): IteratorResult<string | Pair, undefined> {
+      const pairs = sortedOf(this.#headers);
+      if (this.#index >= pairs.length) return { value: undefined, done: true };
+      const pair = pairs[this.#index++];
+      const kind = this.#kind;
+      return { value: kind === 0 ? pair[0] : kind === 1 ? pair[1] : [pair[0], pair[1]], done: false };
+    }
+  }
+  setPrototypeOf(HeadersIterator.prototype, IteratorProto);
+  deleteProperty(HeadersIterator.prototype, "constructor");
+  defineValue(HeadersIterator.prototype, SymbolToStringTag, "Headers Iterator", false);
+
+  // ---------------------------------------------------------------- Request
+  interface RequestState extends BodyState {
+    method: string;
+    url: string;
+    headers: Headers;
+  }
+  let isRequest: (v: object) => boolean;
+  let requestState: (v: unknown) => RequestState;
+
+  class Request {
+    #s: RequestState;
+
+    static {
+      isRequest = (v) => #s in v;
+      requestState = (v) => (v as Request).#s; // throws TypeError unless v is a Request
+    }
+
+    constructor(input: unknown, init: unknown = undefined) {
+      requireArgs(arguments.length, 1, "Request");
+      if (input === INTERNAL) {
+        this.#s = init as RequestState;
+        return;
+      }
+      const src = isObject(input) && #s in input ? (input as Request).#s : null;
+      const url = src === null ? requestUrl(`${input}`) : src.url;
+      const o = dictionary(init, "Request");
+      // Dictionary members are read once each, in lexicographic order.
+      const initBody = o === null ? undefined : o.body;
+      const initHeaders = o === null ? undefined : o.headers;
+      const initMethod = o === null ? undefined : o.method;
+      const method = initMethod !== undefined ? normalizeMethod(initMethod) : src === null ? "GET" : src.method;
+      let headers: Headers;
+      if (initHeaders !== undefined) headers = new Headers(initHeaders);
+      else headers = src === null ? new Headers() : copyHeaders(src.headers, false);
+      const inputBytes = src === null ? null : src.bytes;
+      if ((initBody != null || inputBytes !== null) && (method === "GET" || method === "HEAD")) {
+        throw typeError("Request with GET/HEAD method cannot have body");
+      }
+      let bytes: Uint8Array | null = null;
+      if (initBody != null) {
+        const body = extractBody(initBody);
+        bytes = body.bytes;
+        if (body.type !== null) addHeaderIfAbsent(headers, "content-type", body.type);
+      } else if (src !== null && inputBytes !== null) {
+        // The new request takes over the input's body, which counts as used from now on.
+        if (src.used) throw typeError("Cannot construct a Request with a Request object that has already been used");
+        bytes = inputBytes;
+        src.used = true;
+      }
+      this.#s = { method, url, headers, bytes, used: false };
+    }
+
+    get method(): string {
+      return this.#s.method;
+    }
+
+    get url(): string {
+      return this.#s.url;
+    }
+
+    get headers(): Headers {
+      return this.#s.headers;
+    }
+
+    clone(): Request {
+      const s = this.#s;
+      if (s.used) throw typeError("Request.clone: Body has already been consumed");
+      return new Request(INTERNAL, {
+        method: s.method,
+        url: s.url,
+        headers: copyHeaders(s.headers),
+        bytes: s.bytes,
+        used: false,
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------- Response
+  interface ResponseState extends BodyState {
+    status: number;
+    statusText: string;
+    headers: Headers;
+    type: string;
+  }
+  let isResponse: (v: object) => boolean;
+  let responseState: (v: unknown) => ResponseState;
+
+  /** Fetch's "initialize a response" for the constructor and Response.json. */
+  function initResponse(body: Extracted | null, init: unknown): ResponseState {
+    const o = dictionary(init, "Response");
+    const initHeaders = o === null ? undefined : o.headers;
+    const initStatus = o === null ? undefined : o.status;
+    const initStatusText = o === null ? undefined : o.statusText;
+    const status = initStatus === undefined ? 200 : toUnsignedShort(initStatus);
+    const statusText = initStatusText === undefined ? "" : toByteString(initStatusText, "Response");
+    if (status < 200 || status > 599) throw new RangeErrorCtor(`init["status"] must be in the range of 200 to 599, inclusive`);
+    if (!isReasonPhrase(statusText)) throw typeError("Invalid statusText");
+    const headers = initHeaders === undefined ? new Headers() : new Headers(initHeaders);
+    if (body !== null) {
+      if (isNullBodyStatus(status)) throw typeError(`Response with null body status ${status} cannot have a body`);
+      if (body.type !== null) addHeaderIfAbsent(headers, "content-type", body.type);
+    }
+    return { status, statusText, headers, type: "default", bytes: body === null ? null : body.bytes, used: false };
+  }
+
+  function errorResponse(): Response {
+    return new Response(INTERNAL, {
+      status: 0,
+      statusText: "",
+      headers: makeHeaders([], true),
+      type: "error",
+      bytes: null,
+      used: false,
+    });
+  }
+
+  class Response {
+    #s: ResponseState;
+
+    static {
+      isResponse = (v) => #s in v;
+      responseState = (v) => (v as Response).#s; // throws TypeError unless v is a Response
+    }
+
+    constructor(body: unknown = null, init: unknown = undefined) {
+      if (body === INTERNAL) {
+        this.#s = init as ResponseState;
+        return;
+      }
+      this.#s = initResponse(body === null || body === undefined ? null : extractBody(body), init);
+    }
+
+    static error(): Response {
+      return errorResponse();
+    }
+
+    static json(data: unknown, init: unknown = undefined): Response {
+      requireArgs(arguments.length, 1, "Response.json");
+      const text = jsonStringify(data) as string | undefined;
+      if (text === undefined) throw typeError("Value is not JSON serializable");
+      return new Response(INTERNAL, initResponse({ bytes: encode(encoder, text), type: "application/json" }, init));
+    }
+
+    static redirect(url: unknown, status: unknown = 302): Response {
+      requireArgs(arguments.length, 1, "Response.redirect");
+      const location = urlHref(parseUrl(`${url}`));
+      const code = toUnsignedShort(status);
+      if (code !== 301 && code !== 302 && code !== 303 && code !== 307 && code !== 308) {
+        throw new RangeErrorCtor(`Invalid status code ${code}`);
+      }
+      const headers = makeHeaders([["location", location]], true);
+      return new Response(INTERNAL, { status: code, statusText: "", headers, type: "default", bytes: null, used: false });
+    }
+
+    get type(): string {
+      return this.#s.type;
+    }
+
+    get url(): string {
+      this.#s;
+      return "";
+    }
+
+    get redirected(): boolean {
+      this.#s;
+      return false;
+    }
+
+    get status(): number {
+      return this.#s.status;
+    }
+
+    get ok(): boolean {
+      return this.#s.status >= 200 && this.#s.status <= 299;
+    }
+
+    get statusText(): string {
+      return this.#s.statusText;
+    }
+
+    get headers(): Headers {
+      return this.#s.headers;
+    }
+
+    clone(): Response {
+      const s = this.#s;
+      if (s.used) throw typeError("Response.clone: Body has already been consumed");
+      const headers = copyHeaders(s.headers);
+      return new Response(INTERNAL, {
+        status: s.status,
+        statusText: s.statusText,
+        headers,
+        type: s.type,
+        bytes: s.bytes,
+        used: false,
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------- Body mixin
+  /** Adds body, bodyUsed and the body methods; each class gets its own functions, brand-checked by stateOf. */
+  function installBody(proto: object, stateOf: (self: unknown) => BodyState): void {
+    // Async methods turn every throw (including a failed brand check) into a rejected promise.
+    const members = {
+      get body(): Uint8Array | null {
+        const s = stateOf(this);
+        return s.bytes === null ? null : copyBytes(s.bytes);
+      },
+      get bodyUsed(): boolean {
+        return stateOf(this).used;
+      },
+      async arrayBuffer(): Promise<ArrayBuffer> {
+        return taBuffer(takeBytes(stateOf(this)));
+      },
+      async bytes(): Promise<Uint8Array> {
+        return takeBytes(stateOf(this));
+      },
+      async json(): Promise<unknown> {
+        return jsonParse(decode(decoder, takeBytes(stateOf(this))));
+      },
+      async text(): Promise<string> {
+        return decode(decoder, takeBytes(stateOf(this)));
+      },
+    };
+    const keys = ownKeys(members);
+    for (let i = 0; i < keys.length; i++) {
+      const desc = getOwnDesc(members, keys[i]) as PropertyDescriptor;
+      desc.enumerable = false;
+      defineProperty(proto, keys[i], desc);
+    }
+  }
+  installBody(Request.prototype, requestState);
+  installBody(Response.prototype, responseState);
+
+  // ---------------------------------------------------------------- wire
+  function malformed(what: string): TypeError {
+    return typeError(`Malformed fetch wire value: ${what}`);
+  }
+
+  function wireHeaders(h: Headers): WireHeaders {
+    const list = listOf(h);
+    const out: WireHeaders = [];
+    for (let i = 0; i < list.length; i++) push(out, [list[i][0], list[i][1]]);
+    return out;
+  }
+
+  function wireBody(s: BodyState): Uint8Array | null {
+    if (s.used) throw typeError("Body is unusable: Body has already been read");
+    return s.bytes === null ? null : copyBytes(s.bytes);
+  }
+
+  function toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined {
+    if (!isObject(value)) return undefined;
+    if (isHeaders(value)) return { $: "H", h: wireHeaders(value) };
+    if (isRequest(value)) {
+      const s = requestState(value);
+      const b = wireBody(s);
+      return { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
+    }
+    if (isResponse(value)) {
+      const s = responseState(value);
+      const b = wireBody(s);
+      return { $: "R", s: s.status, t: s.statusText, h: wireHeaders(s.headers), b };
+    }
+    return undefined;
+  }
+
+  function fromWire(wire: unknown): unknown {
+    if (!isObject(wire)) throw malformed("not an object");
+    const w = wire as Record<string, unknown>;
+    const tag = w.$;
+    if (tag !== "H" && tag !== "Q" && tag !== "R") throw malformed("unknown tag");
+    const h = w.h;
+    if (!isArray(h)) throw malformed("headers");
+    const list: Pair[] = [];
+    for (let i = 0; i < h.length; i++) {
+      const p = h[i] as unknown;
+      if (!isArray(p) || p.length !== 2 || typeof p[0] !== "string" || typeof p[1] !== "string") throw malformed("header");
+      push(list, [headerName(p[0], "Headers"), headerValue(p[1], "Headers")]);
+    }
+    const headers = makeHeaders(list, false);
+    if (tag === "H") return headers;
+    const b = w.b;
+    if (b !== null && taTag(b) !== "Uint8Array") throw malformed("body");
+    let bytes = b === null ? null : copyBytes(b as Uint8Array);
+    if (tag === "Q") {
+      const m = w.m;
+      const u = w.u;
+      if (typeof m !== "string" || typeof u !== "string") throw malformed("request");
+      const method = normalizeMethod(m);
+      const url = requestUrl(u);
+      if (bytes !== null && (method === "GET" || method === "HEAD"))
+        throw typeError("Request with GET/HEAD method cannot have body");
+      return new Request(INTERNAL, { method, url, headers, bytes, used: false });
+    }
+    const s = w.s;
+    const t = w.t;
+    if (typeof s !== "number" || typeof t !== "string") throw malformed("response");
+    if (s === 0) return errorResponse();
+    if (!(s >= 200 && s <= 599) || trunc(s) !== s) throw malformed(`status ${s}`);
+    toByteString(t, "Response");
+    if (!isReasonPhrase(t)) throw typeError("Invalid statusText");
+    if (bytes !== null && isNullBodyStatus(s)) {
+      // An empty body for a null-body status (what a host fetch reports) is read as no body.
+      if (taByteLength(bytes) > 0) throw typeError(`Response with null body status ${s} cannot have a body`);
+      bytes = null;
+    }
+    return new Response(INTERNAL, { status: s, statusText: t, headers, type: "default", bytes, used: false });
+  }
+
+  // ---------------------------------------------------------------- install
+  // WebIDL shape: prototype members and static operations are enumerable; prototypes carry a Symbol.toStringTag.
+  function webIdlClass(ctor: { prototype: object }, tag: string): void {
+    const targets: object[] = [ctor.prototype, ctor];
+    for (let t = 0; t < 2; t++) {
+      const keys = ownKeys(targets[t]);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        const desc = getOwnDesc(targets[t], key);
+        if (desc === undefined || key === "constructor" || key === "prototype" || key === "length" || key === "name") continue;
+        desc.enumerable = true;
+        defineProperty(targets[t], key, desc);
+      }
+    }
+    defineValue(ctor.prototype, SymbolToStringTag, tag, false);
+  }
+  webIdlClass(Headers, "Headers");
+  webIdlClass(Request, "Request");
+  webIdlClass(Response, "Response");
+  // Iterating a Headers yields its entries (same function object, as in WebIDL).
+  defineValue(Headers.prototype, SymbolIterator, Headers.prototype.entries);
+
+  defineValue(g, "Headers", Headers);
+  defineValue(g, "Request", Request);
+  defineValue(g, "Response", Response);
+
+  return { toWire, fromWire: fromWire as FetchWire["fromWire"] };
+}

@@ -1,0 +1,223 @@
+import type * as IVM from "isolated-vm";
+import type { Bindings } from "../../core/bindings.js";
+import { CordonError } from "../../core/errors.js";
+import { normalizeSource } from "../../core/source.js";
+import type { LineMap } from "../../core/source-map.js";
+import type { GuestSource } from "../../core/source.js";
+import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
+import { parseUrl, randomBytes, setUrlPart } from "../host-services.js";
+import { loadIsolatedVm } from "./load.js";
+
+/** The driver imports the guest under this name. A guest importing it only imports itself. */
+const ENTRY_SPECIFIER = "cordon:entry";
+
+/** What an execution on this instance receives from the guest's synchronous callbacks. */
+export interface InstanceListener {
+  onLog(level: string, message: string): void;
+  onCall(id: number, fnId: number, argsText: string): void;
+  onTimer(id: number, ms: number): void;
+  onDone(kind: string, text: string): void;
+}
+
+type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
+
+let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
+
+/**
+ * One V8 isolate with a context, the guest runtime bootstrapped in it, and the host callbacks
+ * wired to whichever execution currently owns it. Isolates are single-threaded: at most one
+ * execution owns an instance at a time.
+ */
+export class V8Instance {
+  listener: InstanceListener | undefined;
+  bindings: Bindings | undefined;
+  /** A fired limit, an abort or a crash: never reuse. */
+  tainted = false;
+  lastUsed = performance.now();
+  heapUsedBytes = 0;
+  uses = 0;
+  /** Source maps by module filename, so failures report the caller's own lines. */
+  readonly lineMaps = new Map<string, LineMap>();
+
+  private constructor(
+    readonly isolate: IVM.Isolate,
+    readonly context: IVM.Context,
+    readonly memoryMb: number,
+    private readonly refs: Record<"begin" | "install" | "settle" | "fire" | "call" | "ping", Ref>,
+  ) {}
+
+  static async create(memoryMb: number): Promise<V8Instance> {
+    const ivm = loadIsolatedVm();
+    const isolate = new ivm.Isolate({ memoryLimit: memoryMb });
+    try {
+      const context = await isolate.createContext();
+      const holder: { instance?: V8Instance } = {};
+      const on = <K extends keyof InstanceListener>(key: K) =>
+        ((...args: Parameters<InstanceListener[K]>) =>
+          (holder.instance?.listener?.[key] as ((...a: unknown[]) => void) | undefined)?.(...args)) as (
+          ...args: never[]
+        ) => unknown;
+      const n = HOST_CALLBACK_NAMES;
+      const callbacks: [string, (...args: never[]) => unknown][] = [
+        [n.log, on("onLog")],
+        [n.call, on("onCall")],
+        [n.timer, on("onTimer")],
+        [n.done, on("onDone")],
+        [n.parseUrl, parseUrl],
+        [n.setUrlPart, setUrlPart],
+        [n.randomBytes, randomBytes],
+      ];
+      for (const [name, fn] of callbacks) context.global.setSync(name, new ivm.Callback(fn));
+      const script = await compileRuntime(isolate);
+      const internals = (await script.run(context, { reference: true })) as IVM.Reference<Record<string, unknown>>;
+      const get = (name: string) => internals.getSync(name, { reference: true }) as Ref;
+      const refs = {
+        begin: get("begin"),
+        install: get("install"),
+        settle: get("settle"),
+        fire: get("fire"),
+        call: get("call"),
+        ping: get("ping"),
+      };
+      const instance = new V8Instance(isolate, context, memoryMb, refs);
+      holder.instance = instance;
+      return instance;
+    } catch (error) {
+      if (!isolate.isDisposed) isolate.dispose();
+      throw error;
+    }
+  }
+
+  get disposed(): boolean {
+    return this.isolate.isDisposed;
+  }
+
+  /** Install host bindings (globals and host modules) once for this instance's lifetime. */
+  async install(bindings: Bindings): Promise<void> {
+    this.bindings = bindings;
+    await this.refs.install.apply(undefined, [bindings.text]);
+  }
+
+  /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
+  begin(
+    mode: "run" | "prepare",
+    inputText: string,
+    maxOutputBytes: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+  ): Promise<unknown> {
+    return this.refs.begin.apply(undefined, [mode, inputText, maxOutputBytes, maxLogEntries, maxLogBytes]);
+  }
+
+  settle(id: number, ok: boolean, text: string): Promise<unknown> {
+    return this.refs.settle.apply(undefined, [id, ok, text]);
+  }
+
+  fire(id: number): Promise<unknown> {
+    return this.refs.fire.apply(undefined, [id]);
+  }
+
+  /** Call a dotted export of the prepared prefix; resolves with the encoded outcome. */
+  call(path: string, argsText: string, maxOutputBytes: number, maxLogEntries: number, maxLogBytes: number): Promise<string> {
+    const args = [path, argsText, maxOutputBytes, maxLogEntries, maxLogBytes];
+    return this.refs.call.apply(undefined, args, { result: { promise: true } }) as Promise<string>;
+  }
+
+  /** A cheap round trip: resolves once the isolate has finished everything queued before it. */
+  ping(): Promise<unknown> {
+    return this.refs.ping.apply(undefined, []);
+  }
+
+  /**
+   * Compile a guest module and everything it imports, linked behind a driver module that hands
+   * the evaluated namespace to the runtime's entry. Returns the driver to evaluate.
+   */
+  async link(source: GuestSource, sourceImports: Record<string, string>): Promise<IVM.Module> {
+    this.lineMaps.set(source.filename, source.lineMap);
+    const entry = await this.compile(source.code, source.filename);
+    const driver = await this.compile(
+      `import * as ns from ${JSON.stringify(ENTRY_SPECIFIER)};\n__cordon_entry(ns);`,
+      RUNTIME_FILENAME,
+    );
+    const hostModules = JSON.parse(this.bindings?.text ?? '{"modules":{}}').modules as Record<
+      string,
+      { o?: Record<string, unknown> }
+    >;
+    const resolved = new Map<string, Promise<IVM.Module>>();
+    const resolve = (specifier: string): Promise<IVM.Module> => {
+      if (specifier === ENTRY_SPECIFIER) return Promise.resolve(entry);
+      let module = resolved.get(specifier);
+      if (!module) {
+        module = this.resolveImport(specifier, sourceImports, hostModules);
+        resolved.set(specifier, module);
+      }
+      return module;
+    };
+    await driver.instantiate(this.context, (specifier) => resolve(specifier));
+    return driver;
+  }
+
+  private async resolveImport(
+    specifier: string,
+    sourceImports: Record<string, string>,
+    hostModules: Record<string, { o?: Record<string, unknown> }>,
+  ): Promise<IVM.Module> {
+    if (Object.hasOwn(sourceImports, specifier)) {
+      const normalized = await normalizeSource(sourceImports[specifier], specifier);
+      this.lineMaps.set(specifier, normalized.lineMap);
+      return this.compile(normalized.code, specifier);
+    }
+    if (Object.hasOwn(hostModules, specifier)) {
+      const names = Object.keys(hostModules[specifier].o ?? {}).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
+      const destructure = names.length ? `export const { ${names.join(", ")} } = m;` : "";
+      return this.compile(
+        `const m = __cordon_module(${JSON.stringify(specifier)});\nexport default m;\n${destructure}`,
+        specifier,
+      );
+    }
+    throw new CordonError(
+      "ERR_MODULE_NOT_FOUND",
+      `Cannot find module ${JSON.stringify(specifier)}: a guest can import only the modules passed in \`imports\` (no node: builtins, files or packages)`,
+    );
+  }
+
+  private async compile(code: string, filename: string): Promise<IVM.Module> {
+    try {
+      return await this.isolate.compileModule(code, { filename });
+    } catch (error) {
+      if (this.isolate.isDisposed) throw error;
+      const message = (error as Error)?.message ?? String(error);
+      throw new CordonError("ERR_COMPILE", `${filename}: ${message}`);
+    }
+  }
+
+  /** Refresh the heap figure without blocking the host: an async read, queued behind the guest. */
+  async measureHeap(): Promise<number> {
+    try {
+      this.heapUsedBytes = (await this.isolate.getHeapStatistics()).used_heap_size;
+    } catch {}
+    return this.heapUsedBytes;
+  }
+
+  dispose(): void {
+    this.listener = undefined;
+    try {
+      if (!this.isolate.isDisposed) this.isolate.dispose();
+    } catch {}
+  }
+}
+
+/** Compile the runtime script, reusing V8's code cache after the first isolate (saves ~1 ms each). */
+type CachedScript = IVM.Script & { cachedData?: IVM.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
+
+async function compileRuntime(isolate: IVM.Isolate): Promise<IVM.Script> {
+  if (runtimeCache) {
+    const options = { filename: RUNTIME_FILENAME, cachedData: runtimeCache };
+    const script = (await isolate.compileScript(guestRuntimeScript(), options)) as CachedScript;
+    if (!script.cachedDataRejected) return script;
+  }
+  const options = { filename: RUNTIME_FILENAME, produceCachedData: true };
+  const script = (await isolate.compileScript(guestRuntimeScript(), options)) as CachedScript;
+  if (script.cachedData) runtimeCache = script.cachedData;
+  return script;
+}

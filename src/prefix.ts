@@ -1,0 +1,73 @@
+import type { EnginePrefix } from "./core/engine.js";
+import { CordonError } from "./core/errors.js";
+import type { RunOptions, RunResult } from "./core/types.js";
+
+/** Options of `prefix.run`: a postfix module that sees what the prefix put on `globalThis`. */
+export type PrefixRunOptions = Pick<RunOptions, "code" | "input" | "filename" | "limits" | "signal">;
+
+/** Options of `prefix.call`: an exported handler of the prefix, by dotted path. */
+export interface PrefixCallOptions {
+  /** `"default"`, `"default.fetch"`, `"handleEvent"`, any dotted path; `this` is bound to its owner. */
+  export: string;
+  /** Crosses once: a batch of events is one argument, one crossing. */
+  args?: unknown[];
+  limits?: RunOptions["limits"];
+  signal?: AbortSignal;
+}
+
+/** What the sandbox does for a prefix; the prefix itself only keeps its handle. */
+export interface PrefixBackend {
+  run(pool: EnginePrefix, options: PrefixRunOptions): Promise<RunResult>;
+  call(pool: EnginePrefix, options: PrefixCallOptions): Promise<RunResult>;
+  release(key: string): void;
+}
+
+/**
+ * A prepared prefix: warm instances that evaluated `code` with its globals and imports once.
+ * Each handle is disposed on its own; the warm pool goes when its last handle does.
+ */
+export class Prefix implements AsyncDisposable {
+  private disposed = false;
+
+  constructor(
+    /** The warm-pool key: prefix hash and partition key. */
+    readonly key: string,
+    /** The prefix module's serializable exports, as evaluated. */
+    readonly exports: Record<string, unknown>,
+    readonly skippedExports: string[],
+    private readonly pool: EnginePrefix,
+    private readonly backend: PrefixBackend,
+  ) {}
+
+  run(options: PrefixRunOptions): Promise<RunResult> {
+    this.check();
+    return this.backend.run(this.pool, options);
+  }
+
+  call(options: PrefixCallOptions): Promise<RunResult> {
+    this.check();
+    return this.backend.call(this.pool, options);
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.backend.release(this.key);
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
+  }
+
+  private check(): void {
+    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this prefix has been disposed");
+  }
+}
+
+/** Thrown by `prepare` and `readExports` when the module itself fails: `result` says how. */
+export class PrepareError extends CordonError {
+  constructor(readonly result: RunResult & { ok: false }) {
+    super(result.error.code, `cordon: the prefix failed to evaluate: ${result.error.message}`);
+    this.name = "PrepareError";
+  }
+}
