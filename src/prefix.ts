@@ -39,12 +39,12 @@ export class Prefix implements AsyncDisposable {
     private readonly backend: PrefixBackend,
   ) {}
 
-  run(options: PrefixRunOptions): Promise<RunResult> {
+  async run(options: PrefixRunOptions): Promise<RunResult> {
     this.check();
     return this.backend.run(this.pool, options);
   }
 
-  call(options: PrefixCallOptions): Promise<RunResult> {
+  async call(options: PrefixCallOptions): Promise<RunResult> {
     this.check();
     return this.backend.call(this.pool, options);
   }

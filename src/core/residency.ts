@@ -33,21 +33,27 @@ export class Residency {
   admit(resident: Resident): boolean {
     const needed = resident.heapBytes();
     if (needed > this.budgetBytes) return false;
-    let used = this.idleBytes;
-    if (used + needed > this.budgetBytes) {
-      const now = performance.now();
-      const byScore = [...this.idle].sort(
-        (a, b) => b.heapBytes() * (now - b.idleSince() + 1) - a.heapBytes() * (now - a.idleSince() + 1),
-      );
-      for (const victim of byScore) {
-        if (used + needed <= this.budgetBytes) break;
-        used -= victim.heapBytes();
-        this.idle.delete(victim);
-        victim.evict();
-      }
-    }
+    this.evictUntil(this.budgetBytes - needed);
     this.idle.add(resident);
     return true;
+  }
+
+  /** Heap figures changed: evict until the idle instances fit the budget again. */
+  rebalance(): void {
+    this.evictUntil(this.budgetBytes);
+  }
+
+  private evictUntil(limit: number): void {
+    let used = this.idleBytes;
+    if (used <= limit) return;
+    const now = performance.now();
+    const score = (r: Resident) => r.heapBytes() * (now - r.idleSince() + 1);
+    for (const victim of [...this.idle].sort((a, b) => score(b) - score(a))) {
+      if (used <= limit) break;
+      used -= victim.heapBytes();
+      this.idle.delete(victim);
+      victim.evict();
+    }
   }
 
   /** The instance left idleness (taken for a run, or disposed by its prefix). */

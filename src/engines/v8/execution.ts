@@ -1,5 +1,5 @@
 import { dispatchBridgeCall, sharedCodec } from "../../core/bindings.js";
-import { CordonError, type ErrorCode, type RunError } from "../../core/errors.js";
+import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../../core/errors.js";
 import { guestThrown, sanitizeStack } from "../../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../../core/limits.js";
 import { remapStack } from "../../core/source-map.js";
@@ -217,7 +217,8 @@ export class Execution implements InstanceListener {
   }
 
   private fail(error: RunError): void {
-    if (error.code === "ERR_MEMORY_LIMIT") this.instance.tainted = true;
+    // A fired limit taints the instance: it is discarded, never reused.
+    if (LIMIT_CODES.has(error.code)) this.instance.tainted = true;
     if (error.stack) {
       let stack = sanitizeStack(error.stack, this.options.guestFiles);
       for (const [file, map] of this.instance.lineMaps) stack = remapStack(stack, file, map);

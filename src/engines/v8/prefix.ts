@@ -47,7 +47,8 @@ export class V8Prefix implements EnginePrefix {
       instance.dispose();
       return { result: prefixFailure(result, limits) };
     }
-    instance.uses++;
+    // The residency budget needs the heap of a warm instance before it goes idle.
+    await instance.measureHeap();
     return { instance, result };
   }
 
@@ -129,34 +130,25 @@ export class V8Prefix implements EnginePrefix {
       return;
     }
     instance.lastUsed = performance.now();
-    const keep = () => {
-      const resident: Resident = {
-        prefixKey: this.request.key,
-        heapBytes: () => instance.heapUsedBytes,
-        idleSince: () => instance.lastUsed,
-        evict: () => {
-          const index = this.idle.indexOf(instance);
-          if (index >= 0) this.idle.splice(index, 1);
-          this.residents.delete(instance);
-          instance.dispose();
-        },
-      };
-      if (this.disposed || !this.residency.admit(resident)) {
+    const resident: Resident = {
+      prefixKey: this.request.key,
+      heapBytes: () => instance.heapUsedBytes,
+      idleSince: () => instance.lastUsed,
+      evict: () => {
+        const index = this.idle.indexOf(instance);
+        if (index >= 0) this.idle.splice(index, 1);
+        this.residents.delete(instance);
         instance.dispose();
-        return;
-      }
-      this.residents.set(instance, resident);
-      this.idle.push(instance);
+      },
     };
-    if (instance.heapUsedBytes === 0 || instance.uses % HEAP_SAMPLE_EVERY === 0) {
-      this.busy++;
-      void instance.measureHeap().then(() => {
-        this.busy--;
-        keep();
-      });
-    } else {
-      keep();
+    if (!this.residency.admit(resident)) {
+      instance.dispose();
+      return;
     }
+    this.residents.set(instance, resident);
+    this.idle.push(instance);
+    // Refresh the heap figure now and then, in the background: the instance stays available.
+    if (instance.uses % HEAP_SAMPLE_EVERY === 0) void instance.measureHeap().then(() => this.residency.rebalance());
   }
 
   private drop(instance: V8Instance): void {

@@ -1,0 +1,221 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox, PrepareError } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+
+function value(result: RunResult): unknown {
+  if (!result.ok) throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
+  return result.value;
+}
+
+function code(result: RunResult): string {
+  return result.ok ? "completed" : result.error.code;
+}
+
+const COUNTER_PREFIX = `
+  globalThis.counter = 0;
+  globalThis.tools = { add: (a, b) => a + b };
+  export function bump(by = 1) { counter += by; return counter; }
+  export const handlers = { prefix: "h:", name(x) { return this.prefix + x; } };
+  export default { fetch(request) { return { method: request.method } } };
+  export const meta = { version: 2 };
+`;
+
+describe.each(COMBINATIONS)("warm path on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it("prepare evaluates once; runs and calls reuse the warm instance and see its globals", async () => {
+    await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
+    expect(prefix.exports).toEqual({ meta: { version: 2 } });
+    expect(prefix.skippedExports.sort()).toEqual(["bump", "handlers"]);
+    expect(value(await prefix.call({ export: "bump", args: [5] }))).toBe(5);
+    const second = await prefix.call({ export: "bump" });
+    expect(value(second)).toBe(6);
+    expect(second.stats.warm).toBe(true);
+    const run = await prefix.run({ code: "export default (x) => tools.add(counter, x)", input: 10 });
+    expect(value(run)).toBe(16);
+    expect(run.stats.warm).toBe(true);
+    expect(value(await prefix.run({ code: "const c = counter;\nreturn c * 2" }))).toBe(12);
+  });
+
+  it("calls resolve dotted paths with `this` bound to the owner", async () => {
+    await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
+    expect(value(await prefix.call({ export: "handlers.name", args: ["x"] }))).toBe("h:x");
+    expect(value(await prefix.call({ export: "default.fetch", args: [{ method: "POST" }] }))).toEqual({ method: "POST" });
+  });
+
+  it("a path that is not a function is ERR_CALL_TARGET_NOT_FOUND; a malformed one throws", async () => {
+    await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
+    for (const path of ["missing", "meta", "meta.version", "handlers.nope", "default.fetch.nope"]) {
+      const result = await prefix.call({ export: path });
+      expect(code(result), path).toBe("ERR_CALL_TARGET_NOT_FOUND");
+      if (!result.ok) expect(result.error.message).toContain(path);
+    }
+    await expect(prefix.call({ export: "a..b" })).rejects.toThrow(TypeError);
+    // The instance stays usable.
+    expect(value(await prefix.call({ export: "bump" }))).toBeGreaterThan(0);
+  });
+
+  it("an ordinary thrown error keeps the instance; every kind of fired limit discards it", async () => {
+    await using prefix = await sandbox.prepare({
+      code: `globalThis.marker = Math.random();
+        export function mark() { return marker }
+        export function boom() { throw new TypeError("ordinary") }
+        export function spin() { for (;;) {} }
+        export function hang() { return new Promise(() => {}) }
+        export function grow() { const a = []; for (;;) a.push(new Array(1000).fill(1)) }
+        export function big() { return "x".repeat(1 << 20) }`,
+      limits: { memoryMb: 32 },
+    });
+    const first = value(await prefix.call({ export: "mark" }));
+    expect(code(await prefix.call({ export: "boom" }))).toBe("ERR_USER_CODE");
+    expect(value(await prefix.call({ export: "mark" }))).toBe(first);
+    const limits = { cpuTimeMs: 200, wallTimeMs: 600, maxOutputBytes: 1000 };
+    let previous = first;
+    for (const [fn, expected] of [
+      ["spin", "ERR_CPU_TIMEOUT"],
+      ["hang", "ERR_WALL_TIMEOUT"],
+      ["grow", "ERR_MEMORY_LIMIT"],
+      ["big", "ERR_OUTPUT_TOO_LARGE"],
+    ]) {
+      expect(code(await prefix.call({ export: fn, limits })), fn).toBe(expected);
+      const after = value(await prefix.call({ export: "mark" }));
+      expect(after, `a fresh instance after ${fn}`).not.toBe(previous);
+      previous = after;
+    }
+  });
+
+  it("abort of a call ends it promptly and discards the instance", async () => {
+    await using prefix = await sandbox.prepare({
+      code: "globalThis.id = Math.random(); export const id2 = () => id; export function spin() { for (;;) {} }",
+    });
+    const before = value(await prefix.call({ export: "id2" }));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort("enough"), 50);
+    const started = performance.now();
+    const result = await prefix.call({ export: "spin", signal: controller.signal, limits: { wallTimeMs: 10_000 } });
+    expect(result.status).toBe("aborted");
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(value(await prefix.call({ export: "id2" }))).not.toBe(before);
+  });
+
+  it("different partition keys never share an instance", async () => {
+    const prefixCode =
+      "export function set(v) { globalThis.secret = v } export function get() { return globalThis.secret ?? null }";
+    await using tenantA = await sandbox.prepare({ code: prefixCode, partitionKey: "tenant-a" });
+    await using tenantB = await sandbox.prepare({ code: prefixCode, partitionKey: "tenant-b" });
+    await using tenantA2 = await sandbox.prepare({ code: prefixCode, partitionKey: "tenant-a" });
+    expect(tenantA.key).not.toBe(tenantB.key);
+    expect(tenantA.key).toBe(tenantA2.key);
+    await tenantA.call({ export: "set", args: ["a-secret"] });
+    expect(value(await tenantB.call({ export: "get" }))).toBeNull();
+    expect(value(await tenantB.run({ code: "export default () => globalThis.secret ?? null" }))).toBeNull();
+    expect(value(await tenantA2.call({ export: "get" }))).toBe("a-secret");
+  });
+
+  it("concurrent prepare of the same prefix evaluates it once and shares the pool", async () => {
+    let evaluations = 0;
+    const count = async () => {
+      evaluations++;
+    };
+    const prefixCode = "await count(); export function ping() { return 'pong' }";
+    const prefixes = await Promise.all(
+      Array.from({ length: 8 }, () => sandbox.prepare({ code: prefixCode, globals: { count } })),
+    );
+    expect(evaluations).toBe(1);
+    expect(new Set(prefixes.map((p) => p.key)).size).toBe(1);
+    const results = await Promise.all(prefixes.map((p) => p.call({ export: "ping" })));
+    expect(results.map(value)).toEqual(Array(8).fill("pong"));
+    for (const p of prefixes) await p.dispose();
+    await expect(prefixes[0].call({ export: "ping" })).rejects.toThrow(/disposed/);
+  });
+
+  it("host bindings of the prefix serve its calls", async () => {
+    const store = new Map<string, number>();
+    await using prefix = await sandbox.prepare({
+      code: "import kv from 'kv'; export async function incr(k) { const v = (await kv.get(k)) ?? 0; await kv.set(k, v + 1); return v + 1 }",
+      imports: { kv: { get: async (k: string) => store.get(k), set: async (k: string, v: number) => void store.set(k, v) } },
+    });
+    for (let i = 1; i <= 5; i++) expect(value(await prefix.call({ export: "incr", args: ["a"] }))).toBe(i);
+    expect(store.get("a")).toBe(5);
+  });
+
+  it("a batch of 1000 events crosses in one call", async () => {
+    await using prefix = await sandbox.prepare({
+      code: "export function transform(events) { return events.map((e) => ({ id: e.id, n: e.props.n * 2 })) }",
+    });
+    const events = Array.from({ length: 1000 }, (_, id) => ({ id, type: "click", props: { n: id, path: "/a/b" } }));
+    const result = await prefix.call({ export: "transform", args: [events] });
+    const out = value(result) as { id: number; n: number }[];
+    expect(out).toHaveLength(1000);
+    expect(out[999]).toEqual({ id: 999, n: 1998 });
+    expect(result.stats.bridgeCalls).toBe(0);
+  });
+
+  it("a prefix that throws, or runs past its budget, rejects prepare with a clear error", async () => {
+    await expect(sandbox.prepare({ code: "throw new Error('bad prefix')" })).rejects.toBeInstanceOf(PrepareError);
+    const slow = sandbox.prepare({ code: "for (;;) {}", limits: { cpuTimeMs: 100, wallTimeMs: 1000 } });
+    await expect(slow).rejects.toMatchObject({
+      code: "ERR_CPU_TIMEOUT",
+      message: expect.stringMatching(/prefix did not finish evaluating within its budget/),
+    });
+    await expect(sandbox.prepare({ code: "export default {" })).rejects.toMatchObject({ code: "ERR_COMPILE" });
+  });
+
+  it("readExports lists data exports and skips functions without an error", async () => {
+    const result = await sandbox.readExports({
+      code: "export const config = { route: '/x', methods: ['GET'] }; export const schedule = '*/5 * * * *'; export function handler() {}; export default class {}",
+    });
+    expect(result.exports).toEqual({ config: { route: "/x", methods: ["GET"] }, schedule: "*/5 * * * *" });
+    expect(result.skippedExports.sort()).toEqual(["handler"]);
+  });
+
+  it("stats count warm, idle and per-prefix instances", async () => {
+    await using prefix = await sandbox.prepare({ code: "export const f = () => 1", partitionKey: "stats" });
+    await prefix.call({ export: "f" });
+    await new Promise((r) => setTimeout(r, 20));
+    const stats = sandbox.stats();
+    expect(stats.warmInstances).toBeGreaterThanOrEqual(1);
+    expect(stats.idleInstances).toBeGreaterThanOrEqual(1);
+    expect(stats.idleHeapBytes).toBeGreaterThan(0);
+    expect(stats.budgetBytes).toBeGreaterThan(0);
+    expect(stats.rssBytes).toBeGreaterThan(0);
+    expect(stats.prefixes.find((p) => p.key === prefix.key.slice(0, 16))).toMatchObject({ idle: 1, busy: 0 });
+  });
+});
+
+describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
+  it("under a tiny budget idle instances are evicted and runs still succeed, cold", async () => {
+    await using sandbox = await createSandbox({ ...combo.options, memoryBudgetMb: 3 });
+    const prefixes = await Promise.all(
+      [0, 1, 2, 3].map((i) =>
+        sandbox.prepare({ code: `globalThis.big = new Array(50000).fill(${i}); export const get = () => big[0]` }),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    const stats = sandbox.stats();
+    expect(stats.idleHeapBytes).toBeLessThanOrEqual(3 * 1024 * 1024);
+    expect(stats.idleInstances).toBeLessThan(4);
+    const results = await Promise.all(prefixes.map((p) => p.call({ export: "get" })));
+    expect(results.map(value)).toEqual([0, 1, 2, 3]);
+    expect(results.some((r) => !r.stats.warm)).toBe(true);
+    for (const p of prefixes) await p.dispose();
+  });
+
+  it("past the queue a run fails at once with ERR_QUEUE_FULL", async () => {
+    await using sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 2 });
+    const slow = { code: "export default () => new Promise((r) => setTimeout(() => r('done'), 200))" };
+    const runs = [sandbox.run(slow), sandbox.run(slow), sandbox.run(slow)];
+    const started = performance.now();
+    const overflow = await sandbox.run(slow);
+    expect(code(overflow)).toBe("ERR_QUEUE_FULL");
+    expect(performance.now() - started).toBeLessThan(50);
+    expect(sandbox.stats().queueDepth).toBe(2);
+    expect((await Promise.all(runs)).map(code)).toEqual(["completed", "completed", "completed"]);
+  });
+});
