@@ -5,6 +5,7 @@ import type { Engine, EnginePrefix } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkSignal, checkString } from "./core/options.js";
+import { readBodies } from "./core/fetch-wire.js";
 import { Slots } from "./core/slots.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
@@ -237,6 +238,7 @@ export class Sandbox implements AsyncDisposable {
     return this.withSlot(signal, async (started) => {
       let argsText: string;
       try {
+        if (options.args?.some((a) => a !== null && typeof a === "object")) await readBodies(options.args);
         argsText = sharedCodec().encode(options.args ?? [], "args");
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });

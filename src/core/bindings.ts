@@ -1,5 +1,6 @@
 import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
+import { hostFetchExtension, readBodies } from "./fetch-wire.js";
 import { describe } from "./limits.js";
 import type { HostBinding } from "./types.js";
 
@@ -91,7 +92,10 @@ function hasFunctionLeaf(value: object, depth: number): boolean {
 let codecInstance: ReturnType<typeof createCodec> | undefined;
 /** The host's codec. Stateless, so one instance serves every run. */
 export function sharedCodec(): ReturnType<typeof createCodec> {
-  codecInstance ??= createCodec();
+  if (!codecInstance) {
+    codecInstance = createCodec();
+    codecInstance.extend(hostFetchExtension);
+  }
   return codecInstance;
 }
 
@@ -146,6 +150,7 @@ export async function dispatchBridgeCall(
     return { ok: false, text: errorText(error) };
   }
   try {
+    if (result !== null && typeof result === "object") await readBodies([result]);
     return { ok: true, text: codec.encode(result, `${target.label}() result`) };
   } catch (error) {
     return { ok: false, text: errorText(error) };

@@ -16,6 +16,8 @@ export interface Codec {
   /** Encode `value` to text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path. */
   encode(value: unknown, rootPath?: string, maxChars?: number): string;
   decode(text: string): unknown;
+  /** Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for framing). */
+  revive(tree: unknown): unknown;
   /** Encode an error leniently: fields that cannot cross are described, never fatal. */
   encodeError(error: unknown): string;
   /** Teach the codec more types (Request, Response, Headers): a tag of one capital letter each. */
@@ -178,80 +180,106 @@ export function createCodec(): Codec {
    */
   function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean): string {
     let budget = maxChars;
+    // The objects being walked (for cycles) and the keys that led to the current value. A path
+    // string is built only for an error: one per property would dominate the cost of encoding.
     const stack: unknown[] = [];
-    const spend = (n: number, path: string) => {
+    const trail: (string | number)[] = [];
+    const pathOf = (): string => {
+      let out = rootPath;
+      for (let i = 0; i < trail.length; i++) {
+        const key = trail[i];
+        out = typeof key === "string" && key.charCodeAt(0) === 0 ? out + key.slice(1) : child(out, key);
+      }
+      return out;
+    };
+    const spend = (n: number) => {
       budget -= n;
-      if (budget < 0) fail("ERR_OUTPUT_TOO_LARGE", path, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+      if (budget < 0) fail("ERR_OUTPUT_TOO_LARGE", pathOf(), `${rootPath} is larger than the limit of ${maxChars} bytes`);
     };
     const str = (text: string) => stringify(StringCtor(text)) as string;
 
-    function walk(value: unknown, path: string): string {
+    /** Walk a child value; a key starting with NUL is appended to the path as it is. */
+    function at(value: unknown, key: string | number): string {
+      trail[trail.length] = key;
+      try {
+        return walk(value);
+      } finally {
+        trail.length--;
+      }
+    }
+
+    function walk(value: unknown): string {
       switch (typeof value) {
         case "string":
-          spend(value.length + 2, path);
+          spend(value.length + 2);
           return str(value);
         case "boolean":
-          spend(5, path);
+          spend(5);
           return value ? "true" : "false";
         case "number":
-          spend(8, path);
+          spend(8);
           if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) return StringCtor(value);
           return `{"$":"n","v":"${value === 0 ? "-0" : StringCtor(value)}"}`;
         case "undefined":
-          spend(8, path);
+          spend(8);
           return '{"$":"u"}';
         case "bigint":
-          spend(16, path);
+          spend(16);
           return `{"$":"b","v":"${StringCtor(value)}"}`;
         case "object":
           break;
         default:
           if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
-          return notSerializable(path, value);
+          return notSerializable(pathOf(), value);
       }
       if (value === null) {
-        spend(4, path);
+        spend(4);
         return "null";
       }
       // Index-based stack operations: a guest may replace Array.prototype methods at any time.
-      let seen = false;
-      for (let i = 0; i < stack.length; i++) if (stack[i] === value) seen = true;
-      if (seen) {
+      for (let i = 0; i < stack.length; i++) {
+        if (stack[i] !== value) continue;
         if (lenient) return '"[circular]"';
+        const path = pathOf();
         fail("ERR_NOT_SERIALIZABLE", path, `${path} is a circular reference; only trees of data can cross`);
       }
       if (stack.length >= MAX_DEPTH) {
+        const path = pathOf();
         fail("ERR_NOT_SERIALIZABLE", path, `${path} is nested deeper than ${MAX_DEPTH} levels`);
       }
       const depth = stack.length;
       stack[depth] = value;
       try {
-        return walkObject(value as object, path);
+        return walkObject(value as object);
       } finally {
         stack.length = depth;
       }
     }
 
-    function walkObject(value: object, path: string): string {
+    function walkObject(value: object): string {
       if (isArray(value)) {
         const length = (value as unknown[]).length;
-        spend(2 + length, path);
+        spend(2 + length);
         let out = "[";
-        for (let i = 0; i < length; i++) out += (i ? "," : "") + walk((value as unknown[])[i], child(path, i));
+        for (let i = 0; i < length; i++) out += (i ? "," : "") + at((value as unknown[])[i], i);
         return `${out}]`;
       }
+      const proto = getProto(value);
+      if (proto === ObjectProto || proto === null) return walkPlain(value);
       if (isView(value)) {
         const tag = typedArrayTag.call(value) ?? "DataView";
         const view = value as ArrayBufferView;
-        spend(view.byteLength * 1.4 + 16, path);
+        spend(view.byteLength * 1.4 + 16);
         return `{"$":"t","t":"${tag}","v":"${toBase64(new Uint8Array(view.buffer, view.byteOffset, view.byteLength))}"}`;
       }
+      // Brand checks, not prototypes: subclasses and cross-checked receivers are recognised, and
+      // a look-alike object with a borrowed prototype is not.
       let byteLength = -1;
       try {
         byteLength = byteLengthOf.call(value as ArrayBuffer);
       } catch {}
       if (byteLength >= 0) {
-        spend(byteLength * 1.4 + 16, path);
+        spend(byteLength * 1.4 + 16);
         return `{"$":"a","v":"${toBase64(new Uint8Array(value as ArrayBuffer))}"}`;
       }
       let time: number | undefined;
@@ -259,7 +287,7 @@ export function createCodec(): Codec {
         time = dateGetTime.call(value as Date);
       } catch {}
       if (time !== undefined) {
-        spend(24, path);
+        spend(24);
         return `{"$":"d","v":${NumberIsFinite(time) ? StringCtor(time) : "null"}}`;
       }
       let size = -1;
@@ -267,12 +295,12 @@ export function createCodec(): Codec {
         size = mapSize.call(value);
       } catch {}
       if (size >= 0) {
-        spend(8 + size * 4, path);
+        spend(8 + size * 4);
         let out = "";
         let i = 0;
         for (const [k, v] of mapEntries.call(value as Map<unknown, unknown>)) {
-          const at = `${path}<entry ${i}>`;
-          out += `${i++ ? "," : ""}[${walk(k, `${at}.key`)},${walk(v, `${at}.value`)}]`;
+          out += `${i ? "," : ""}[${at(k, `\0<entry ${i}>.key`)},${at(v, `\0<entry ${i}>.value`)}]`;
+          i++;
         }
         return `{"$":"m","v":[${out}]}`;
       }
@@ -280,43 +308,46 @@ export function createCodec(): Codec {
         size = setSize.call(value);
       } catch {}
       if (size >= 0) {
-        spend(8 + size * 2, path);
+        spend(8 + size * 2);
         let out = "";
         let i = 0;
-        for (const v of setValues.call(value as Set<unknown>)) out += (i ? "," : "") + walk(v, `${path}<item ${i++}>`);
+        for (const v of setValues.call(value as Set<unknown>)) {
+          out += (i ? "," : "") + at(v, `\0<item ${i}>`);
+          i++;
+        }
         return `{"$":"s","v":[${out}]}`;
       }
-      if (value instanceof ErrorCtor) return encodeErrorValue(value, path);
-      const proto = getProto(value);
-      if (proto !== ObjectProto && proto !== null) {
-        const extended = extension?.encode(value);
-        if (extended !== undefined) return walkTagged(extended, path);
-        if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
-        return notSerializable(path, value);
-      }
+      if (value instanceof ErrorCtor) return encodeErrorValue(value);
+      const extended = extension?.encode(value);
+      if (extended !== undefined) return walkTagged(extended);
+      if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+      return notSerializable(pathOf(), value);
+    }
+
+    function walkPlain(value: object): string {
       const keys = ownKeys(value);
-      spend(2 + keys.length * 2, path);
+      spend(2 + keys.length * 2);
       let out = "";
       let escaped = false;
       for (const key of keys) {
         if (key === "$") escaped = true;
-        spend(key.length + 3, path);
-        out += `${out ? "," : ""}${str(key)}:${walk((value as Record<string, unknown>)[key], child(path, key))}`;
+        spend(key.length + 3);
+        out += `${out ? "," : ""}${str(key)}:${at((value as Record<string, unknown>)[key], key)}`;
       }
       // A plain object with its own "$" key is escaped, so no guest value can forge a tag.
       return escaped ? `{"$":"o","v":{${out}}}` : `{${out}}`;
     }
 
     /** An extension's tagged form: its fields are data the codec encodes like any other. */
-    function walkTagged(tagged: Record<string, unknown>, path: string): string {
+    function walkTagged(tagged: Record<string, unknown>): string {
       let out = `"$":${str(StringCtor(tagged.$))}`;
       for (const key of ownKeys(tagged)) {
-        if (key !== "$") out += `,${str(key)}:${walk(tagged[key], child(path, key))}`;
+        if (key !== "$") out += `,${str(key)}:${at(tagged[key], key)}`;
       }
       return `{${out}}`;
     }
 
-    function encodeErrorValue(error: Error, path: string): string {
+    function encodeErrorValue(error: Error): string {
       // Errors cross leniently: a field that cannot cross is described, so the real error is not
       // replaced by a serialization failure.
       const saved = lenient;
@@ -332,13 +363,13 @@ export function createCodec(): Codec {
         } catch {}
         let out = `"$":"e","n":${str(name)},"m":${str(message)}`;
         if (typeof stackText === "string") out += `,"s":${str(stackText)}`;
-        if (hasOwn(error, "cause")) out += `,"c":${walk((error as { cause?: unknown }).cause, child(path, "cause"))}`;
+        if (hasOwn(error, "cause")) out += `,"c":${at((error as { cause?: unknown }).cause, "cause")}`;
         const nested = (error as { errors?: unknown }).errors;
-        if (isArray(nested)) out += `,"a":${walk(nested, child(path, "errors"))}`;
+        if (isArray(nested)) out += `,"a":${at(nested, "errors")}`;
         let fields = "";
         for (const key of ownKeys(error)) {
           if (key === "stack" || key === "message" || key === "cause" || key === "errors") continue;
-          fields += `${fields ? "," : ""}${str(key)}:${walk((error as unknown as Record<string, unknown>)[key], child(path, key))}`;
+          fields += `${fields ? "," : ""}${str(key)}:${at((error as unknown as Record<string, unknown>)[key], key)}`;
         }
         if (fields) out += `,"f":{${fields}}`;
         return `{${out}}`;
@@ -347,7 +378,7 @@ export function createCodec(): Codec {
       }
     }
 
-    return walk(root, rootPath);
+    return walk(root);
   }
 
   function revive(value: unknown): unknown {
@@ -437,6 +468,9 @@ export function createCodec(): Codec {
     },
     decode(text) {
       return revive(parse(text));
+    },
+    revive(tree) {
+      return revive(tree);
     },
     encodeError(error) {
       return encodeWith(error, "error", Number.POSITIVE_INFINITY, true);

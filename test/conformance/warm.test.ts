@@ -219,3 +219,65 @@ describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
     expect((await Promise.all(runs)).map(code)).toEqual(["completed", "completed", "completed"]);
   });
 });
+
+describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
+  it("a Request goes in and the handler's Response comes back as a real Response", async () => {
+    await using sandbox = await createSandbox(combo.options);
+    await using prefix = await sandbox.prepare({
+      code: `export default {
+        async fetch(request) {
+          const body = await request.json();
+          return new Response(JSON.stringify({ got: body, method: request.method, path: new URL(request.url).pathname, auth: request.headers.get("x-token") }), {
+            status: 201,
+            statusText: "Made",
+            headers: { "content-type": "application/json", "x-handled-by": "guest" },
+          });
+        },
+      };`,
+    });
+    const request = new Request("https://api.example.com/items?x=1", {
+      method: "POST",
+      headers: { "x-token": "t0k", "content-type": "application/json" },
+      body: JSON.stringify({ name: "widget", n: 3 }),
+    });
+    const result = await prefix.call({ export: "default.fetch", args: [request] });
+    const response = value(result) as Response;
+    expect(response).toBeInstanceOf(Response);
+    expect(response.status).toBe(201);
+    expect(response.statusText).toBe("Made");
+    expect(response.headers.get("x-handled-by")).toBe("guest");
+    expect(await response.json()).toEqual({ got: { name: "widget", n: 3 }, method: "POST", path: "/items", auth: "t0k" });
+    // The caller's request is still readable: its body was cloned to cross.
+    expect(await request.json()).toEqual({ name: "widget", n: 3 });
+  });
+
+  it("binary bodies, Headers and null-body statuses cross intact", async () => {
+    await using sandbox = await createSandbox(combo.options);
+    await using prefix = await sandbox.prepare({
+      code: `export async function echo(request) {
+        const bytes = new Uint8Array(await request.arrayBuffer());
+        return new Response(bytes.reverse(), { headers: request.headers });
+      }
+      export function empty() { return new Response(null, { status: 204 }) }
+      export function headers(h) { h.append("x-added", "1"); return h }`,
+    });
+    const bytes = Uint8Array.from({ length: 256 }, (_, i) => i);
+    const echoed = value(
+      await prefix.call({
+        export: "echo",
+        args: [new Request("https://x.test/", { method: "PUT", body: bytes, headers: { "x-a": "1" } })],
+      }),
+    ) as Response;
+    expect(new Uint8Array(await echoed.arrayBuffer())).toEqual(bytes.slice().reverse());
+    expect(echoed.headers.get("x-a")).toBe("1");
+    const empty = value(await prefix.call({ export: "empty" })) as Response;
+    expect(empty.status).toBe(204);
+    expect(empty.body).toBeNull();
+    const headers = value(await prefix.call({ export: "headers", args: [new Headers({ "x-b": "2" })] })) as Headers;
+    expect(headers).toBeInstanceOf(Headers);
+    expect([...headers]).toEqual([
+      ["x-added", "1"],
+      ["x-b", "2"],
+    ]);
+  });
+});

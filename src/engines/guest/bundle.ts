@@ -1,5 +1,6 @@
 import { createCodec } from "../../core/codec.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
 import { installWebApis } from "./web-apis.js";
@@ -41,6 +42,13 @@ const parseUrl = ${take(n.parseUrl)}, setUrlPart = ${take(n.setUrlPart)}, random
 const codec = (${createCodec.toString()})();
 const clone = (value) => codec.decode(codec.encode(value, "value"));
 (${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone });
+const wire = (${installFetchTypes.toString()})(g);
+codec.extend({
+  encode: (value) => wire.toWire(value),
+  decode: (t, revive) => (t.$ === "Q" || t.$ === "R" || t.$ === "H")
+    ? wire.fromWire({ $: t.$, m: t.m, u: t.u, s: t.s, t: t.t, h: revive(t.h), b: revive(t.b) ?? null })
+    : undefined,
+});
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
 Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });

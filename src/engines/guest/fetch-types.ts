@@ -108,9 +108,9 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
   const urlPassword = getter(URLCtor.prototype, "password") as (u: URL) => string;
   const paramsToString = uncurry(g.URLSearchParams.prototype.toString) as (p: unknown) => string;
   const encoder = new g.TextEncoder();
-  const encode = uncurry(g.TextEncoder.prototype.encode) as (self: TextEncoder, s: string) => Uint8Array;
+  const encode = uncurry(g.TextEncoder.prototype.encode) as (self: object, s: string) => Uint8Array;
   const decoder = new g.TextDecoder(); // UTF-8, replacement on errors, strips a leading BOM
-  const decode = uncurry(g.TextDecoder.prototype.decode) as (self: TextDecoder, b: Uint8Array) => string;
+  const decode = uncurry(g.TextDecoder.prototype.decode) as (self: object, b: Uint8Array) => string;
 
   /** Passed as the first constructor argument to build an instance from an internal state record. */
   const INTERNAL = objectCreate(null) as object;
@@ -164,25 +164,17 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     return x < 0 ? x + 65536 : x;
   }
 
+  // RFC 9110 tchar, as a lookup table over ASCII.
+  const TCHAR = new U8(128);
+  const tchars = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  for (let i = 0; i < tchars.length; i++) TCHAR[charCodeAt(tchars, i)] = 1;
+
   /** RFC 9110 token: 1*tchar. */
   function isToken(s: string): boolean {
     if (s.length === 0) return false;
     for (let i = 0; i < s.length; i++) {
       const c = charCodeAt(s, i);
-      const l = c | 0x20;
-      const tchar =
-        (c >= 0x30 && c <= 0x39) ||
-        (l >= 0x61 && l <= 0x7a) ||
-        c === 0x21 || // !
-        (c >= 0x23 && c <= 0x27) || // # $ % & '
-        c === 0x2a || // *
-        c === 0x2b || // +
-        c === 0x2d || // -
-        c === 0x2e || // .
-        (c >= 0x5e && c <= 0x60) || // ^ _ `
-        c === 0x7c || // |
-        c === 0x7e; // ~
-      if (!tchar) return false;
+      if (c > 0x7f || TCHAR[c] === 0) return false;
     }
     return true;
   }
@@ -659,12 +651,12 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     }
 
     get url(): string {
-      this.#s;
+      this.#s; // brand check; responses made in the guest have no URL
       return "";
     }
 
     get redirected(): boolean {
-      this.#s;
+      this.#s; // brand check
       return false;
     }
 

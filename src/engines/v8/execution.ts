@@ -173,8 +173,8 @@ export class Execution implements InstanceListener {
         this.settle({
           status: "completed",
           ok: true,
-          value: codec.decode(JSON.stringify(parsed.v)),
-          exports: codec.decode(JSON.stringify({ $: "o", v: parsed.x })) as Record<string, unknown>,
+          value: codec.revive(parsed.v),
+          exports: codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>,
           skippedExports: parsed.k.map(String),
           logs: this.logs,
           stats: this.stats(),
