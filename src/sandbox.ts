@@ -20,6 +20,7 @@ import type {
   PrepareOptions,
   ReadExportsResult,
 } from "./core/types.js";
+import type { V8EngineOptions } from "./engines/v8/engine.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
@@ -61,6 +62,9 @@ export class Sandbox implements AsyncDisposable {
   private readonly prefixes = new Map<string, SharedPrefix>();
   private readonly backend: PrefixBackend;
   private completedRuns = 0;
+  private activeCalls = 0;
+  /** Limits of a call that sets none: resolved once, calls are the hot path. */
+  private readonly callLimits: ReturnType<typeof resolveLimits>;
   private disposed = false;
 
   constructor(
@@ -71,6 +75,7 @@ export class Sandbox implements AsyncDisposable {
   ) {
     this.slots = new Slots(options.maxConcurrentRuns ?? availableParallelism() * 4, options.maxQueuedRuns ?? 10_000);
     this.defaults = options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb };
+    this.callLimits = resolveLimits({}, this.defaults, policy);
     this.backend = {
       run: (pool, runOptions) => this.runOnPrefix(pool, runOptions),
       call: (pool, callOptions) => this.callOnPrefix(pool, callOptions),
@@ -188,7 +193,7 @@ export class Sandbox implements AsyncDisposable {
   stats(): SandboxStats {
     const engine = this.engine.stats();
     return {
-      activeRuns: this.slots.activeCount,
+      activeRuns: this.slots.activeCount + this.activeCalls,
       queueDepth: this.slots.queueDepth,
       completedRuns: this.completedRuns,
       warmInstances: engine.warmInstances,
@@ -234,17 +239,24 @@ export class Sandbox implements AsyncDisposable {
     }
     if (options.args !== undefined && !Array.isArray(options.args)) throw new TypeError("cordon: args must be an array");
     const signal = checkSignal(options.signal, "signal");
-    const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
-    return this.withSlot(signal, async (started) => {
+    const limits =
+      options.limits === undefined ? this.callLimits : resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
+    // Calls do not take run slots: the prefix bounds its own instances and queues (and coalesces) the rest.
+    const started = performance.now();
+    this.activeCalls++;
+    try {
       let argsText: string;
       try {
-        if (options.args?.some((a) => a !== null && typeof a === "object")) await readBodies(options.args);
+        if (options.args?.some((a) => a instanceof Request || a instanceof Response)) await readBodies(options.args);
         argsText = sharedCodec().encode(options.args ?? [], "args");
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
       }
-      return pool.call({ path: options.export, argsText, limits, signal });
-    });
+      return await pool.call({ path: options.export, argsText, limits, signal });
+    } finally {
+      this.activeCalls--;
+      this.completedRuns++;
+    }
   }
 
   private releasePrefix(key: string): void {
@@ -363,6 +375,9 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     memoryMb,
     spares: checked.spareInstances ?? 2,
     budgetBytes: budgetMb * 1024 * 1024,
+    coalesceAbove: availableParallelism(),
+    maxInstances: checked.maxConcurrentRuns ?? availableParallelism() * 4,
+    maxQueued: checked.maxQueuedRuns ?? 10_000,
   });
   return new Sandbox(engine, host, policy, checked);
 }
@@ -372,10 +387,7 @@ function selectHost(name: HostName): ConcreteHost {
   throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: host "${name}" is not available in this version; use "inprocess"`);
 }
 
-async function selectEngine(
-  name: EngineName,
-  options: { memoryMb: number; spares: number; budgetBytes: number },
-): Promise<Engine> {
+async function selectEngine(name: EngineName, options: V8EngineOptions): Promise<Engine> {
   if (name === "auto" || name === "v8") {
     if (name === "auto" && !isolatedVmAvailable()) {
       throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: no engine is available (isolated-vm did not load)");

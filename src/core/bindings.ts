@@ -93,7 +93,7 @@ let codecInstance: ReturnType<typeof createCodec> | undefined;
 /** The host's codec. Stateless, so one instance serves every run. */
 export function sharedCodec(): ReturnType<typeof createCodec> {
   if (!codecInstance) {
-    codecInstance = createCodec();
+    codecInstance = createCodec(true);
     codecInstance.extend(hostFetchExtension);
   }
   return codecInstance;

@@ -31,8 +31,10 @@ export interface CodecExtension {
   decode(tagged: Record<string, unknown>, revive: (value: unknown) => unknown): unknown;
 }
 
-export function createCodec(): Codec {
+/** `trusted` is for the host's own codec only: it enables a JSON.stringify fast path for plain data. */
+export function createCodec(trusted = false): Codec {
   const ObjectProto = Object.prototype;
+  const ArrayProto = Array.prototype;
   const getProto = Object.getPrototypeOf;
   const ownKeys = Object.keys;
   const hasOwn = (o: object, k: string) => ObjectProto.hasOwnProperty.call(o, k);
@@ -381,12 +383,18 @@ export function createCodec(): Codec {
     return walk(root);
   }
 
+  /**
+   * Turn a parsed tree into values, IN PLACE: trees come straight from JSON.parse, so plain
+   * objects and arrays are reused and only tagged objects are replaced (half the allocation).
+   */
   function revive(value: unknown): unknown {
     if (value === null || typeof value !== "object") return value;
     if (isArray(value)) {
-      const out = new Array(value.length);
-      for (let i = 0; i < value.length; i++) out[i] = revive(value[i]);
-      return out;
+      for (let i = 0; i < value.length; i++) {
+        const item = value[i];
+        if (item !== null && typeof item === "object") value[i] = revive(item);
+      }
+      return value;
     }
     const tagged = value as Record<string, unknown>;
     if (!hasOwn(tagged, "$")) return reviveObject(tagged);
@@ -426,14 +434,17 @@ export function createCodec(): Codec {
   }
 
   function reviveObject(value: Record<string, unknown>): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
     for (const key of ownKeys(value)) {
-      const v = revive(value[key]);
+      const item = value[key];
+      if (item === null || typeof item !== "object") continue;
+      const revived = revive(item);
+      if (revived === item) continue;
       // An own "__proto__" key is data: define it, never assign it (assignment sets the prototype).
-      if (key === "__proto__") defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
-      else out[key] = v;
+      if (key === "__proto__")
+        defineProperty(value, key, { value: revived, enumerable: true, writable: true, configurable: true });
+      else value[key] = revived;
     }
-    return out;
+    return value;
   }
 
   function reviveError(tagged: Record<string, unknown>): Error {
@@ -462,12 +473,55 @@ export function createCodec(): Codec {
     return error;
   }
 
+  /**
+   * True when `value` is plain JSON that JSON.stringify writes exactly as the walk would: plain
+   * objects and arrays of strings, booleans, null and finite non-negative-zero numbers, no "$"
+   * or "toJSON" keys. Only the host uses it (`trusted`): in a guest realm a getter could answer
+   * differently on the second read.
+   */
+  function isPlainJson(value: unknown, depth: number): boolean {
+    switch (typeof value) {
+      case "string":
+      case "boolean":
+        return true;
+      case "number":
+        return NumberIsFinite(value) && !(value === 0 && 1 / value < 0);
+      case "object":
+        break;
+      default:
+        return false;
+    }
+    if (value === null) return true;
+    if (depth > 64) return false;
+    if (isArray(value)) {
+      if (getProto(value) !== ArrayProto) return false;
+      for (let i = 0; i < value.length; i++) if (!(i in value) || !isPlainJson(value[i], depth + 1)) return false;
+      return true;
+    }
+    const proto = getProto(value);
+    if (proto !== ObjectProto && proto !== null) return false;
+    for (const key of ownKeys(value)) {
+      if (key === "$" || key === "toJSON" || key === "__proto__") return false;
+      if (!isPlainJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+    }
+    return true;
+  }
+
   return {
     encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
+      if (trusted && !("toJSON" in ObjectProto) && !("toJSON" in ArrayProto) && isPlainJson(value, 0)) {
+        // A leading space (valid JSON) tells the decoder there is no tag to revive.
+        const text = ` ${stringify(value) as string}`;
+        if (text.length > maxChars)
+          fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+        return text;
+      }
       return encodeWith(value, rootPath, maxChars, false);
     },
     decode(text) {
-      return revive(parse(text));
+      // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so
+      // only keeps tags from being revived: its values stay inert data.)
+      return text.charCodeAt(0) === 32 ? parse(text) : revive(parse(text));
     },
     revive(tree) {
       return revive(tree);

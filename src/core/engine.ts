@@ -51,6 +51,8 @@ export interface PrefixCounts {
   warm: number;
   idle: number;
   busy: number;
+  /** Calls waiting for a free instance (they cross together when one frees). */
+  queued: number;
 }
 
 export interface EnginePrefix {

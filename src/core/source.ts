@@ -10,6 +10,12 @@ export interface GuestSource {
   wrapped: boolean;
   /** Maps positions in `code` back to the caller's text, for stack traces. */
   lineMap: LineMap;
+  /**
+   * The same module as a script, when it has no imports and no top-level await: a function
+   * that evaluates the module and returns its exports object. Engines evaluate it in one step instead of
+   * compiling, linking and evaluating a module graph (about half of a one-off run's time).
+   */
+  script?: { code: string; lineMap: LineMap };
 }
 
 export const DEFAULT_FILENAME = "<guest>";
@@ -34,12 +40,12 @@ export async function normalizeSource(code: string, filename = DEFAULT_FILENAME)
   }
   let result: GuestSource | CordonError;
   try {
-    result = { ...(await strip(code, filename)), filename, wrapped: false };
+    result = { ...(await strip(code, filename)), filename, wrapped: false, script: await asScript(code, filename) };
   } catch (error) {
     if (firstErrorText(error) === TOP_LEVEL_RETURN) {
       try {
         const body = `export default async function (input) {${code}\n}`;
-        result = { ...(await strip(body, filename)), filename, wrapped: true };
+        result = { ...(await strip(body, filename)), filename, wrapped: true, script: await asScript(body, filename) };
       } catch (wrappedError) {
         result = compileError(wrappedError, filename);
       }
@@ -63,6 +69,35 @@ async function strip(code: string, filename: string): Promise<{ code: string; li
     sourcemap: "external",
   });
   return { code: out.code, lineMap: decodeMappings((JSON.parse(out.map) as { mappings: string }).mappings) };
+}
+
+/**
+ * The script form of a module that imports nothing. esbuild refuses top-level await in this
+ * format (then there is no script form); output that mentions require, import() or import.meta
+ * keeps the module path (a false alarm only costs speed).
+ */
+async function asScript(code: string, filename: string): Promise<GuestSource["script"]> {
+  const loader = /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
+  try {
+    const out = await transform(`${code}\nexport {};`, {
+      loader,
+      // An IIFE that returns the exports object: unlike CommonJS, no `module` or `exports`
+      // binding becomes visible to the guest.
+      format: "iife",
+      globalName: "__cordon_exports",
+      target: "esnext",
+      sourcefile: filename,
+      logLevel: "silent",
+      sourcemap: "external",
+    });
+    if (/\brequire\s*\(|\bimport\s*\(|import\.meta/.test(out.code)) return undefined;
+    // The wrapper takes a line of its own: the map gets an empty first line to match.
+    const wrapped = `(function () {"use strict";\n${out.code}\nreturn __cordon_exports;\n})`;
+    const mappings = (JSON.parse(out.map) as { mappings: string }).mappings;
+    return { code: wrapped, lineMap: [[], ...decodeMappings(mappings)] };
+  } catch {
+    return undefined;
+  }
 }
 
 function firstErrorText(error: unknown): string | undefined {

@@ -132,6 +132,8 @@ export interface PrefixStats {
   warm: number;
   idle: number;
   busy: number;
+  /** Calls waiting for a free instance; they cross together when one frees. */
+  queued: number;
 }
 
 export interface SandboxStats {

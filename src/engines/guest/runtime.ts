@@ -11,13 +11,13 @@ import type { FormatLogArgs } from "./inspect.js";
 
 /** Synchronous callbacks into the host. They carry strings and numbers only. */
 export interface GuestHostCallbacks {
-  log(level: string, message: string): void;
+  log(level: string, message: string, index: number): void;
   /** Start host call `callId` to bridged function `fnId`; the host answers with `settle`. */
   call(callId: number, fnId: number, argsText: string): void;
   /** Arm timer `timerId`; the host answers with `fire` after `ms`. A negative `ms` cancels it. */
   timer(timerId: number, ms: number): void;
   /** The run is over: kind is "o" (ok) | "t" (thrown) | "f" (failed); text is the encoded outcome. */
-  done(kind: string, text: string): void;
+  done(kind: string, text: string, index?: number): void;
 }
 
 export interface GuestRuntimeConfig {
@@ -31,12 +31,39 @@ export interface GuestInternals {
   begin(mode: "run" | "prepare", inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void;
   /** Install bindings: `{ globals: {name: Desc}, modules: {specifier: Desc} }` as JSON text. */
   install(bindingsText: string): void;
+  /**
+   * A whole run in one crossing: install bindings (unless null), begin, evaluate the module's
+   * script form, call its default export. The outcome arrives through host.done.
+   */
+  runScript(
+    bindingsText: string | null,
+    mode: "run" | "prepare",
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+    code: string,
+    filename: string,
+  ): void;
+  /** install + begin in one crossing: how a run on a fresh instance starts. */
+  start(
+    bindingsText: string,
+    mode: "run" | "prepare",
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+  ): void;
   settle(callId: number, ok: boolean, text: string): void;
   fire(timerId: number): void;
   /** Called by the driver module with the guest module's namespace (in "prepare" mode it is kept). */
   entry(ns: Record<string, unknown>): void;
-  /** Call a dotted export path of the prepared prefix with encoded args; resolves with an outcome string. */
-  call(path: string, argsText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): Promise<string>;
+  /**
+   * Call a dotted export path of the prepared prefix once per encoded argument list (joined by
+   * U+0001), one call after another. Returns the outcomes joined by U+0001 ("p" for one that will
+   * arrive through host.done). The caps are sent only when they changed.
+   */
+  call(path: string, joinedArgs: string, maxOutputChars?: number, maxLogEntries?: number, maxLogBytes?: number): string;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
 }
@@ -60,6 +87,13 @@ export function installRuntime(
   const defineProperty = Object.defineProperty;
   const hasOwn = (o: object, k: string) => Object.hasOwn(o, k);
   const apply = Reflect.apply;
+  const splitString = String.prototype.split;
+  const stringReplace = String.prototype.replace;
+  const replaceString = (text: string, pattern: RegExp, by: string): string =>
+    apply(stringReplace, text, [pattern, by]) as string;
+  // Indirect eval, captured before any guest code: evaluates in the global scope.
+  const indirectEval = g.eval as (code: string) => unknown;
+  const split = (text: string, separator: string): string[] => apply(splitString, text, [separator]) as string[];
 
   const pendingCalls = new MapCtor<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
   const timers = new MapCtor<number, { fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean }>();
@@ -77,6 +111,8 @@ export function installRuntime(
     logEntries: 0,
     logBytes: 0,
     entered: false,
+    /** Which call of a batch is running: logs and outcomes carry it. */
+    index: 0,
   };
 
   function define(target: object, name: string, value: unknown, enumerable = false): void {
@@ -126,7 +162,7 @@ export function installRuntime(
     const message = formatLogArgs(args, run.maxLogBytes + 1);
     run.logEntries++;
     run.logBytes += message.length;
-    host.log(level, message);
+    host.log(level, message, run.index);
   }
   const consoleObject: Record<string, unknown> = {};
   for (const level of ["log", "info", "warn", "error", "debug"]) {
@@ -239,10 +275,26 @@ export function installRuntime(
     }
   }
 
+  function encodeSafely(value: unknown): string {
+    try {
+      return encodeOutcome(value, undefined);
+    } catch (error) {
+      return `t${codec.encodeError(error)}`;
+    }
+  }
+
+  function isThenable(value: unknown): boolean {
+    return (
+      value !== null &&
+      (typeof value === "object" || typeof value === "function") &&
+      typeof (value as { then?: unknown }).then === "function"
+    );
+  }
+
   function resolvePath(root: unknown, path: string): { target: unknown; owner: unknown } {
     let owner: unknown;
     let target: unknown = root;
-    for (const part of path.split(".")) {
+    for (const part of split(path, ".")) {
       if (target === null || (typeof target !== "object" && typeof target !== "function") || !hasOwnOrInherited(target, part)) {
         return { target: undefined, owner: undefined };
       }
@@ -261,17 +313,52 @@ export function installRuntime(
     run.logEntries = 0;
     run.logBytes = 0;
     run.entered = false;
+    run.index = 0;
     // Nothing of an earlier run on this instance may fire into this one.
     timers.clear();
     pendingCalls.clear();
   }
 
+  function install(bindingsText: string): void {
+    const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc> };
+    for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
+    for (const specifier of ownKeys(bindings.modules)) modules.set(specifier, build(bindings.modules[specifier]));
+  }
+
+  /** The evaluated guest module's exports: call the default export (run) or keep them (prepare). */
+  function entry(ns: Record<string, unknown>): void {
+    // One-shot per run: the driver module (or runScript) calls this once the module has evaluated.
+    if (run.entered) return;
+    run.entered = true;
+    if (run.mode === "prepare") {
+      prefix = ns;
+      void outcomeOf(() => undefined, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
+      return;
+    }
+    void outcomeOf(() => {
+      const main = ns.default;
+      return typeof main === "function" ? main(codec.decode(run.inputText)) : main;
+    }, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
+  }
+
+  /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
+  function runScript(code: string, filename: string): void {
+    const name = replaceString(filename, /[\r\n\u2028\u2029]/g, "_");
+    const factory = indirectEval(`${code}\n//# sourceURL=${name}`) as () => Record<string, unknown>;
+    entry(factory());
+  }
+
   return {
     begin,
-    install(bindingsText) {
-      const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc> };
-      for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
-      for (const specifier of ownKeys(bindings.modules)) modules.set(specifier, build(bindings.modules[specifier]));
+    install,
+    runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, code, filename) {
+      if (bindingsText !== null) install(bindingsText);
+      begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+      runScript(code, filename);
+    },
+    start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
+      install(bindingsText);
+      begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
     },
     settle(callId, ok, text) {
       const pending = pendingCalls.get(callId);
@@ -287,29 +374,60 @@ export function installRuntime(
       else timers.delete(timerId);
       apply(timer.fn, undefined, timer.args);
     },
-    entry(ns) {
-      // One-shot per run: the driver module calls this once the guest module has fully evaluated.
-      if (run.entered) return;
-      run.entered = true;
-      if (run.mode === "prepare") {
-        prefix = ns;
-        void outcomeOf(() => undefined, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
-        return;
-      }
-      void outcomeOf(() => {
-        const main = ns.default;
-        return typeof main === "function" ? main(codec.decode(run.inputText)) : main;
-      }, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
-    },
-    call(path, argsText, maxOutputChars, maxLogEntries, maxLogBytes) {
-      // One crossing per call: the per-run reset of `begin` happens here too.
-      begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries, maxLogBytes);
+    entry,
+    call(path, joinedArgs, maxOutputChars, maxLogEntries, maxLogBytes) {
+      if (maxOutputChars !== undefined) begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries as number, maxLogBytes as number);
+      else begin("run", '{"$":"u"}', run.maxOutputChars, run.maxLogEntries, run.maxLogBytes);
+      const argsTexts = split(joinedArgs, "\u0001");
       const { target, owner } = resolvePath(prefix, path);
-      if (typeof target !== "function") return PromiseCtor.resolve(`m{"path":${stringify(StringCtor(path))}}`);
-      return outcomeOf(
-        () => apply(target as (...a: unknown[]) => unknown, owner, codec.decode(argsText) as unknown[]),
-        undefined,
-      );
+      let out = "";
+      // Calls run one after another; a call whose result is a promise is awaited before the next
+      // starts, so logs and host calls are always attributed to the call that made them. Outcomes
+      // of calls finished synchronously are returned at once; the rest arrive through host.done.
+      const runFrom = (start: number, sync: boolean): void => {
+        for (let i = start; i < argsTexts.length; i++) {
+          run.index = i;
+          run.logEntries = 0;
+          run.logBytes = 0;
+          let outcome: string;
+          if (typeof target !== "function") {
+            outcome = `m{"path":${stringify(StringCtor(path))}}`;
+          } else {
+            let result: unknown;
+            try {
+              result = apply(target as (...a: unknown[]) => unknown, owner, codec.decode(argsTexts[i]) as unknown[]);
+            } catch (error) {
+              result = undefined;
+              outcome = `t${codec.encodeError(error)}`;
+              deliver(i, outcome, sync);
+              continue;
+            }
+            if (isThenable(result)) {
+              const index = i;
+              PromiseCtor.resolve(result)
+                .then(
+                  (value) => encodeSafely(value),
+                  (error) => `t${codec.encodeError(error)}`,
+                )
+                .then((settled) => {
+                  run.index = index;
+                  host.done(settled[0], settled.slice(1), index);
+                  runFrom(index + 1, false);
+                });
+              if (sync) for (let j = i; j < argsTexts.length; j++) out += `${j ? "\u0001" : ""}p`;
+              return;
+            }
+            outcome = encodeSafely(result);
+          }
+          deliver(i, outcome, sync);
+        }
+      };
+      const deliver = (i: number, outcome: string, sync: boolean) => {
+        if (sync) out += `${i ? "\u0001" : ""}${outcome}`;
+        else host.done(outcome[0], outcome.slice(1), i);
+      };
+      runFrom(0, true);
+      return out;
     },
     ping() {
       return true;

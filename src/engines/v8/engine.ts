@@ -11,6 +11,11 @@ export interface V8EngineOptions {
   memoryMb: number;
   spares: number;
   budgetBytes: number;
+  /** Instances per prefix busy with calls that return at once, before calls coalesce. */
+  coalesceAbove: number;
+  /** Instances per prefix busy with calls that await. */
+  maxInstances: number;
+  maxQueued: number;
 }
 
 /** The v8 engine: V8 isolates through isolated-vm. One fresh isolate per one-off run; warm pools per prefix. */
@@ -20,7 +25,7 @@ export class V8Engine implements Engine {
   private readonly residency: Residency;
   private readonly prefixes = new Set<V8Prefix>();
 
-  constructor(options: V8EngineOptions) {
+  constructor(private readonly options: V8EngineOptions) {
     loadIsolatedVm();
     this.spares = new Spares(options.spares, options.memoryMb);
     this.residency = new Residency(options.budgetBytes);
@@ -32,17 +37,21 @@ export class V8Engine implements Engine {
     const instance = await this.spares.take(limits.memoryMb);
     const execution = new Execution(instance, { limits, signal, host, warm: false, guestFiles });
     try {
-      await instance.install(request.bindings);
-      await instance.begin(
-        request.mode ?? "run",
-        request.inputText,
-        limits.maxOutputBytes,
-        limits.maxLogEntries,
-        limits.maxLogBytes,
-      );
-      const driver = await instance.link(request.source, request.sourceImports);
-      execution.startCpu();
-      driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
+      const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+      const { source } = request;
+      if (source.script) {
+        // No imports, no top-level await: the whole run crosses once.
+        execution.startCpu();
+        await instance.runScript(request.bindings, request.mode ?? "run", request.inputText, caps, {
+          ...source,
+          script: source.script,
+        });
+      } else {
+        await instance.start(request.bindings, request.mode ?? "run", request.inputText, caps);
+        const driver = await instance.link(source, request.sourceImports);
+        execution.startCpu();
+        driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
+      }
     } catch (error) {
       execution.taskFailed(error);
     }
@@ -53,7 +62,8 @@ export class V8Engine implements Engine {
   }
 
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: V8Prefix; result: RunResult }> {
-    const prefix = new V8Prefix(request, this.spares, this.residency);
+    const { coalesceAbove, maxInstances, maxQueued } = this.options;
+    const prefix = new V8Prefix(request, this.spares, this.residency, { coalesceAbove, maxInstances }, maxQueued);
     const { instance, result } = await prefix.warmUp();
     if (instance) {
       prefix.adopt(instance);

@@ -5,6 +5,7 @@ import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../../core/limits.js";
 import { remapStack } from "../../core/source-map.js";
 import type { HostName, LogEntry, LogLevel, RunResult } from "../../core/types.js";
 import type { InstanceListener, V8Instance } from "./instance.js";
+import { type Watched, watchdog } from "./watchdog.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
 
@@ -15,6 +16,8 @@ export interface ExecutionOptions {
   warm: boolean;
   /** Module names whose stack frames a caller may see. */
   guestFiles: ReadonlySet<string>;
+  /** Calls coalesced into this execution (one crossing); each gets its own result. Default 1. */
+  size?: number;
 }
 
 /**
@@ -25,20 +28,25 @@ export interface ExecutionOptions {
  * and isolated-vm's heap limit. A fired limit taints and disposes the instance, which stops the
  * guest wherever it is, even inside a synchronous loop.
  */
-export class Execution implements InstanceListener {
+export class Execution implements InstanceListener, Watched {
   private readonly started = performance.now();
   private cpuStartNs: bigint | undefined;
-  private readonly logs: LogEntry[] = [];
-  private logBytes = 0;
-  private logsTruncated = false;
+  private readonly size: number;
+  private readonly logs: LogEntry[][] = [];
+  private readonly logBytes: number[] = [];
+  private readonly logsTruncated: boolean[] = [];
+  private readonly results: (RunResult | undefined)[] = [];
+  private pending: number;
   private bridgeCalls = 0;
   private readonly timers = new Map<number, NodeJS.Timeout>();
-  private readonly limitTimers: NodeJS.Timeout[] = [];
   private settled = false;
-  private resolveOutcome!: (result: RunResult) => void;
-  readonly outcome = new Promise<RunResult>((resolve) => {
-    this.resolveOutcome = resolve;
+  private resolveOutcomes!: (results: RunResult[]) => void;
+  /** Every call's result, in order, once all are settled. */
+  readonly outcomes = new Promise<RunResult[]>((resolve) => {
+    this.resolveOutcomes = resolve;
   });
+  /** The result of the first (usually the only) call. */
+  readonly outcome = this.outcomes.then((results) => results[0]);
   private readonly onAbort?: () => void;
 
   constructor(
@@ -46,13 +54,16 @@ export class Execution implements InstanceListener {
     private readonly options: ExecutionOptions,
   ) {
     instance.listener = this;
-    const { limits, signal } = options;
-    this.limitTimers.push(
-      setTimeout(
-        () => this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${limits.wallTimeMs} ms`),
-        limits.wallTimeMs,
-      ),
-    );
+    this.size = options.size ?? 1;
+    this.pending = this.size;
+    for (let i = 0; i < this.size; i++) {
+      this.logs.push([]);
+      this.logBytes.push(0);
+      this.logsTruncated.push(false);
+      this.results.push(undefined);
+    }
+    const { signal } = options;
+    watchdog.watch(this);
     if (signal) {
       this.onAbort = () => this.kill("ERR_ABORTED", abortReason(signal.reason));
       if (signal.aborted) queueMicrotask(this.onAbort);
@@ -67,15 +78,17 @@ export class Execution implements InstanceListener {
   /** Start counting CPU: from here on, the isolate's CPU time belongs to this execution. */
   startCpu(): void {
     this.cpuStartNs = this.instance.isolate.cpuTime;
-    const limitMs = this.options.limits.cpuTimeMs;
-    // CPU can only grow as fast as the wall clock: check when the budget could first be spent.
-    const check = () => {
-      if (this.settled) return;
-      const usedMs = this.cpuMs();
-      if (usedMs >= limitMs) this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${limitMs} ms`);
-      else this.limitTimers.push(setTimeout(check, Math.max(1, Math.ceil(limitMs - usedMs))));
-    };
-    this.limitTimers.push(setTimeout(check, limitMs));
+  }
+
+  /** Called by the watchdog. CPU counts only from startCpu; wall time from construction. */
+  checkLimits(now: number): void {
+    if (this.settled) return;
+    const { wallTimeMs, cpuTimeMs } = this.options.limits;
+    if (now - this.started >= wallTimeMs)
+      this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${wallTimeMs} ms`);
+    else if (this.cpuStartNs !== undefined && this.cpuMs() >= cpuTimeMs) {
+      this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${cpuTimeMs} ms`);
+    }
   }
 
   private cpuMs(): number {
@@ -91,22 +104,23 @@ export class Execution implements InstanceListener {
   kill(code: ErrorCode, message: string): void {
     if (this.settled) return;
     this.instance.tainted = true;
-    if (code === "ERR_ABORTED") this.settle(this.abortedResult(message));
+    if (code === "ERR_ABORTED") this.settleAll((index) => this.abortedResult(message, index));
     else this.fail({ code, name: "CordonError", message });
     this.instance.dispose();
   }
 
   // ---- callbacks from the guest (synchronous) -------------------------------------------------
-  onLog(level: string, message: string): void {
+  onLog(level: string, message: string, index = 0): void {
     if (this.settled || typeof message !== "string") return;
+    const at = Number.isInteger(index) && index >= 0 && index < this.size ? index : 0;
     const limits = this.options.limits;
-    if (this.logs.length >= limits.maxLogEntries || this.logBytes + message.length > limits.maxLogBytes) {
-      this.logsTruncated = true;
+    if (this.logs[at].length >= limits.maxLogEntries || this.logBytes[at] + message.length > limits.maxLogBytes) {
+      this.logsTruncated[at] = true;
       return;
     }
-    this.logBytes += message.length;
+    this.logBytes[at] += message.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
-    this.logs.push({ level: safeLevel, message, atMs: round(performance.now() - this.started) });
+    this.logs[at].push({ level: safeLevel, message, atMs: round(performance.now() - this.started) });
   }
 
   onCall(id: number, fnId: number, argsText: string): void {
@@ -150,33 +164,41 @@ export class Execution implements InstanceListener {
     this.timers.set(id, handle);
   }
 
-  onDone(kind: string, text: string): void {
+  onDone(kind: string, text: string, index = 0): void {
     if (this.settled) return;
     // Settle after the callback returns, so a limit firing meanwhile never disposes mid-call.
-    setImmediate(() => this.finish(kind, text));
+    setImmediate(() => this.finish(kind, text, index));
+  }
+
+  /** Read the joined outcomes a call crossing returned ("p": arrives later through onDone). */
+  finishAll(joined: string): void {
+    const outcomes = joined.split("\u0001");
+    for (let i = 0; i < outcomes.length && i < this.size; i++) {
+      if (outcomes[i] !== "p") this.finish(outcomes[i][0], outcomes[i].slice(1), i);
+    }
   }
 
   // ---- outcomes --------------------------------------------------------------------------------
   /** Read an encoded outcome: kind "o" ok, "t" thrown, "f" failed, "m" missing call target. */
-  finish(kind: string, text: string): void {
-    if (this.settled) return;
+  finish(kind: string, text: string, index = 0): void {
+    if (this.settled || !(index >= 0 && index < this.size) || this.results[index]) return;
     const codec = sharedCodec();
     const limits = this.options.limits;
     try {
       if (kind === "o") {
         if (text.length > limits.maxOutputBytes + 64) {
           const message = `the result is larger than the limit of ${limits.maxOutputBytes} bytes`;
-          this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message });
+          this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
           return;
         }
         const parsed = JSON.parse(text) as { v: unknown; x: Record<string, unknown>; k: string[] };
-        this.settle({
+        this.settleOne(index, {
           status: "completed",
           ok: true,
           value: codec.revive(parsed.v),
           exports: codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>,
           skippedExports: parsed.k.map(String),
-          logs: this.logs,
+          logs: this.logs[index],
           stats: this.stats(),
         });
         return;
@@ -184,18 +206,18 @@ export class Execution implements InstanceListener {
       if (kind === "f") {
         const { code, message } = JSON.parse(text) as { code: ErrorCode; message: string };
         const safe: ErrorCode = code === "ERR_OUTPUT_TOO_LARGE" ? "ERR_OUTPUT_TOO_LARGE" : "ERR_NOT_SERIALIZABLE";
-        this.fail({ code: safe, name: "TypeError", message: String(message) });
+        this.fail({ code: safe, name: "TypeError", message: String(message) }, index);
         return;
       }
       if (kind === "m") {
         const { path } = JSON.parse(text) as { path: string };
         const message = `the prefix has no function at export path "${path}"`;
-        this.fail({ code: "ERR_CALL_TARGET_NOT_FOUND", name: "CordonError", message });
+        this.fail({ code: "ERR_CALL_TARGET_NOT_FOUND", name: "CordonError", message }, index);
         return;
       }
-      this.fail(guestThrown(codec.decode(text), this.options.guestFiles));
+      this.fail(guestThrown(codec.decode(text), this.options.guestFiles), index);
     } catch {
-      this.fail({ code: "ERR_INTERNAL", name: "CordonError", message: "the guest's result could not be read" });
+      this.fail({ code: "ERR_INTERNAL", name: "CordonError", message: "the guest's result could not be read" }, index);
     }
   }
 
@@ -216,7 +238,8 @@ export class Execution implements InstanceListener {
     this.fail(guestThrown(error, this.options.guestFiles));
   }
 
-  private fail(error: RunError): void {
+  /** Fail one call, or (without an index) every call not settled yet. */
+  private fail(error: RunError, index?: number): void {
     // A fired limit taints the instance: it is discarded, never reused.
     if (LIMIT_CODES.has(error.code)) this.instance.tainted = true;
     if (error.stack) {
@@ -224,29 +247,35 @@ export class Execution implements InstanceListener {
       for (const [file, map] of this.instance.lineMaps) stack = remapStack(stack, file, map);
       error.stack = stack;
     }
-    this.settle({ status: "failed", ok: false, error, logs: this.logs, stats: this.stats() });
+    const failed = (at: number): RunResult => ({
+      status: "failed",
+      ok: false,
+      error: { ...error },
+      logs: this.logs[at],
+      stats: this.stats(),
+    });
+    if (index === undefined) this.settleAll(failed);
+    else this.settleOne(index, failed(index));
   }
 
-  private abortedResult(reason: string): RunResult {
+  private abortedResult(reason: string, index: number): RunResult {
     return {
       status: "aborted",
       ok: false,
       reason,
       error: { code: "ERR_ABORTED", name: "AbortError", message: `the run was aborted: ${reason}` },
-      logs: this.logs,
+      logs: this.logs[index],
       stats: this.stats(),
     };
   }
 
-  private settle(result: RunResult): void {
-    if (this.settled) return;
-    this.settled = true;
-    for (const timer of this.limitTimers) clearTimeout(timer);
-    for (const timer of this.timers.values()) clearTimeout(timer);
-    this.timers.clear();
-    if (this.onAbort) this.options.signal?.removeEventListener("abort", this.onAbort);
-    if (this.instance.listener === this) this.instance.listener = undefined;
-    if (this.logsTruncated) {
+  private settleAll(make: (index: number) => RunResult): void {
+    for (let i = 0; i < this.size; i++) if (!this.results[i]) this.settleOne(i, make(i));
+  }
+
+  private settleOne(index: number, result: RunResult): void {
+    if (this.settled || this.results[index]) return;
+    if (this.logsTruncated[index]) {
       const { maxLogEntries, maxLogBytes } = this.options.limits;
       result.stats.logsTruncated = true;
       result.logs.push({
@@ -255,7 +284,15 @@ export class Execution implements InstanceListener {
         atMs: round(performance.now() - this.started),
       });
     }
-    this.resolveOutcome(result);
+    this.results[index] = result;
+    if (--this.pending > 0) return;
+    this.settled = true;
+    watchdog.unwatch(this);
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    if (this.onAbort) this.options.signal?.removeEventListener("abort", this.onAbort);
+    if (this.instance.listener === this) this.instance.listener = undefined;
+    this.resolveOutcomes(this.results as RunResult[]);
   }
 
   private stats(): RunResult["stats"] {

@@ -13,10 +13,10 @@ const ENTRY_SPECIFIER = "cordon:entry";
 
 /** What an execution on this instance receives from the guest's synchronous callbacks. */
 export interface InstanceListener {
-  onLog(level: string, message: string): void;
+  onLog(level: string, message: string, index?: number): void;
   onCall(id: number, fnId: number, argsText: string): void;
   onTimer(id: number, ms: number): void;
-  onDone(kind: string, text: string): void;
+  onDone(kind: string, text: string, index?: number): void;
 }
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
@@ -36,6 +36,7 @@ export class V8Instance {
   lastUsed = performance.now();
   heapUsedBytes = 0;
   uses = 0;
+  private lastCaps: [number, number, number] | undefined;
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps = new Map<string, LineMap>();
 
@@ -43,7 +44,7 @@ export class V8Instance {
     readonly isolate: IVM.Isolate,
     readonly context: IVM.Context,
     readonly memoryMb: number,
-    private readonly refs: Record<"begin" | "install" | "settle" | "fire" | "call" | "ping", Ref>,
+    private readonly refs: Record<"begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "ping", Ref>,
   ) {}
 
   static async create(memoryMb: number): Promise<V8Instance> {
@@ -74,6 +75,8 @@ export class V8Instance {
       const refs = {
         begin: get("begin"),
         install: get("install"),
+        start: get("start"),
+        runScript: get("runScript"),
         settle: get("settle"),
         fire: get("fire"),
         call: get("call"),
@@ -98,6 +101,31 @@ export class V8Instance {
     await this.refs.install.apply(undefined, [bindings.text]);
   }
 
+  /** Install bindings and begin the first run in one crossing (fresh instances). */
+  start(bindings: Bindings, mode: "run" | "prepare", inputText: string, caps: [number, number, number]): Promise<unknown> {
+    this.bindings = bindings;
+    this.lastCaps = caps;
+    return this.refs.start.apply(undefined, [bindings.text, mode, inputText, ...caps]);
+  }
+
+  /**
+   * A whole run in one crossing, for modules with a script form: install `bindings` (fresh
+   * instances; undefined on warm ones), begin, evaluate, call. The outcome arrives through onDone.
+   */
+  runScript(
+    bindings: Bindings | undefined,
+    mode: "run" | "prepare",
+    inputText: string,
+    caps: [number, number, number],
+    source: GuestSource & { script: NonNullable<GuestSource["script"]> },
+  ): Promise<unknown> {
+    if (bindings) this.bindings = bindings;
+    this.lastCaps = caps;
+    this.lineMaps.set(source.filename, source.script.lineMap);
+    const args = [bindings ? bindings.text : null, mode, inputText, ...caps, source.script.code, source.filename];
+    return this.refs.runScript.apply(undefined, args);
+  }
+
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
   begin(
     mode: "run" | "prepare",
@@ -106,6 +134,7 @@ export class V8Instance {
     maxLogEntries: number,
     maxLogBytes: number,
   ): Promise<unknown> {
+    this.lastCaps = [maxOutputBytes, maxLogEntries, maxLogBytes];
     return this.refs.begin.apply(undefined, [mode, inputText, maxOutputBytes, maxLogEntries, maxLogBytes]);
   }
 
@@ -117,10 +146,18 @@ export class V8Instance {
     return this.refs.fire.apply(undefined, [id]);
   }
 
-  /** Call a dotted export of the prepared prefix; resolves with the encoded outcome. */
-  call(path: string, argsText: string, maxOutputBytes: number, maxLogEntries: number, maxLogBytes: number): Promise<string> {
-    const args = [path, argsText, maxOutputBytes, maxLogEntries, maxLogBytes];
-    return this.refs.call.apply(undefined, args, { result: { promise: true } }) as Promise<string>;
+  /**
+   * Call a dotted export of the prepared prefix once per argument list, in one crossing. Resolves
+   * with the outcomes joined by U+0001; "p" marks one that arrives later through onDone.
+   */
+  call(path: string, argsTexts: string[], caps: [number, number, number]): Promise<string> {
+    // Caps cross only when they changed: every argument costs on the host's thread.
+    const same = this.lastCaps !== undefined && this.lastCaps.every((v, i) => v === caps[i]);
+    this.lastCaps = caps;
+    // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
+    const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
+    const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
+    return this.refs.call.apply(undefined, args) as Promise<string>;
   }
 
   /** A cheap round trip: resolves once the isolate has finished everything queued before it. */

@@ -6,6 +6,41 @@ import { Execution } from "./execution.js";
 import type { V8Instance } from "./instance.js";
 import type { Spares } from "./spares.js";
 
+/** At most this many waiting calls cross together. */
+const MAX_COALESCED = 64;
+
+interface Queued {
+  request: PrefixCallRequest;
+  resolve(result: RunResult): void;
+  limitsKey: string;
+}
+
+export interface PrefixPoolLimits {
+  /** Instances busy with calls that return at once; past it, calls wait and coalesce. */
+  coalesceAbove: number;
+  /** Instances busy with calls that await (host calls, timers). */
+  maxInstances: number;
+}
+
+function limitsKey(request: PrefixCallRequest): string {
+  const l = request.limits;
+  return `${l.cpuTimeMs},${l.wallTimeMs},${l.maxOutputBytes},${l.maxLogEntries},${l.maxLogBytes},${l.maxBridgeCalls},${l.maxBridgeCallBytes}`;
+}
+
+function queueFull(host: RunResult["stats"]["host"], depth: number): RunResult {
+  return {
+    status: "failed",
+    ok: false,
+    error: {
+      code: "ERR_QUEUE_FULL",
+      name: "CordonError",
+      message: `the prefix's call queue is full (${depth} waiting); retry later or raise maxQueuedRuns`,
+    },
+    logs: [],
+    stats: { engine: "v8", host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
+  };
+}
+
 /** Measure an idle instance's heap every this many uses (an extra round trip, off the hot path). */
 const HEAP_SAMPLE_EVERY = 16;
 
@@ -15,6 +50,9 @@ const HEAP_SAMPLE_EVERY = 16;
  */
 export class V8Prefix implements EnginePrefix {
   private readonly idle: V8Instance[] = [];
+  private queue: Queued[] = [];
+  /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
+  private readonly asyncPaths = new Set<string>();
   private readonly residents = new Map<V8Instance, Resident>();
   private busy = 0;
   private disposed = false;
@@ -24,6 +62,8 @@ export class V8Prefix implements EnginePrefix {
     private readonly request: EnginePrepareRequest,
     private readonly spares: Spares,
     private readonly residency: Residency,
+    private readonly limits: PrefixPoolLimits,
+    private readonly maxQueued: number,
   ) {
     this.guestFiles = new Set([request.source.filename, ...Object.keys(request.sourceImports)]);
   }
@@ -34,11 +74,16 @@ export class V8Prefix implements EnginePrefix {
     const instance = await this.spares.take(limits.memoryMb);
     const execution = new Execution(instance, { limits, signal, host, warm: false, guestFiles: this.guestFiles });
     try {
-      await instance.install(bindings);
-      await instance.begin("prepare", '{"$":"u"}', limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes);
-      const driver = await instance.link(source, sourceImports);
-      execution.startCpu();
-      driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
+      const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+      if (source.script) {
+        execution.startCpu();
+        await instance.runScript(bindings, "prepare", '{"$":"u"}', caps, { ...source, script: source.script });
+      } else {
+        await instance.start(bindings, "prepare", '{"$":"u"}', caps);
+        const driver = await instance.link(source, sourceImports);
+        execution.startCpu();
+        driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
+      }
     } catch (error) {
       execution.taskFailed(error);
     }
@@ -64,10 +109,17 @@ export class V8Prefix implements EnginePrefix {
     const guestFiles = new Set([...this.guestFiles, request.source.filename, ...Object.keys(request.sourceImports)]);
     const execution = new Execution(instance, { limits, signal, host: this.request.host, warm, guestFiles });
     try {
-      await instance.begin("run", request.inputText, limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes);
-      const driver = await instance.link(request.source, request.sourceImports);
-      execution.startCpu();
-      driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
+      const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+      const { source } = request;
+      if (source.script) {
+        execution.startCpu();
+        await instance.runScript(undefined, "run", request.inputText, caps, { ...source, script: source.script });
+      } else {
+        await instance.begin("run", request.inputText, ...caps);
+        const driver = await instance.link(source, request.sourceImports);
+        execution.startCpu();
+        driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
+      }
     } catch (error) {
       execution.taskFailed(error);
     }
@@ -77,25 +129,108 @@ export class V8Prefix implements EnginePrefix {
     return result;
   }
 
+  /**
+   * Call an export. With an idle instance the call crosses at once. When every instance the
+   * prefix may use is busy, calls wait in the prefix's queue, and the next free instance takes
+   * all waiting calls to the same export with the same limits in ONE crossing (up to
+   * MAX_COALESCED): the guest runs them one after another and returns every outcome together.
+   * Coalesced calls share the crossing's limits: a limit that fires fails all of them.
+   */
   async call(request: PrefixCallRequest): Promise<RunResult> {
-    const acquired = await this.acquire(request.signal);
-    if ("result" in acquired) return acquired.result;
-    const { instance, warm } = acquired;
-    const { limits, signal } = request;
-    const execution = new Execution(instance, { limits, signal, host: this.request.host, warm, guestFiles: this.guestFiles });
+    const idle = this.takeIdle();
+    if (idle) return (await this.dispatch(idle, true, [request]))[0];
+    if (this.queue.length >= this.maxQueued) return queueFull(this.request.host, this.queue.length);
+    if (this.busy < this.parallelismFor(request.path)) {
+      const acquired = await this.acquire(request.signal);
+      if ("result" in acquired) return acquired.result;
+      return (await this.dispatch(acquired.instance, acquired.warm, [request]))[0];
+    }
+    return new Promise<RunResult>((resolve) => this.queue.push({ request, resolve, limitsKey: limitsKey(request) }));
+  }
+
+  /** One crossing for `requests` (same export, same limits) on an instance this prefix holds. */
+  private async dispatch(instance: V8Instance, warm: boolean, requests: PrefixCallRequest[]): Promise<RunResult[]> {
+    const { limits, path } = requests[0];
+    const signal = requests.length === 1 ? requests[0].signal : undefined;
+    const execution = new Execution(instance, {
+      limits,
+      signal,
+      host: this.request.host,
+      warm,
+      guestFiles: this.guestFiles,
+      size: requests.length,
+    });
     execution.startCpu();
-    instance.call(request.path, request.argsText, limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes).then(
-      (outcome) => execution.finish(outcome[0], outcome.slice(1)),
-      (error: unknown) => execution.taskFailed(error),
-    );
-    const result = await execution.outcome;
-    // A call's crossing returns only once the isolate's task is over: it is idle now.
+    const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+    instance
+      .call(
+        path,
+        requests.map((r) => r.argsText),
+        caps,
+      )
+      .then(
+        (joined) => {
+          if (joined.includes("p")) this.asyncPaths.add(path);
+          execution.finishAll(joined);
+        },
+        (error: unknown) => execution.taskFailed(error),
+      );
+    const results = await execution.outcomes;
+    // A crossing returns only once the isolate's task is over: the instance is idle now.
     this.release(instance);
-    return result;
+    return results;
+  }
+
+  /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
+  private drain(instance: V8Instance): boolean {
+    if (this.queue.length === 0) return false;
+    const first = this.queue[0];
+    const batch: Queued[] = [];
+    const rest: Queued[] = [];
+    for (const queued of this.queue) {
+      const twin =
+        batch.length < MAX_COALESCED &&
+        queued.request.path === first.request.path &&
+        queued.limitsKey === first.limitsKey &&
+        queued.request.signal === undefined &&
+        (batch.length === 0 || first.request.signal === undefined);
+      (twin || queued === first ? batch : rest).push(queued);
+    }
+    this.queue = rest;
+    this.busy++;
+    void this.dispatch(
+      instance,
+      true,
+      batch.map((q) => q.request),
+    ).then((results) => {
+      for (let i = 0; i < batch.length; i++) batch[i].resolve(results[i]);
+    });
+    return true;
+  }
+
+  /** Instances a path may keep busy: few for handlers that return at once (their calls coalesce), more for ones that await. */
+  private parallelismFor(path: string): number {
+    return this.asyncPaths.has(path) ? this.limits.maxInstances : this.limits.coalesceAbove;
+  }
+
+  private takeIdle(): V8Instance | undefined {
+    const instance = this.idle.pop();
+    if (!instance) return undefined;
+    this.busy++;
+    const resident = this.residents.get(instance);
+    if (resident) this.residency.leave(resident);
+    this.residents.delete(instance);
+    return instance;
   }
 
   counts(): PrefixCounts {
-    return { key: this.request.key.slice(0, 16), warm: this.idle.length + this.busy, idle: this.idle.length, busy: this.busy };
+    return {
+      key: this.request.key.slice(0, 16),
+      warm: this.idle.length + this.busy,
+      idle: this.idle.length,
+      busy: this.busy,
+      queued: this.queue.length,
+    };
   }
 
   dispose(): void {
@@ -104,14 +239,9 @@ export class V8Prefix implements EnginePrefix {
   }
 
   private async acquire(signal?: AbortSignal): Promise<{ instance: V8Instance; warm: boolean } | { result: RunResult }> {
+    const instance = this.takeIdle();
+    if (instance) return { instance, warm: true };
     this.busy++;
-    const instance = this.idle.pop();
-    if (instance) {
-      const resident = this.residents.get(instance);
-      if (resident) this.residency.leave(resident);
-      this.residents.delete(instance);
-      return { instance, warm: true };
-    }
     const { instance: fresh, result } = await this.warmUp(signal);
     if (!fresh) {
       this.busy--;
@@ -127,9 +257,12 @@ export class V8Prefix implements EnginePrefix {
     instance.listener = undefined;
     if (this.disposed || instance.tainted || instance.disposed) {
       instance.dispose();
+      // Calls waiting for this instance get a fresh one.
+      if (!this.disposed && this.queue.length > 0) void this.replace();
       return;
     }
     instance.lastUsed = performance.now();
+    if (this.drain(instance)) return;
     const resident: Resident = {
       prefixKey: this.request.key,
       heapBytes: () => instance.heapUsedBytes,
@@ -149,6 +282,19 @@ export class V8Prefix implements EnginePrefix {
     this.idle.push(instance);
     // Refresh the heap figure now and then, in the background: the instance stays available.
     if (instance.uses % HEAP_SAMPLE_EVERY === 0) void instance.measureHeap().then(() => this.residency.rebalance());
+  }
+
+  /** Warm a new instance for the queue after one was discarded. */
+  private async replace(): Promise<void> {
+    this.busy++;
+    const { instance, result } = await this.warmUp();
+    this.busy--;
+    if (instance) {
+      this.busy++;
+      this.release(instance);
+      return;
+    }
+    for (const queued of this.queue.splice(0)) queued.resolve(result);
   }
 
   private drop(instance: V8Instance): void {

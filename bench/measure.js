@@ -1,0 +1,92 @@
+// Measurement helpers shared by every benchmark: samples, percentiles, ratios, throughput.
+
+/** A ~750-byte analytics event, as the warm-path targets describe. */
+export const EVENT = {
+  type: "page_view",
+  userId: "u_5f2c9a7e41d04b6c",
+  anonymousId: "a_0b7d8e3f-9c21-4e5a-8f6b-2d1c0e9a7b34",
+  sessionId: "s_20261130_0007_9f3e",
+  url: "https://shop.example.com/products/widgets/blue-widget-2000?utm_source=newsletter&utm_campaign=winter",
+  referrer: "https://www.example-search.com/search?q=blue+widget+2000&source=hp",
+  userAgent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36",
+  timestamp: "2026-11-30T00:07:52.123Z",
+  locale: "de-DE",
+  geo: { country: "DE", region: "BE", city: "Berlin" },
+  properties: {
+    productId: "W-2000-BLU",
+    category: "widgets",
+    price: 19.99,
+    currency: "EUR",
+    quantity: 2,
+    tags: ["sale", "winter", "blue"],
+    experiment: { id: "exp_checkout_v3", variant: "B" },
+  },
+  context: { library: "analytics.js", version: "4.1.0" },
+};
+
+/** Run `fn` n times sequentially (after a warm-up of n/10) and return the durations in ms. */
+export async function sample(n, fn) {
+  for (let i = 0; i < Math.max(5, Math.floor(n / 10)); i++) await fn();
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const started = performance.now();
+    await fn();
+    out[i] = performance.now() - started;
+  }
+  return out.sort();
+}
+
+/**
+ * Sample several functions interleaved (a, b, c, a, b, c, ...), so drift in the machine's state
+ * (frequency, the other core waking) hits all of them alike and their ratio stays fair.
+ */
+export async function sampleInterleaved(n, fns) {
+  for (let i = 0; i < Math.max(5, Math.floor(n / 10)); i++) for (const fn of fns) await fn();
+  const out = fns.map(() => new Float64Array(n));
+  for (let i = 0; i < n; i++) {
+    for (let k = 0; k < fns.length; k++) {
+      const started = performance.now();
+      await fns[k]();
+      out[k][i] = performance.now() - started;
+    }
+  }
+  return out.map((a) => a.sort());
+}
+
+export function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+}
+
+function ms(value) {
+  return value < 1 ? `${(value * 1000).toFixed(1)} us` : `${value.toFixed(3)} ms`;
+}
+
+/** Print p50/p90/p99 of `sorted`, and the p50 ratio against `baseline` when given. */
+export function report(label, sorted, baseline, { target } = {}) {
+  const p50 = percentile(sorted, 0.5);
+  const parts = [`p50 ${ms(p50)}`, `p90 ${ms(percentile(sorted, 0.9))}`, `p99 ${ms(percentile(sorted, 0.99))}`];
+  if (baseline) parts.push(`ratio ${(p50 / percentile(baseline, 0.5)).toFixed(2)}x raw`);
+  if (target) parts.push(`target ${target}`);
+  console.log(`  ${label.padEnd(48)} ${parts.join("   ")}`);
+}
+
+/** Events per second: `total` events, `inFlight` concurrent callers, `perCall` events per call. */
+export async function eventsPerSecond(total, inFlight, perCall, fn) {
+  const calls = Math.ceil(total / perCall);
+  let started = 0;
+  const worker = async () => {
+    while (started < calls) {
+      started++;
+      await fn();
+    }
+  };
+  // Warm-up, then the measured run.
+  await Promise.all(Array.from({ length: inFlight }, () => fn()));
+  const begin = performance.now();
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  return (calls * perCall) / ((performance.now() - begin) / 1000);
+}
+
+export function section(title) {
+  console.log(`\n${title}`);
+}

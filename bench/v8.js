@@ -1,0 +1,102 @@
+// The v8 engine's benchmarks: cordon beside raw isolated-vm doing the same work, same process.
+import { createRequire } from "node:module";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { createSandbox } from "../dist/index.js";
+import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section } from "./measure.js";
+
+const ivm = createRequire(import.meta.url)("isolated-vm");
+
+/** Raw isolated-vm: isolate + context + module + call, the minimum a one-off run needs. */
+async function rawOneOff() {
+  const isolate = new ivm.Isolate({ memoryLimit: 128 });
+  const context = await isolate.createContext();
+  const module = await isolate.compileModule("export default function () { return 1 }");
+  await module.instantiate(context, () => {
+    throw new Error("no imports");
+  });
+  await module.evaluate();
+  const fn = await module.namespace.get("default", { reference: true });
+  const value = await fn.apply(undefined, [], { result: { copy: true } });
+  isolate.dispose();
+  return value;
+}
+
+async function rawHandler() {
+  const isolate = new ivm.Isolate({ memoryLimit: 128 });
+  const context = await isolate.createContext();
+  const track = await context.eval("(function (json) { const e = JSON.parse(json); return e.type.length })", { reference: true });
+  const batch = await context.eval(
+    "(function (json) { let n = 0; for (const e of JSON.parse(json)) n += e.type.length; return n })",
+    {
+      reference: true,
+    },
+  );
+  return { isolate, track, batch };
+}
+
+export async function benchV8({ quick }) {
+  const n = quick ? 200 : 1000;
+  const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+  await new Promise((r) => setTimeout(r, 200)); // let the spare instances fill
+
+  section("v8: one-off run of a trivial module");
+  const [rawRun, cordonRun] = await sampleInterleaved(Math.floor(n / 2), [
+    rawOneOff,
+    () => sandbox.run({ code: "export default () => 1" }),
+  ]);
+  report("raw isolated-vm (isolate+context+module+call)", rawRun);
+  report("cordon sandbox.run", cordonRun, rawRun, { target: "p50 <= 1 ms" });
+
+  section("v8: warm call of a trivial handler");
+  const raw = await rawHandler();
+  const prefix = await sandbox.prepare({
+    code: "export function handle(e) { return e.n + 1 }\nexport function track(e) { return e.type.length }\nexport function batch(events) { let n = 0; for (const e of events) n += e.type.length; return n }",
+  });
+  const rawSync = await sample(n * 5, async () => raw.track.applySync(undefined, ['{"type":"x"}']));
+  const lag = monitorEventLoopDelay({ resolution: 1 });
+  lag.enable();
+  const [rawApply, cordonCall] = await sampleInterleaved(n * 5, [
+    () => raw.track.apply(undefined, ['{"type":"x"}']),
+    () => prefix.call({ export: "handle", args: [{ n: 1 }] }),
+  ]);
+  lag.disable();
+  report("raw applySync (blocks the event loop)", rawSync);
+  report("raw apply (async; same thread hops as cordon)", rawApply);
+  report("cordon prefix.call", cordonCall, rawApply, { target: "p50 <= 40 us" });
+  console.log(
+    `  event-loop delay during cordon calls: p99 ${(lag.percentile(99) / 1e6).toFixed(2)} ms, max ${(lag.max / 1e6).toFixed(2)} ms`,
+  );
+
+  section(`v8: ~${JSON.stringify(EVENT).length}-byte analytics events`);
+  // Raw does the same work: the event is serialized per call and parsed in the isolate.
+  const total = quick ? 20_000 : 100_000;
+  const rawSingle = await eventsPerSecond(total, 64, 1, () => raw.track.apply(undefined, [JSON.stringify(EVENT)]));
+  const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
+  const batch = Array.from({ length: 32 }, () => EVENT);
+  const rawBatched = await eventsPerSecond(total, 8, 32, () => raw.batch.apply(undefined, [JSON.stringify(batch)]));
+  const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
+  console.log(
+    `  one per call, 64 in flight:  raw ${fmt(rawSingle)}/s   cordon ${fmt(single)}/s   ratio ${(single / rawSingle).toFixed(2)}   target >= 150,000/s`,
+  );
+  console.log(
+    `  32 per call, 8 in flight:    raw ${fmt(rawBatched)}/s   cordon ${fmt(batched)}/s   ratio ${(batched / rawBatched).toFixed(2)}   target >= 400,000/s`,
+  );
+
+  section("v8: an idle warm instance");
+  await new Promise((r) => setTimeout(r, 50));
+  const stats = sandbox.stats();
+  const perInstance = stats.idleHeapBytes / Math.max(1, stats.idleInstances);
+  const rawHeap = (await raw.isolate.getHeapStatistics()).used_heap_size;
+  console.log(`  raw isolate + context: ${(rawHeap / 1024 / 1024).toFixed(2)} MB heap used`);
+  console.log(
+    `  cordon idle instance (runtime + prefix): ${(perInstance / 1024 / 1024).toFixed(2)} MB heap used   target <= 2 MB`,
+  );
+
+  raw.isolate.dispose();
+  await prefix.dispose();
+  await sandbox.dispose();
+}
+
+function fmt(n) {
+  return Math.round(n).toLocaleString("en-US");
+}
