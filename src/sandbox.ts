@@ -20,7 +20,7 @@ import type {
   PrepareOptions,
   ReadExportsResult,
 } from "./core/types.js";
-import type { V8EngineOptions } from "./engines/v8/engine.js";
+import type { PooledEngineOptions } from "./engines/pooled-engine.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
@@ -387,13 +387,13 @@ function selectHost(name: HostName): ConcreteHost {
   throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: host "${name}" is not available in this version; use "inprocess"`);
 }
 
-async function selectEngine(name: EngineName, options: V8EngineOptions): Promise<Engine> {
+async function selectEngine(name: EngineName, options: PooledEngineOptions): Promise<Engine> {
   if (name === "auto" || name === "v8") {
     if (name === "auto" && !isolatedVmAvailable()) {
       throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: no engine is available (isolated-vm did not load)");
     }
-    const { V8Engine } = await import("./engines/v8/engine.js");
-    return new V8Engine(options);
+    const { createV8Engine } = await import("./engines/v8/engine.js");
+    return createV8Engine(options);
   }
   throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "${name}" is not available in this version; use "v8"`);
 }

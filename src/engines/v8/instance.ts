@@ -6,18 +6,11 @@ import type { LineMap } from "../../core/source-map.js";
 import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
 import { parseUrl, randomBytes, setUrlPart } from "../host-services.js";
+import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
 import { loadIsolatedVm } from "./load.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
-
-/** What an execution on this instance receives from the guest's synchronous callbacks. */
-export interface InstanceListener {
-  onLog(level: string, message: string, index?: number): void;
-  onCall(id: number, fnId: number, argsText: string): void;
-  onTimer(id: number, ms: number): void;
-  onDone(kind: string, text: string, index?: number): void;
-}
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
@@ -28,7 +21,7 @@ let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
  * wired to whichever execution currently owns it. Isolates are single-threaded: at most one
  * execution owns an instance at a time.
  */
-export class V8Instance {
+export class V8Instance implements EngineInstance {
   listener: InstanceListener | undefined;
   bindings: Bindings | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
@@ -95,6 +88,25 @@ export class V8Instance {
     return this.isolate.isDisposed;
   }
 
+  cpuTimeNs(): bigint {
+    return this.isolate.cpuTime;
+  }
+
+  async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
+    const { bindings, mode, inputText, caps, source, sourceImports } = request;
+    if (source.script) {
+      // No imports, no top-level await: the whole run crosses once.
+      startCpu();
+      await this.runScript(bindings, mode, inputText, caps, { ...source, script: source.script });
+      return;
+    }
+    if (bindings) await this.start(bindings, mode, inputText, caps);
+    else await this.begin(mode, inputText, ...caps);
+    const driver = await this.link(source, sourceImports);
+    startCpu();
+    await driver.evaluate();
+  }
+
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
   async install(bindings: Bindings): Promise<void> {
     this.bindings = bindings;
@@ -150,9 +162,9 @@ export class V8Instance {
    * Call a dotted export of the prepared prefix once per argument list, in one crossing. Resolves
    * with the outcomes joined by U+0001; "p" marks one that arrives later through onDone.
    */
-  call(path: string, argsTexts: string[], caps: [number, number, number]): Promise<string> {
+  call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
     // Caps cross only when they changed: every argument costs on the host's thread.
-    const same = this.lastCaps !== undefined && this.lastCaps.every((v, i) => v === caps[i]);
+    const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
     const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");

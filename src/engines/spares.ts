@@ -1,14 +1,14 @@
-import { V8Instance } from "./instance.js";
+import type { EngineInstance } from "./instance.js";
 
 /** A one-off run on a spare takes about a millisecond; refill just after it. */
 const REFILL_DELAY_MS = 2;
 
 /**
- * Spare instances created ahead of time, so a one-off run does not pay isolate creation and
- * runtime bootstrap (about 3 ms) on its critical path. Taking one starts a refill in the background.
+ * Spare instances created ahead of time, so a one-off run does not pay instance creation and
+ * runtime bootstrap (about 3 ms for an isolate, more for QuickJS) on its critical path. Taking one starts a refill in the background.
  */
-export class Spares {
-  private readonly ready: V8Instance[] = [];
+export class Spares<I extends EngineInstance = EngineInstance> {
+  private readonly ready: I[] = [];
   private filling = 0;
   private scheduled = false;
   private disposed = false;
@@ -16,6 +16,7 @@ export class Spares {
   constructor(
     private readonly size: number,
     private readonly memoryMb: number,
+    private readonly create: (memoryMb: number) => Promise<I>,
   ) {
     this.refill();
   }
@@ -25,7 +26,7 @@ export class Spares {
   }
 
   /** A bootstrapped instance with no bindings: a spare when one fits, else a new one. */
-  async take(memoryMb: number): Promise<V8Instance> {
+  async take(memoryMb: number): Promise<I> {
     if (memoryMb === this.memoryMb) {
       const spare = this.ready.pop();
       if (spare) {
@@ -35,7 +36,7 @@ export class Spares {
         return spare;
       }
     }
-    return V8Instance.create(memoryMb);
+    return this.create(memoryMb);
   }
 
   private refillSoon(): void {
@@ -51,7 +52,7 @@ export class Spares {
     if (this.disposed) return;
     while (this.ready.length + this.filling < this.size) {
       this.filling++;
-      V8Instance.create(this.memoryMb).then(
+      this.create(this.memoryMb).then(
         (instance) => {
           this.filling--;
           if (this.disposed) instance.dispose();

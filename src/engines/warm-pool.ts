@@ -1,9 +1,9 @@
-import type { EnginePrefix, EnginePrepareRequest, PrefixCallRequest, PrefixCounts, PrefixRunRequest } from "../../core/engine.js";
-import type { ResolvedLimits } from "../../core/limits.js";
-import type { Residency, Resident } from "../../core/residency.js";
-import type { RunResult } from "../../core/types.js";
+import type { EnginePrefix, EnginePrepareRequest, PrefixCallRequest, PrefixCounts, PrefixRunRequest } from "../core/engine.js";
+import type { ResolvedLimits } from "../core/limits.js";
+import type { Residency, Resident } from "../core/residency.js";
+import type { EngineName, RunResult } from "../core/types.js";
 import { Execution } from "./execution.js";
-import type { V8Instance } from "./instance.js";
+import type { EngineInstance, RuntimeCaps } from "./instance.js";
 import type { Spares } from "./spares.js";
 
 /** At most this many waiting calls cross together. */
@@ -27,7 +27,7 @@ function limitsKey(request: PrefixCallRequest): string {
   return `${l.cpuTimeMs},${l.wallTimeMs},${l.maxOutputBytes},${l.maxLogEntries},${l.maxLogBytes},${l.maxBridgeCalls},${l.maxBridgeCallBytes}`;
 }
 
-function queueFull(host: RunResult["stats"]["host"], depth: number): RunResult {
+function queueFull(engine: RunResult["stats"]["engine"], host: RunResult["stats"]["host"], depth: number): RunResult {
   return {
     status: "failed",
     ok: false,
@@ -37,7 +37,7 @@ function queueFull(host: RunResult["stats"]["host"], depth: number): RunResult {
       message: `the prefix's call queue is full (${depth} waiting); retry later or raise maxQueuedRuns`,
     },
     logs: [],
-    stats: { engine: "v8", host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
+    stats: { engine, host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
   };
 }
 
@@ -48,17 +48,18 @@ const HEAP_SAMPLE_EVERY = 16;
  * The warm pool of one prefix: instances that have evaluated the prefix module, reused for
  * runs and calls. One execution owns an instance at a time; concurrent work gets more instances.
  */
-export class V8Prefix implements EnginePrefix {
-  private readonly idle: V8Instance[] = [];
+export class WarmPool implements EnginePrefix {
+  private readonly idle: EngineInstance[] = [];
   private queue: Queued[] = [];
   /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
   private readonly asyncPaths = new Set<string>();
-  private readonly residents = new Map<V8Instance, Resident>();
+  private readonly residents = new Map<EngineInstance, Resident>();
   private busy = 0;
   private disposed = false;
   private readonly guestFiles: Set<string>;
 
   constructor(
+    private readonly engine: Exclude<EngineName, "auto">,
     private readonly request: EnginePrepareRequest,
     private readonly spares: Spares,
     private readonly residency: Residency,
@@ -69,24 +70,21 @@ export class V8Prefix implements EnginePrefix {
   }
 
   /** Create a warm instance: bootstrap, install the prefix's bindings, evaluate the prefix module. */
-  async warmUp(signal?: AbortSignal): Promise<{ instance?: V8Instance; result: RunResult }> {
+  async warmUp(signal?: AbortSignal): Promise<{ instance?: EngineInstance; result: RunResult }> {
     const { source, sourceImports, bindings, limits, host } = this.request;
     const instance = await this.spares.take(limits.memoryMb);
-    const execution = new Execution(instance, { limits, signal, host, warm: false, guestFiles: this.guestFiles });
-    try {
-      const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-      if (source.script) {
-        execution.startCpu();
-        await instance.runScript(bindings, "prepare", '{"$":"u"}', caps, { ...source, script: source.script });
-      } else {
-        await instance.start(bindings, "prepare", '{"$":"u"}', caps);
-        const driver = await instance.link(source, sourceImports);
-        execution.startCpu();
-        driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
-      }
-    } catch (error) {
-      execution.taskFailed(error);
-    }
+    const execution = new Execution(instance, {
+      engine: this.engine,
+      limits,
+      signal,
+      host,
+      warm: false,
+      guestFiles: this.guestFiles,
+    });
+    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+    instance
+      .evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', caps, source, sourceImports }, () => execution.startCpu())
+      .catch((error: unknown) => execution.taskFailed(error));
     const result = await execution.outcome;
     if (!result.ok) {
       instance.dispose();
@@ -97,7 +95,7 @@ export class V8Prefix implements EnginePrefix {
     return { instance, result };
   }
 
-  adopt(instance: V8Instance): void {
+  adopt(instance: EngineInstance): void {
     this.release(instance);
   }
 
@@ -107,22 +105,12 @@ export class V8Prefix implements EnginePrefix {
     const { instance, warm } = acquired;
     const { limits, signal } = request;
     const guestFiles = new Set([...this.guestFiles, request.source.filename, ...Object.keys(request.sourceImports)]);
-    const execution = new Execution(instance, { limits, signal, host: this.request.host, warm, guestFiles });
-    try {
-      const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-      const { source } = request;
-      if (source.script) {
-        execution.startCpu();
-        await instance.runScript(undefined, "run", request.inputText, caps, { ...source, script: source.script });
-      } else {
-        await instance.begin("run", request.inputText, ...caps);
-        const driver = await instance.link(source, request.sourceImports);
-        execution.startCpu();
-        driver.evaluate().catch((error: unknown) => execution.taskFailed(error));
-      }
-    } catch (error) {
-      execution.taskFailed(error);
-    }
+    const execution = new Execution(instance, { engine: this.engine, limits, signal, host: this.request.host, warm, guestFiles });
+    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+    const { source, sourceImports, inputText } = request;
+    instance
+      .evaluate({ mode: "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+      .catch((error: unknown) => execution.taskFailed(error));
     const result = await execution.outcome;
     // The result is out; wait until the isolate is idle before another run may own it.
     void this.fence(instance, limits).then(() => this.release(instance));
@@ -139,7 +127,7 @@ export class V8Prefix implements EnginePrefix {
   async call(request: PrefixCallRequest): Promise<RunResult> {
     const idle = this.takeIdle();
     if (idle) return (await this.dispatch(idle, true, [request]))[0];
-    if (this.queue.length >= this.maxQueued) return queueFull(this.request.host, this.queue.length);
+    if (this.queue.length >= this.maxQueued) return queueFull(this.engine, this.request.host, this.queue.length);
     if (this.busy < this.parallelismFor(request.path)) {
       const acquired = await this.acquire(request.signal);
       if ("result" in acquired) return acquired.result;
@@ -149,10 +137,11 @@ export class V8Prefix implements EnginePrefix {
   }
 
   /** One crossing for `requests` (same export, same limits) on an instance this prefix holds. */
-  private async dispatch(instance: V8Instance, warm: boolean, requests: PrefixCallRequest[]): Promise<RunResult[]> {
+  private async dispatch(instance: EngineInstance, warm: boolean, requests: PrefixCallRequest[]): Promise<RunResult[]> {
     const { limits, path } = requests[0];
     const signal = requests.length === 1 ? requests[0].signal : undefined;
     const execution = new Execution(instance, {
+      engine: this.engine,
       limits,
       signal,
       host: this.request.host,
@@ -169,7 +158,7 @@ export class V8Prefix implements EnginePrefix {
         caps,
       )
       .then(
-        (joined) => {
+        (joined: string) => {
           if (joined.includes("p")) this.asyncPaths.add(path);
           execution.finishAll(joined);
         },
@@ -182,7 +171,7 @@ export class V8Prefix implements EnginePrefix {
   }
 
   /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
-  private drain(instance: V8Instance): boolean {
+  private drain(instance: EngineInstance): boolean {
     if (this.queue.length === 0) return false;
     const first = this.queue[0];
     const batch: Queued[] = [];
@@ -213,7 +202,7 @@ export class V8Prefix implements EnginePrefix {
     return this.asyncPaths.has(path) ? this.limits.maxInstances : this.limits.coalesceAbove;
   }
 
-  private takeIdle(): V8Instance | undefined {
+  private takeIdle(): EngineInstance | undefined {
     const instance = this.idle.pop();
     if (!instance) return undefined;
     this.busy++;
@@ -238,7 +227,7 @@ export class V8Prefix implements EnginePrefix {
     for (const instance of this.idle.splice(0)) this.drop(instance);
   }
 
-  private async acquire(signal?: AbortSignal): Promise<{ instance: V8Instance; warm: boolean } | { result: RunResult }> {
+  private async acquire(signal?: AbortSignal): Promise<{ instance: EngineInstance; warm: boolean } | { result: RunResult }> {
     const instance = this.takeIdle();
     if (instance) return { instance, warm: true };
     this.busy++;
@@ -251,7 +240,7 @@ export class V8Prefix implements EnginePrefix {
   }
 
   /** Put an instance back: kept warm when untainted and within the residency budget. */
-  private release(instance: V8Instance): void {
+  private release(instance: EngineInstance): void {
     this.busy = Math.max(0, this.busy - 1);
     instance.uses++;
     instance.listener = undefined;
@@ -297,7 +286,7 @@ export class V8Prefix implements EnginePrefix {
     for (const queued of this.queue.splice(0)) queued.resolve(result);
   }
 
-  private drop(instance: V8Instance): void {
+  private drop(instance: EngineInstance): void {
     const resident = this.residents.get(instance);
     if (resident) this.residency.leave(resident);
     this.residents.delete(instance);
@@ -305,7 +294,7 @@ export class V8Prefix implements EnginePrefix {
   }
 
   /** Wait for the isolate to finish what the guest left running; past the wall time, taint it. */
-  private async fence(instance: V8Instance, limits: ResolvedLimits): Promise<void> {
+  private async fence(instance: EngineInstance, limits: ResolvedLimits): Promise<void> {
     if (instance.tainted || instance.disposed) return;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<"late">((resolve) => {

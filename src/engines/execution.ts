@@ -1,15 +1,16 @@
-import { dispatchBridgeCall, sharedCodec } from "../../core/bindings.js";
-import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../../core/errors.js";
-import { guestThrown, sanitizeStack } from "../../core/guest-errors.js";
-import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../../core/limits.js";
-import { remapStack } from "../../core/source-map.js";
-import type { HostName, LogEntry, LogLevel, RunResult } from "../../core/types.js";
-import type { InstanceListener, V8Instance } from "./instance.js";
+import { dispatchBridgeCall, sharedCodec } from "../core/bindings.js";
+import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
+import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
+import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
+import { remapStack } from "../core/source-map.js";
+import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
+import type { EngineInstance, InstanceListener } from "./instance.js";
 import { type Watched, watchdog } from "./watchdog.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
 
 export interface ExecutionOptions {
+  engine: Exclude<EngineName, "auto">;
   limits: ResolvedLimits;
   signal?: AbortSignal;
   host: Exclude<HostName, "auto">;
@@ -23,10 +24,11 @@ export interface ExecutionOptions {
 /**
  * One run or call on an instance: its limits, logs, host calls, timers and outcome.
  *
- * Limits are enforced from the host's event loop, which stays free because every isolated-vm
- * call is asynchronous: a wall timer, a CPU timer reading `isolate.cpuTime`, the abort signal,
- * and isolated-vm's heap limit. A fired limit taints and disposes the instance, which stops the
- * guest wherever it is, even inside a synchronous loop.
+ * Limits are enforced from the host's event loop, which stays free because the guest runs on
+ * another thread (an isolated-vm isolate, or a QuickJS worker): the watchdog checks wall time
+ * and the instance's CPU time, the abort signal ends it at once, and the engine's own heap
+ * limit does the rest. A fired limit taints and disposes the instance, which stops the guest
+ * wherever it is, even inside a synchronous loop.
  */
 export class Execution implements InstanceListener, Watched {
   private readonly started = performance.now();
@@ -50,7 +52,7 @@ export class Execution implements InstanceListener, Watched {
   private readonly onAbort?: () => void;
 
   constructor(
-    private readonly instance: V8Instance,
+    private readonly instance: EngineInstance,
     private readonly options: ExecutionOptions,
   ) {
     instance.listener = this;
@@ -77,7 +79,7 @@ export class Execution implements InstanceListener, Watched {
 
   /** Start counting CPU: from here on, the isolate's CPU time belongs to this execution. */
   startCpu(): void {
-    this.cpuStartNs = this.instance.isolate.cpuTime;
+    this.cpuStartNs = this.instance.cpuTimeNs();
   }
 
   /** Called by the watchdog. CPU counts only from startCpu; wall time from construction. */
@@ -94,7 +96,7 @@ export class Execution implements InstanceListener, Watched {
   private cpuMs(): number {
     if (this.cpuStartNs === undefined) return 0;
     try {
-      return Number(this.instance.isolate.cpuTime - this.cpuStartNs) / 1e6;
+      return Number(this.instance.cpuTimeNs() - this.cpuStartNs) / 1e6;
     } catch {
       return 0;
     }
@@ -297,7 +299,7 @@ export class Execution implements InstanceListener, Watched {
 
   private stats(): RunResult["stats"] {
     return {
-      engine: "v8",
+      engine: this.options.engine,
       host: this.options.host,
       wallMs: round(performance.now() - this.started),
       cpuMs: round(this.cpuMs()),

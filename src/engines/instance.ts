@@ -1,0 +1,59 @@
+import type { Bindings } from "../core/bindings.js";
+import type { LineMap } from "../core/source-map.js";
+import type { GuestSource } from "../core/source.js";
+
+/** What an execution receives from the guest runtime's synchronous callbacks. */
+export interface InstanceListener {
+  onLog(level: string, message: string, index?: number): void;
+  onCall(id: number, fnId: number, argsText: string): void;
+  onTimer(id: number, ms: number): void;
+  onDone(kind: string, text: string, index?: number): void;
+}
+
+/** Caps the guest runtime enforces itself: maxOutputBytes, maxLogEntries, maxLogBytes. */
+export type RuntimeCaps = [number, number, number];
+
+export interface EvaluateRequest {
+  /** Installed on a fresh instance; undefined on a warm one (it keeps its prefix's bindings). */
+  bindings?: Bindings;
+  mode: "run" | "prepare";
+  inputText: string;
+  caps: RuntimeCaps;
+  source: GuestSource;
+  sourceImports: Record<string, string>;
+}
+
+/**
+ * One guest realm with the cordon runtime bootstrapped in it: a V8 isolate, or a QuickJS
+ * runtime in a worker thread. One execution owns an instance at a time. Every engine's instance
+ * offers the same operations, so executions, spares and warm pools are shared code.
+ */
+export interface EngineInstance {
+  listener: InstanceListener | undefined;
+  bindings: Bindings | undefined;
+  /** A fired limit, an abort or a crash: never reuse. */
+  tainted: boolean;
+  readonly disposed: boolean;
+  readonly memoryMb: number;
+  /** Source maps by module filename, so failures report the caller's own lines. */
+  readonly lineMaps: Map<string, LineMap>;
+  heapUsedBytes: number;
+  uses: number;
+  lastUsed: number;
+  /** CPU time the guest has used in this instance so far, in nanoseconds. */
+  cpuTimeNs(): bigint;
+  /**
+   * Evaluate a module and call its default export (run) or keep its exports (prepare). Calls
+   * `startCpu` when guest code is about to run. The outcome arrives through listener.onDone;
+   * the promise rejects with what evaluation threw.
+   */
+  evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void>;
+  /** Call an export of the prepared prefix once per argument list; resolves with the joined outcomes. */
+  call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string>;
+  settle(id: number, ok: boolean, text: string): Promise<unknown>;
+  fire(id: number): Promise<unknown>;
+  /** Resolves once the instance has finished everything queued before it. */
+  ping(): Promise<unknown>;
+  measureHeap(): Promise<number>;
+  dispose(): void;
+}

@@ -1,0 +1,85 @@
+import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../core/engine.js";
+import { Residency } from "../core/residency.js";
+import type { EngineName, RunResult } from "../core/types.js";
+import { Execution } from "./execution.js";
+import type { EngineInstance, RuntimeCaps } from "./instance.js";
+import { Spares } from "./spares.js";
+import { WarmPool } from "./warm-pool.js";
+
+export interface PooledEngineOptions {
+  /** Memory of spare instances: the sandbox's default, so one-off runs usually find a spare. */
+  memoryMb: number;
+  spares: number;
+  budgetBytes: number;
+  /** Instances per prefix busy with calls that return at once, before calls coalesce. */
+  coalesceAbove: number;
+  /** Instances per prefix busy with calls that await. */
+  maxInstances: number;
+  maxQueued: number;
+}
+
+/**
+ * An engine made of instances: one fresh instance per one-off run (taken from the spares), a
+ * warm pool per prefix, one residency budget over all idle instances. Engines differ only in
+ * how an instance is made (`create`) and what it is (EngineInstance).
+ */
+export class PooledEngine implements Engine {
+  private readonly spares: Spares;
+  private readonly residency: Residency;
+  private readonly pools = new Set<WarmPool>();
+
+  constructor(
+    readonly name: Exclude<EngineName, "auto">,
+    create: (memoryMb: number) => Promise<EngineInstance>,
+    private readonly options: PooledEngineOptions,
+    private readonly onDispose?: () => Promise<void>,
+  ) {
+    this.spares = new Spares(options.spares, options.memoryMb, create);
+    this.residency = new Residency(options.budgetBytes);
+  }
+
+  async run(request: EngineRunRequest): Promise<RunResult> {
+    const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
+    const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
+    const instance = await this.spares.take(limits.memoryMb);
+    const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
+    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+    instance
+      .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+      .catch((error: unknown) => execution.taskFailed(error));
+    const result = await execution.outcome;
+    // One-off runs never share an instance: this one is done.
+    instance.dispose();
+    return result;
+  }
+
+  async prepare(request: EnginePrepareRequest): Promise<{ prefix: WarmPool; result: RunResult }> {
+    const { coalesceAbove, maxInstances, maxQueued } = this.options;
+    const pool = new WarmPool(this.name, request, this.spares, this.residency, { coalesceAbove, maxInstances }, maxQueued);
+    const { instance, result } = await pool.warmUp();
+    if (instance) {
+      pool.adopt(instance);
+      this.pools.add(pool);
+    }
+    return { prefix: pool, result };
+  }
+
+  stats(): EngineStats {
+    const prefixes = [...this.pools].map((p) => p.counts());
+    return {
+      warmInstances: prefixes.reduce((n, p) => n + p.warm, 0),
+      idleInstances: this.residency.idleCount,
+      idleHeapBytes: this.residency.idleBytes,
+      budgetBytes: this.residency.budgetBytes,
+      spareInstances: this.spares.count,
+      prefixes,
+    };
+  }
+
+  async dispose(): Promise<void> {
+    for (const pool of this.pools) pool.dispose();
+    this.pools.clear();
+    this.spares.dispose();
+    await this.onDispose?.();
+  }
+}
