@@ -388,12 +388,20 @@ function selectHost(name: HostName): ConcreteHost {
 }
 
 async function selectEngine(name: EngineName, options: PooledEngineOptions): Promise<Engine> {
-  if (name === "auto" || name === "v8") {
-    if (name === "auto" && !isolatedVmAvailable()) {
-      throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: no engine is available (isolated-vm did not load)");
-    }
+  // auto: v8 when isolated-vm loads, else quickjs (no native build needed).
+  if (name === "v8" || (name === "auto" && isolatedVmAvailable())) {
     const { createV8Engine } = await import("./engines/v8/engine.js");
     return createV8Engine(options);
   }
-  throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "${name}" is not available in this version; use "v8"`);
+  if (name === "quickjs" || name === "auto") {
+    const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
+    const { quickjsAvailable } = await import("./engines/quickjs/threads.js");
+    if (!quickjsAvailable())
+      throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: no engine is available (isolated-vm and QuickJS did not load)");
+    return createQuickJSEngine(options);
+  }
+  throw new CordonError(
+    "ERR_ENGINE_UNAVAILABLE",
+    `cordon: engine "${name}" is not available in this version; use "v8" or "quickjs"`,
+  );
 }

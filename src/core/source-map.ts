@@ -66,8 +66,10 @@ export function originalPosition(map: LineMap, line: number, column: number): { 
 /** Rewrite `file:line:col` positions of `filename` in a stack through the map. */
 export function remapStack(stack: string, filename: string, map: LineMap): string {
   const escaped = filename.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  return stack.replace(new RegExp(`${escaped}:(\\d+):(\\d+)`, "g"), (whole, line: string, column: string) => {
-    const position = originalPosition(map, Number(line), Number(column));
-    return position ? `${filename}:${position.line}:${position.column}` : whole;
+  // QuickJS frames may carry a line without a column.
+  return stack.replace(new RegExp(`${escaped}:(\\d+)(?::(\\d+))?`, "g"), (whole, line: string, column?: string) => {
+    const position = originalPosition(map, Number(line), Number(column ?? 1));
+    if (!position) return whole;
+    return column === undefined ? `${filename}:${position.line}` : `${filename}:${position.line}:${position.column}`;
   });
 }

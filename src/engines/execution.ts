@@ -223,6 +223,10 @@ export class Execution implements InstanceListener, Watched {
     }
   }
 
+  onFailure(error: unknown): void {
+    this.taskFailed(error);
+  }
+
   /** A task inside the isolate threw: an uncaught exception, an unhandled rejection, or a disposal. */
   taskFailed(error: unknown): void {
     if (this.settled) return;

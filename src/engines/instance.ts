@@ -8,6 +8,8 @@ export interface InstanceListener {
   onCall(id: number, fnId: number, argsText: string): void;
   onTimer(id: number, ms: number): void;
   onDone(kind: string, text: string, index?: number): void;
+  /** Guest code threw past the runtime (engines that report such failures as events). */
+  onFailure?(error: unknown): void;
 }
 
 /** Caps the guest runtime enforces itself: maxOutputBytes, maxLogEntries, maxLogBytes. */

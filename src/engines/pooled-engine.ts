@@ -1,10 +1,31 @@
 import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../core/engine.js";
+import { CordonError } from "../core/errors.js";
 import { Residency } from "../core/residency.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution } from "./execution.js";
 import type { EngineInstance, RuntimeCaps } from "./instance.js";
 import { Spares } from "./spares.js";
 import { WarmPool } from "./warm-pool.js";
+
+/** No instance could be made (a worker died, an engine failed to load): a result, not a throw. */
+export function instanceFailure(
+  engine: Exclude<EngineName, "auto">,
+  host: RunResult["stats"]["host"],
+  error: unknown,
+): RunResult {
+  const code = error instanceof CordonError ? error.code : "ERR_INSTANCE_RESET";
+  return {
+    status: "failed",
+    ok: false,
+    error: {
+      code,
+      name: "CordonError",
+      message: `no ${engine} instance could be started: ${(error as Error)?.message ?? error}`,
+    },
+    logs: [],
+    stats: { engine, host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
+  };
+}
 
 export interface PooledEngineOptions {
   /** Memory of spare instances: the sandbox's default, so one-off runs usually find a spare. */
@@ -41,7 +62,12 @@ export class PooledEngine implements Engine {
   async run(request: EngineRunRequest): Promise<RunResult> {
     const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
     const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
-    const instance = await this.spares.take(limits.memoryMb);
+    let instance: EngineInstance;
+    try {
+      instance = await this.spares.take(limits.memoryMb);
+    } catch (error) {
+      return instanceFailure(this.name, host, error);
+    }
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance

@@ -3,6 +3,7 @@ import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution } from "./execution.js";
+import { instanceFailure } from "./pooled-engine.js";
 import type { EngineInstance, RuntimeCaps } from "./instance.js";
 import type { Spares } from "./spares.js";
 
@@ -51,6 +52,8 @@ const HEAP_SAMPLE_EVERY = 16;
 export class WarmPool implements EnginePrefix {
   private readonly idle: EngineInstance[] = [];
   private queue: Queued[] = [];
+  /** Runs whose result is out, while their instance finishes what the guest left queued. */
+  private readonly fencing = new Set<Promise<void>>();
   /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
   private readonly asyncPaths = new Set<string>();
   private readonly residents = new Map<EngineInstance, Resident>();
@@ -72,7 +75,12 @@ export class WarmPool implements EnginePrefix {
   /** Create a warm instance: bootstrap, install the prefix's bindings, evaluate the prefix module. */
   async warmUp(signal?: AbortSignal): Promise<{ instance?: EngineInstance; result: RunResult }> {
     const { source, sourceImports, bindings, limits, host } = this.request;
-    const instance = await this.spares.take(limits.memoryMb);
+    let instance: EngineInstance;
+    try {
+      instance = await this.spares.take(limits.memoryMb);
+    } catch (error) {
+      return { result: instanceFailure(this.engine, host, error) };
+    }
     const execution = new Execution(instance, {
       engine: this.engine,
       limits,
@@ -112,8 +120,10 @@ export class WarmPool implements EnginePrefix {
       .evaluate({ mode: "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
       .catch((error: unknown) => execution.taskFailed(error));
     const result = await execution.outcome;
-    // The result is out; wait until the isolate is idle before another run may own it.
-    void this.fence(instance, limits).then(() => this.release(instance));
+    // The result is out; wait until the instance is idle before another run may own it.
+    const fenced = this.fence(instance, limits).then(() => this.release(instance));
+    this.fencing.add(fenced);
+    void fenced.finally(() => this.fencing.delete(fenced));
     return result;
   }
 
@@ -228,6 +238,8 @@ export class WarmPool implements EnginePrefix {
   }
 
   private async acquire(signal?: AbortSignal): Promise<{ instance: EngineInstance; warm: boolean } | { result: RunResult }> {
+    // An instance finishing its last run is about to be idle: waiting for it beats a cold start.
+    if (this.idle.length === 0 && this.fencing.size > 0) await Promise.race(this.fencing);
     const instance = this.takeIdle();
     if (instance) return { instance, warm: true };
     this.busy++;

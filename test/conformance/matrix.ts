@@ -13,13 +13,27 @@ export interface Combination {
 
 export const COMBINATIONS: Combination[] = [
   { name: "v8/inprocess", engine: "v8", host: "inprocess", options: { engine: "v8", host: "inprocess" } },
+  { name: "quickjs/inprocess", engine: "quickjs", host: "inprocess", options: { engine: "quickjs", host: "inprocess" } },
 ];
 
 /**
  * Behaviours an engine cannot provide, with the reason. The suites assert the documented
  * difference instead of skipping: `differs(combo, key)` names the entry.
  */
-export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], string>>> = {};
+export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], string>>> = {
+  "unhandled-rejection": {
+    "quickjs/inprocess":
+      "quickjs-emscripten does not expose QuickJS's promise rejection tracker (promiseRejectionHandler is unimplemented in its API), so a rejection nobody handles cannot be seen: the run completes with its value. An exception thrown in a timer callback still fails the run.",
+  },
+  "prepare-stack-trace": {
+    "quickjs/inprocess":
+      "Error.prepareStackTrace and CallSite objects are V8 APIs. QuickJS has neither: a stack is a string, so no CallSite can hand out a function or a receiver, and the hook is never called.",
+  },
+  "dynamic-import": {
+    "quickjs/inprocess":
+      "QuickJS serves import() from the same loader as static imports, which knows only the modules passed in `imports` (and the guest module itself); every other specifier rejects. V8 under isolated-vm rejects every import().",
+  },
+};
 
 export function differs(combo: Combination, key: string): string | undefined {
   return DIFFERENCES[key]?.[combo.name];

@@ -194,7 +194,7 @@ describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
     await using sandbox = await createSandbox({ ...combo.options, memoryBudgetMb: 3 });
     const prefixes = await Promise.all(
       [0, 1, 2, 3].map((i) =>
-        sandbox.prepare({ code: `globalThis.big = new Array(50000).fill(${i}); export const get = () => big[0]` }),
+        sandbox.prepare({ code: `globalThis.big = new Array(200000).fill(${i}); export const get = () => big[0]` }),
       ),
     );
     await new Promise((r) => setTimeout(r, 50));

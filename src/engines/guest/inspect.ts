@@ -36,7 +36,11 @@ export function createInspect(): FormatLogArgs {
     if (value === null) return "null";
     if (seen.includes(value)) return "[Circular]";
     if (value instanceof Error) {
-      return typeof value.stack === "string" && value.stack ? value.stack : `${value.name}: ${value.message}`;
+      const header = `${value.name}: ${value.message}`;
+      const stack = typeof value.stack === "string" ? value.stack : "";
+      // V8 stacks start with the header; QuickJS stacks are frames only.
+      if (!stack) return header;
+      return stack.startsWith(value.name) ? stack : `${header}\n${stack.replace(/\n$/, "")}`;
     }
     if (value instanceof Date) return Number.isNaN(value.getTime()) ? "Invalid Date" : value.toISOString();
     if (value instanceof RegExp) return StringCtor(value);

@@ -46,9 +46,8 @@ export class V8Instance implements EngineInstance {
     try {
       const context = await isolate.createContext();
       const holder: { instance?: V8Instance } = {};
-      const on = <K extends keyof InstanceListener>(key: K) =>
-        ((...args: Parameters<InstanceListener[K]>) =>
-          (holder.instance?.listener?.[key] as ((...a: unknown[]) => void) | undefined)?.(...args)) as (
+      const on = (key: "onLog" | "onCall" | "onTimer" | "onDone") =>
+        ((...args: unknown[]) => (holder.instance?.listener?.[key] as ((...a: unknown[]) => void) | undefined)?.(...args)) as (
           ...args: never[]
         ) => unknown;
       const n = HOST_CALLBACK_NAMES;

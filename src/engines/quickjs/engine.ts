@@ -1,0 +1,14 @@
+import { PooledEngine, type PooledEngineOptions } from "../pooled-engine.js";
+import { QuickJSInstance } from "./instance.js";
+import { QuickJSThreads } from "./threads.js";
+
+/** The quickjs engine: QuickJS compiled to WebAssembly, in worker threads of this process. */
+export function createQuickJSEngine(options: PooledEngineOptions): PooledEngine {
+  const threads = new QuickJSThreads();
+  return new PooledEngine(
+    "quickjs",
+    (memoryMb) => QuickJSInstance.create(memoryMb, threads),
+    options,
+    () => threads.dispose(),
+  );
+}

@@ -1,0 +1,199 @@
+import type { Bindings } from "../../core/bindings.js";
+import { CordonError } from "../../core/errors.js";
+import type { LineMap } from "../../core/source-map.js";
+import { normalizeSource } from "../../core/source.js";
+import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import type { FromWorker } from "./protocol.js";
+import type { QuickJSThread, QuickJSThreads } from "./threads.js";
+
+let nextId = 0;
+
+/**
+ * The host's handle on a QuickJS runtime living in a worker thread. It speaks the worker
+ * protocol and exposes the same operations as a V8 isolate, so executions, spares and warm pools
+ * are shared. Shared memory carries the two things that cannot wait for a message: the stop flag
+ * (read by QuickJS's interrupt handler while the guest spins) and the guest's CPU time.
+ */
+export class QuickJSInstance implements EngineInstance {
+  listener: InstanceListener | undefined;
+  bindings: Bindings | undefined;
+  tainted = false;
+  heapUsedBytes = 0;
+  uses = 0;
+  lastUsed = performance.now();
+  readonly lineMaps = new Map<string, LineMap>();
+  private gone = false;
+  private lastCaps: RuntimeCaps | undefined;
+
+  private constructor(
+    private readonly thread: QuickJSThread,
+    private readonly id: number,
+    readonly memoryMb: number,
+    private readonly control: Int32Array,
+    private readonly cpu: Float64Array,
+  ) {}
+
+  static async create(memoryMb: number, threads: QuickJSThreads): Promise<QuickJSInstance> {
+    const thread = threads.pick();
+    const id = ++nextId;
+    const shared = new SharedArrayBuffer(16);
+    const instance = new QuickJSInstance(thread, id, memoryMb, new Int32Array(shared, 0, 1), new Float64Array(shared, 8, 1));
+    thread.attach(id, {
+      onMessage: (message) => instance.route(message),
+      onLost: (reason) => instance.lost(reason),
+    });
+    try {
+      await thread.request({ t: "create", id, memoryMb, control: shared });
+    } catch (error) {
+      thread.detach(id);
+      throw error;
+    }
+    return instance;
+  }
+
+  get disposed(): boolean {
+    return this.gone;
+  }
+
+  cpuTimeNs(): bigint {
+    return BigInt(Math.round(this.cpu[0] * 1e6));
+  }
+
+  async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
+    const { bindings, mode, inputText, caps, source, sourceImports } = request;
+    if (bindings) this.bindings = bindings;
+    this.lastCaps = caps;
+    const bindingsText = bindings ? bindings.text : null;
+    if (source.script) {
+      this.lineMaps.set(source.filename, source.script.lineMap);
+      startCpu();
+      this.thread.post({
+        t: "evaluate",
+        id: this.id,
+        bindingsText,
+        mode,
+        inputText,
+        caps,
+        script: { code: source.script.code, filename: source.filename },
+      });
+      return;
+    }
+    // The worker cannot run esbuild: every source import is normalized here, up front.
+    this.lineMaps.set(source.filename, source.lineMap);
+    const imports: Record<string, string> = {};
+    for (const [specifier, text] of Object.entries(sourceImports)) {
+      const normalized = await normalizeSource(text, specifier);
+      this.lineMaps.set(specifier, normalized.lineMap);
+      imports[specifier] = normalized.code;
+    }
+    const hostModules: Record<string, string[]> = {};
+    const described = JSON.parse(this.bindings?.text ?? '{"modules":{}}').modules as Record<
+      string,
+      { o?: Record<string, unknown> }
+    >;
+    for (const [specifier, desc] of Object.entries(described)) {
+      hostModules[specifier] = Object.keys(desc.o ?? {}).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
+    }
+    startCpu();
+    this.thread.post({
+      t: "evaluate",
+      id: this.id,
+      bindingsText,
+      mode,
+      inputText,
+      caps,
+      module: { code: source.code, filename: source.filename, imports, hostModules },
+    });
+  }
+
+  async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
+    const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
+    this.lastCaps = caps;
+    const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
+    const value = await this.thread.request({ t: "call", id: this.id, path, joined, caps: same ? undefined : caps });
+    // A call whose crossing threw (an interrupt, an uncaught error) reports it through onFailure.
+    return typeof value === "string" ? value : "";
+  }
+
+  async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
+    this.thread.post({ t: "settle", id: this.id, callId, ok, text });
+    return undefined;
+  }
+
+  async fire(timerId: number): Promise<unknown> {
+    this.thread.post({ t: "fire", id: this.id, timerId });
+    return undefined;
+  }
+
+  ping(): Promise<unknown> {
+    return this.thread.request({ t: "ping", id: this.id });
+  }
+
+  async measureHeap(): Promise<number> {
+    try {
+      this.heapUsedBytes = Number(await this.thread.request({ t: "heap", id: this.id }));
+    } catch {}
+    return this.heapUsedBytes;
+  }
+
+  dispose(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.listener = undefined;
+    // Stop a spinning guest now: the interrupt handler reads this flag.
+    Atomics.store(this.control, 0, 1);
+    this.thread.post({ t: "dispose", id: this.id });
+    this.thread.detach(this.id);
+    if (this.tainted) this.thread.expectResponsive();
+  }
+
+  private route(message: FromWorker): void {
+    const listener = this.listener;
+    switch (message.t) {
+      case "log":
+        listener?.onLog(message.level, message.message, message.index);
+        return;
+      case "call":
+        listener?.onCall(message.callId, message.fnId, message.argsText);
+        return;
+      case "timer":
+        listener?.onTimer(message.timerId, message.ms);
+        return;
+      case "done":
+        listener?.onDone(message.kind, message.text, message.index);
+        return;
+      case "threw": {
+        if (message.fatal) {
+          this.tainted = true;
+          listener?.onFailure?.(new CordonError("ERR_MEMORY_LIMIT", message.error.message));
+          return;
+        }
+        const error = new Error(message.error.message);
+        Object.defineProperty(error, "name", { value: message.error.name, configurable: true, writable: true });
+        Object.defineProperty(error, "stack", {
+          value: message.error.stack ?? `${message.error.name}: ${message.error.message}`,
+          configurable: true,
+          writable: true,
+        });
+        if (message.error.message.startsWith("ERR_MODULE_NOT_FOUND:")) {
+          listener?.onFailure?.(
+            new CordonError("ERR_MODULE_NOT_FOUND", message.error.message.slice("ERR_MODULE_NOT_FOUND:".length)),
+          );
+          return;
+        }
+        listener?.onFailure?.(error);
+        return;
+      }
+      case "lost":
+        this.lost("the QuickJS engine failed and was reloaded");
+        return;
+    }
+  }
+
+  private lost(reason: string): void {
+    const listener = this.listener;
+    this.tainted = true;
+    this.gone = true;
+    listener?.onFailure?.(new CordonError("ERR_INSTANCE_RESET", reason));
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * Messages between the host and a QuickJS worker thread. Every message names the instance
+ * (`id`); a request that expects an answer carries `seq`, echoed in its `reply`.
+ */
+export type ToWorker =
+  | { t: "create"; id: number; seq: number; memoryMb: number; control: SharedArrayBuffer }
+  | {
+      t: "evaluate";
+      id: number;
+      bindingsText: string | null;
+      mode: "run" | "prepare";
+      inputText: string;
+      caps: [number, number, number];
+      /** A module without imports or top-level await, as a script that returns its exports. */
+      script?: { code: string; filename: string };
+      /** Otherwise the module graph: normalized source imports and host module export names. */
+      module?: { code: string; filename: string; imports: Record<string, string>; hostModules: Record<string, string[]> };
+    }
+  | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: [number, number, number] }
+  | { t: "settle"; id: number; callId: number; ok: boolean; text: string }
+  | { t: "fire"; id: number; timerId: number }
+  | { t: "ping"; id: number; seq: number }
+  | { t: "heap"; id: number; seq: number }
+  | { t: "dispose"; id: number };
+
+export type FromWorker =
+  | { t: "reply"; id: number; seq: number; value?: unknown; error?: string }
+  | { t: "log"; id: number; level: string; message: string; index?: number }
+  | { t: "call"; id: number; callId: number; fnId: number; argsText: string }
+  | { t: "timer"; id: number; timerId: number; ms: number }
+  | { t: "done"; id: number; kind: string; text: string; index?: number }
+  /** Guest code threw past the runtime: an uncaught exception, an interrupt, out of memory. */
+  | { t: "threw"; id: number; error: { name: string; message: string; stack?: string }; interrupted?: boolean; fatal?: boolean }
+  /** The instance's WASM module failed; the instance is gone. */
+  | { t: "lost"; id: number };

@@ -1,0 +1,157 @@
+import { availableParallelism } from "node:os";
+import { Worker } from "node:worker_threads";
+import { createRequire } from "node:module";
+import { CordonError } from "../../core/errors.js";
+import { guestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
+import type { FromWorker, ToWorker } from "./protocol.js";
+import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
+
+/** QuickJS's own stack limit for guest code. */
+const STACK_BYTES = 512 * 1024;
+/** A worker that does not answer this long after being told to stop a guest is ended. */
+const STUCK_MS = 3000;
+
+export interface ThreadListener {
+  onMessage(message: FromWorker): void;
+  /** The thread died or was ended: the instance is gone. */
+  onLost(reason: string): void;
+}
+
+/** One worker thread hosting many QuickJS instances. */
+export class QuickJSThread {
+  private readonly worker: Worker;
+  private readonly listeners = new Map<number, ThreadListener>();
+  private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  private seq = 0;
+  private dead = false;
+
+  constructor(
+    data: QuickJSWorkerData,
+    private readonly onExit: (thread: QuickJSThread) => void,
+  ) {
+    this.worker = new Worker(`(${quickjsWorkerMain.toString()})(require)`, { eval: true, workerData: data });
+    // The watchdog keeps the host alive while a run is active; an idle worker must not.
+    this.worker.unref();
+    this.worker.on("message", (message: FromWorker) => this.route(message));
+    this.worker.on("error", (error) => this.lost(`the QuickJS worker failed: ${error.message}`));
+    this.worker.on("exit", (code) => this.lost(`the QuickJS worker exited (code ${code})`));
+  }
+
+  get load(): number {
+    return this.listeners.size;
+  }
+
+  get alive(): boolean {
+    return !this.dead;
+  }
+
+  attach(id: number, listener: ThreadListener): void {
+    this.listeners.set(id, listener);
+  }
+
+  detach(id: number): void {
+    this.listeners.delete(id);
+  }
+
+  post(message: ToWorker): void {
+    if (!this.dead) this.worker.postMessage(message);
+  }
+
+  request(message: ToWorker extends infer M ? (M extends { seq: number } ? Omit<M, "seq"> : never) : never): Promise<unknown> {
+    if (this.dead) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the QuickJS worker is gone"));
+    const seq = ++this.seq;
+    return new Promise((resolve, reject) => {
+      this.replies.set(seq, { resolve, reject });
+      this.worker.postMessage({ ...message, seq });
+    });
+  }
+
+  /** After telling a guest to stop: a thread that stays silent is stuck in code the interrupt cannot reach. */
+  expectResponsive(): void {
+    if (this.dead) return;
+    const timer = setTimeout(() => {
+      void this.worker.terminate();
+      this.lost("the QuickJS worker stopped answering after a guest was stopped");
+    }, STUCK_MS);
+    timer.unref();
+    this.request({ t: "ping", id: 0 }).then(
+      () => clearTimeout(timer),
+      () => clearTimeout(timer),
+    );
+  }
+
+  terminate(): Promise<number> {
+    this.dead = true;
+    return this.worker.terminate();
+  }
+
+  private route(message: FromWorker): void {
+    if (message.t === "reply") {
+      const waiting = this.replies.get(message.seq);
+      if (!waiting) return;
+      this.replies.delete(message.seq);
+      if (message.error !== undefined) waiting.reject(new CordonError("ERR_INTERNAL", message.error));
+      else waiting.resolve(message.value);
+      return;
+    }
+    this.listeners.get(message.id)?.onMessage(message);
+  }
+
+  private lost(reason: string): void {
+    if (this.dead && this.listeners.size === 0 && this.replies.size === 0) return;
+    this.dead = true;
+    for (const waiting of this.replies.values()) waiting.reject(new CordonError("ERR_INSTANCE_RESET", reason));
+    this.replies.clear();
+    for (const listener of this.listeners.values()) listener.onLost(reason);
+    this.listeners.clear();
+    this.onExit(this);
+  }
+}
+
+/** The worker threads of one QuickJS engine: started on demand, one per core by default. */
+export class QuickJSThreads {
+  private readonly threads: QuickJSThread[] = [];
+  private readonly data: QuickJSWorkerData;
+
+  constructor(private readonly size = Math.max(2, availableParallelism())) {
+    const require = createRequire(import.meta.url);
+    this.data = {
+      corePath: require.resolve("quickjs-emscripten-core"),
+      variantPath: require.resolve("@jitl/quickjs-wasmfile-release-sync"),
+      wasmPath: require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm"),
+      runtimeScript: guestRuntimeScript(),
+      callbackNames: HOST_CALLBACK_NAMES,
+      stackBytes: STACK_BYTES,
+    };
+  }
+
+  /** The least loaded thread, starting a new one while there are fewer than `size`. */
+  pick(): QuickJSThread {
+    const alive = this.threads.filter((t) => t.alive);
+    if (alive.length < this.size) {
+      const thread = new QuickJSThread(this.data, (gone) => {
+        const index = this.threads.indexOf(gone);
+        if (index >= 0) this.threads.splice(index, 1);
+      });
+      this.threads.push(thread);
+      return thread;
+    }
+    return alive.reduce((a, b) => (b.load < a.load ? b : a));
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.threads.splice(0).map((t) => t.terminate()));
+  }
+}
+
+/** Can QuickJS load here? (Its packages resolve; the WASM itself loads in the worker.) */
+export function quickjsAvailable(): boolean {
+  try {
+    const require = createRequire(import.meta.url);
+    require.resolve("quickjs-emscripten-core");
+    require.resolve("@jitl/quickjs-wasmfile-release-sync");
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,469 @@
+/**
+ * The QuickJS worker thread: QuickJS (WASM, the release sync build) runs synchronously on the
+ * thread that calls it, so cordon runs it here, never on the host's event loop. A spinning guest
+ * blocks only this thread; the host watches it through shared memory and stops it through the
+ * interrupt handler.
+ *
+ * SELF-CONTAINED: started with `new Worker(source, { eval: true })` from
+ * `quickjsWorkerMain.toString()`, so the same code runs under the test runner (TypeScript
+ * sources) and from dist/. It loads its packages by the absolute paths the host resolved.
+ *
+ * Every instance is a QuickJS runtime + context with the cordon guest runtime evaluated in it.
+ * The worker keeps no host state: timers, bridge calls and limits live on the host (the same
+ * Execution class as the v8 engine); this thread only executes and reports.
+ */
+import type { ToWorker } from "./protocol.js";
+
+export interface QuickJSWorkerData {
+  corePath: string;
+  variantPath: string;
+  wasmPath: string;
+  runtimeScript: string;
+  callbackNames: Record<"log" | "call" | "timer" | "done" | "parseUrl" | "setUrlPart" | "randomBytes", string>;
+  /** QuickJS's own stack limit for guest code, in bytes. */
+  stackBytes: number;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: packages are loaded by path at run time, untyped.
+export function quickjsWorkerMain(req: (id: string) => any): void {
+  // biome-ignore lint/suspicious/noExplicitAny: the worker loads its packages by path at run time.
+  type Any = any;
+  const { parentPort, workerData } = req("node:worker_threads") as { parentPort: Any; workerData: QuickJSWorkerData };
+  const { randomFillSync } = req("node:crypto");
+  const { readFileSync } = req("node:fs");
+  const core = req(workerData.corePath);
+  const variantModule = req(workerData.variantPath);
+  const variant = variantModule.default ?? variantModule;
+  const names = workerData.callbackNames;
+  const URL_PARTS = [
+    "href",
+    "origin",
+    "protocol",
+    "username",
+    "password",
+    "host",
+    "hostname",
+    "port",
+    "pathname",
+    "search",
+    "hash",
+  ];
+  const SETTABLE = ["href", "protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
+
+  /**
+   * Every instance gets its own WASM instance of QuickJS (the compiled module is shared), with a
+   * linear memory capped at its memory limit plus the runtime's own needs. So the cap is hard:
+   * QuickJS's own accounting misses ArrayBuffer data, the capped memory does not. And a failure
+   * that leaves QuickJS unusable (out of memory in C, a failed assertion) ends only that instance.
+   */
+  const Wasm = (globalThis as Any).WebAssembly;
+  const wasmModule: Promise<unknown> = Wasm.compile(readFileSync(workerData.wasmPath));
+  const PAGE = 65536;
+  const BASE_PAGES = 256; // the 16 MB QuickJS starts with: the runtime, its atoms and the guest runtime
+  const instances = new Map<number, Instance>();
+
+  interface Instance {
+    id: number;
+    /** Set when QuickJS reported a failure after which freeing its runtime is not safe. */
+    broken: boolean;
+    memory: Any;
+    memoryMaxBytes: number;
+    /** The current run has reported its outcome (or failure). */
+    reported: boolean;
+    rt: Any;
+    vm: Any;
+    fns: Record<string, Any>;
+    toBytes: Any;
+    control: Int32Array;
+    cpu: Float64Array;
+    enteredAt: number;
+    cpuMs: number;
+  }
+
+  const post = (message: unknown) => parentPort.postMessage(message);
+
+  function components(url: URL): string {
+    const out: Record<string, string> = {};
+    for (const part of URL_PARTS) out[part] = (url as unknown as Record<string, string>)[part];
+    return JSON.stringify(out);
+  }
+  function parseUrl(input: unknown, base?: unknown): string {
+    if (typeof input !== "string" || input.length > 1 << 20) return "";
+    try {
+      return components(base === undefined ? new URL(input) : new URL(input, String(base)));
+    } catch {
+      return "";
+    }
+  }
+  function setUrlPart(href: string, part: string, value: string): string {
+    if (!SETTABLE.includes(part)) return "";
+    if (part === "href") return parseUrl(value);
+    try {
+      const url = new URL(href);
+      (url as unknown as Record<string, string>)[part] = value;
+      return components(url);
+    } catch {
+      return "";
+    }
+  }
+
+  function release(handle: Any): void {
+    try {
+      handle?.dispose();
+    } catch {}
+  }
+
+  function describeError(vm: Any, handle: Any): { name: string; message: string; stack?: string } {
+    let dumped: Any;
+    try {
+      dumped = vm.dump(handle);
+    } catch {
+      dumped = undefined;
+    }
+    if (dumped && typeof dumped === "object") {
+      return {
+        name: String(dumped.name ?? "Error"),
+        message: String(dumped.message ?? ""),
+        stack: typeof dumped.stack === "string" ? `${dumped.name}: ${dumped.message}\n${dumped.stack}` : undefined,
+      };
+    }
+    return { name: "Error", message: `Uncaught ${JSON.stringify(dumped) ?? String(dumped)}` };
+  }
+
+  function enter(inst: Instance): void {
+    inst.enteredAt = performance.now();
+  }
+  function leave(inst: Instance): void {
+    inst.cpuMs += performance.now() - inst.enteredAt;
+    inst.enteredAt = 0;
+    inst.cpu[0] = inst.cpuMs;
+  }
+
+  /** Run a VM operation with CPU accounting and job pumping; report what it threw. */
+  function inVm<T>(inst: Instance, work: () => T): T | undefined {
+    enter(inst);
+    try {
+      const result = work();
+      pump(inst);
+      // Out of memory, QuickJS can drop the runtime's own promise reactions: a run that is idle,
+      // without an outcome, in an exhausted memory will never report one. Say why.
+      if (!inst.reported && instances.has(inst.id) && !inst.rt.hasPendingJob() && exhausted(inst)) {
+        threw(inst, { name: "InternalError", message: "out of memory" });
+      }
+      return result;
+    } catch (error) {
+      fatal(inst, error);
+      return undefined;
+    } finally {
+      if (inst.enteredAt) leave(inst);
+    }
+  }
+
+  function pump(inst: Instance): void {
+    for (let round = 0; round < 1_000_000; round++) {
+      if (!instances.has(inst.id)) return;
+      const jobs = inst.rt.executePendingJobs(-1);
+      if (jobs.error) {
+        const error = describeError(inst.vm, jobs.error);
+        release(jobs.error);
+        threw(inst, error);
+        return;
+      }
+      if (jobs.value === 0 || !inst.rt.hasPendingJob()) return;
+    }
+  }
+
+  /**
+   * Did QuickJS run out of memory? Asked of the capped linear memory, not of QuickJS: a runtime
+   * at its limit cannot allocate the objects its own memory report needs.
+   */
+  function exhausted(inst: Instance): boolean {
+    return inst.memory.buffer.byteLength >= inst.memoryMaxBytes - 4 * 1024 * 1024;
+  }
+
+  function threw(inst: Instance, error: { name: string; message: string; stack?: string }): void {
+    // At its limit QuickJS may throw a bare value instead of an error: tell that apart from a
+    // guest's own `throw null` by asking how much memory is in use.
+    if (error.message.startsWith("Uncaught ") && exhausted(inst)) error = { name: "InternalError", message: "out of memory" };
+    if (error.message === "out of memory" || error.message === "interrupted" || error.message === "stack overflow")
+      inst.broken = true;
+    inst.reported = true;
+    post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0 });
+  }
+
+  /** A failure outside the VM's own error handling: this instance's WASM instance is unusable. */
+  function fatal(inst: Instance, error: unknown): void {
+    inst.broken = true;
+    post({
+      t: "threw",
+      id: inst.id,
+      error: { name: "InternalError", message: `out of memory or the engine failed: ${(error as Error)?.message ?? error}` },
+      fatal: true,
+    });
+  }
+
+  function callInternal(inst: Instance, name: string, args: unknown[]): Any {
+    const vm = inst.vm;
+    const handles = args.map((a) =>
+      a === null ? vm.null : a === undefined ? vm.undefined : typeof a === "number" ? vm.newNumber(a) : vm.newString(String(a)),
+    );
+    try {
+      const result = vm.callFunction(inst.fns[name], vm.undefined, ...handles);
+      if (result.error) {
+        const error = describeError(vm, result.error);
+        release(result.error);
+        threw(inst, error);
+        return undefined;
+      }
+      const value = vm.typeof(result.value) === "string" ? vm.getString(result.value) : undefined;
+      result.value.dispose();
+      return value;
+    } finally {
+      for (const h of handles) if (h !== vm.undefined && h !== vm.null) h.dispose();
+    }
+  }
+
+  async function create(id: number, memoryMb: number, controlBuffer: SharedArrayBuffer): Promise<void> {
+    const maxPages = BASE_PAGES + Math.ceil((memoryMb * 1024 * 1024) / PAGE);
+    const memory = new Wasm.Memory({ initial: BASE_PAGES, maximum: maxPages });
+    const module = await core.newQuickJSWASMModuleFromVariant(
+      core.newVariant(variant, { wasmModule: await wasmModule, wasmMemory: memory }),
+    );
+    const control = new Int32Array(controlBuffer, 0, 1);
+    const cpu = new Float64Array(controlBuffer, 8, 1);
+    const rt = module.newRuntime();
+    rt.setMemoryLimit(memoryMb * 1024 * 1024);
+    rt.setMaxStackSize(workerData.stackBytes);
+    const inst: Instance = {
+      id,
+      broken: false,
+      reported: false,
+      memory,
+      memoryMaxBytes: maxPages * PAGE,
+      rt,
+      vm: undefined,
+      fns: {},
+      toBytes: undefined,
+      control,
+      cpu,
+      enteredAt: 0,
+      cpuMs: 0,
+    };
+    // Called by QuickJS while guest code runs: keep the CPU figure fresh, stop when told to.
+    rt.setInterruptHandler(() => {
+      if (inst.enteredAt) cpu[0] = inst.cpuMs + (performance.now() - inst.enteredAt);
+      return Atomics.load(control, 0) !== 0;
+    });
+    const vm = rt.newContext();
+    inst.vm = vm;
+    const define = (name: string, fn: (...args: Any[]) => Any) => {
+      const handle = vm.newFunction(name, fn);
+      vm.setProp(vm.global, name, handle);
+      handle.dispose();
+    };
+    const str = (h: Any) => (h === undefined ? undefined : vm.getString(h));
+    const num = (h: Any) => (h === undefined ? undefined : vm.getNumber(h));
+    define(names.log, (level, message, index) => {
+      post({ t: "log", id, level: str(level), message: str(message), index: num(index) });
+    });
+    define(names.call, (callId, fnId, argsText) => {
+      post({ t: "call", id, callId: num(callId), fnId: num(fnId), argsText: str(argsText) });
+    });
+    define(names.timer, (timerId, ms) => {
+      post({ t: "timer", id, timerId: num(timerId), ms: num(ms) });
+    });
+    define(names.done, (kind, text, index) => {
+      let outcome = str(text);
+      // Out of memory, QuickJS may throw a bare null the runtime then reports as thrown: name it.
+      if (str(kind) === "t" && !outcome?.includes('"$":"e"') && exhausted(inst)) {
+        outcome = '{"$":"e","n":"InternalError","m":"out of memory"}';
+        inst.broken = true;
+      }
+      inst.reported = true;
+      post({
+        t: "done",
+        id,
+        kind: str(kind),
+        text: outcome,
+        index: index === undefined || vm.typeof(index) !== "number" ? undefined : num(index),
+      });
+    });
+    define(names.parseUrl, (input, base) =>
+      vm.newString(parseUrl(str(input), base === undefined || vm.typeof(base) === "undefined" ? undefined : str(base))),
+    );
+    define(names.setUrlPart, (href, part, value) =>
+      vm.newString(setUrlPart(String(str(href)), String(str(part)), String(str(value)))),
+    );
+    const toBytes = vm.unwrapResult(vm.evalCode("(buffer) => new Uint8Array(buffer)", "<cordon>"));
+    inst.toBytes = toBytes;
+    define(names.randomBytes, (n) => {
+      const size = Math.max(0, Math.min(65536, Math.floor(num(n) ?? 0)));
+      const buffer = vm.newArrayBuffer(randomFillSync(new Uint8Array(size)).buffer);
+      const bytes = vm.unwrapResult(vm.callFunction(toBytes, vm.undefined, buffer));
+      buffer.dispose();
+      return bytes;
+    });
+    instances.set(id, inst);
+    enter(inst);
+    const result = vm.evalCode(workerData.runtimeScript, "<cordon>");
+    leave(inst);
+    if (result.error) {
+      const error = describeError(vm, result.error);
+      release(result.error);
+      throw new Error(`the guest runtime failed to start: ${error.message}`);
+    }
+    const internals = result.value;
+    for (const name of ["begin", "start", "entry", "settle", "fire", "call"]) inst.fns[name] = vm.getProp(internals, name);
+    internals.dispose();
+    // What the bootstrap cost is not the guest's.
+    inst.cpuMs = 0;
+    cpu[0] = 0;
+  }
+
+  function dispose(inst: Instance): void {
+    instances.delete(inst.id);
+    // After an interrupt or out of memory QuickJS may hold objects it can no longer free (its
+    // runtime teardown asserts and aborts): such an instance is dropped whole, memory and all.
+    if (inst.broken || Atomics.load(inst.control, 0) !== 0) return;
+    try {
+      for (const handle of Object.values(inst.fns)) handle.dispose();
+      inst.toBytes?.dispose();
+      inst.vm.dispose();
+      inst.rt.dispose();
+    } catch {
+      // Dropped with its WASM instance: nothing else shares it.
+    }
+  }
+
+  /** The script form: evaluated under its own filename, so stacks name it; it returns the exports. */
+  function evaluateScript(inst: Instance, script: { code: string; filename: string }): void {
+    const vm = inst.vm;
+    const compiled = vm.evalCode(script.code, script.filename);
+    if (compiled.error) {
+      threw(inst, describeError(vm, compiled.error));
+      release(compiled.error);
+      return;
+    }
+    const evaluated = vm.callFunction(compiled.value, vm.undefined);
+    compiled.value.dispose();
+    if (evaluated.error) {
+      threw(inst, describeError(vm, evaluated.error));
+      release(evaluated.error);
+      return;
+    }
+    const entered = vm.callFunction(inst.fns.entry, vm.undefined, evaluated.value);
+    evaluated.value.dispose();
+    if (entered.error) {
+      threw(inst, describeError(vm, entered.error));
+      release(entered.error);
+    } else entered.value.dispose();
+  }
+
+  function evaluateModule(inst: Instance, message: Extract<ToWorker, { t: "evaluate" }>): void {
+    const module = message.module;
+    if (!module) return;
+    const vm = inst.vm;
+    // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against the importer.
+    inst.rt.setModuleLoader(
+      (name: string) => {
+        if (name === "cordon:entry") return module.code;
+        if (Object.hasOwn(module.imports, name)) return module.imports[name];
+        if (Object.hasOwn(module.hostModules, name)) {
+          const exported = module.hostModules[name];
+          const destructure = exported.length ? `export const { ${exported.join(", ")} } = m;` : "";
+          return `const m = __cordon_module(${JSON.stringify(name)});\nexport default m;\n${destructure}`;
+        }
+        return {
+          error: new Error(
+            `ERR_MODULE_NOT_FOUND:Cannot find module ${JSON.stringify(name)}: a guest can import only the modules passed in \`imports\` (no node: builtins, files or packages)`,
+          ),
+        };
+      },
+      (_base: string, requested: string) => requested,
+    );
+    const result = vm.evalCode('import * as ns from "cordon:entry";\n__cordon_entry(ns);', "<cordon>", { type: "module" });
+    if (result.error) {
+      const error = describeError(vm, result.error);
+      release(result.error);
+      threw(inst, error);
+      return;
+    }
+    // Top-level await: the module's promise settles as jobs run; a rejection is what the module threw.
+    const promise = result.value;
+    if (vm.typeof(promise) === "object") {
+      void vm.resolvePromise(promise).then((settled: Any) => {
+        if (settled.error) {
+          const error = describeError(vm, settled.error);
+          release(settled.error);
+          threw(inst, error);
+        } else settled.value.dispose();
+      });
+    }
+    promise.dispose();
+  }
+
+  parentPort.on("message", (message: ToWorker) => {
+    if (message.t === "create") {
+      create(message.id, message.memoryMb, message.control).then(
+        () => post({ t: "reply", id: message.id, seq: message.seq }),
+        (error: Error) => post({ t: "reply", id: message.id, seq: message.seq, error: error?.message ?? String(error) }),
+      );
+      return;
+    }
+    const inst = instances.get(message.id);
+    if (!inst) {
+      if ("seq" in message) post({ t: "reply", id: message.id, seq: message.seq, error: "the instance is gone" });
+      return;
+    }
+    switch (message.t) {
+      case "evaluate": {
+        inst.reported = false;
+        inVm(inst, () => {
+          const [out, entries, bytes] = message.caps;
+          if (message.bindingsText !== null) {
+            callInternal(inst, "start", [message.bindingsText, message.mode, message.inputText, out, entries, bytes]);
+          } else {
+            callInternal(inst, "begin", [message.mode, message.inputText, out, entries, bytes]);
+          }
+          if (message.script) evaluateScript(inst, message.script);
+          else evaluateModule(inst, message);
+        });
+        return;
+      }
+      case "call": {
+        inst.reported = true; // a call's outcomes come back with its reply
+        const value = inVm(inst, () =>
+          callInternal(
+            inst,
+            "call",
+            message.caps ? [message.path, message.joined, ...message.caps] : [message.path, message.joined],
+          ),
+        );
+        post({ t: "reply", id: inst.id, seq: message.seq, value });
+        return;
+      }
+      case "settle":
+        inVm(inst, () => callInternal(inst, "settle", [message.callId, message.ok ? 1 : 0, message.text]));
+        return;
+      case "fire":
+        inVm(inst, () => callInternal(inst, "fire", [message.timerId]));
+        return;
+      case "ping":
+        post({ t: "reply", id: inst.id, seq: message.seq, value: true });
+        return;
+      case "heap": {
+        let bytes = 0;
+        try {
+          const usage = inst.rt.computeMemoryUsage();
+          bytes = Number(inst.rt.getSystemContext().dump(usage)?.memory_used_size ?? 0);
+          usage.dispose();
+        } catch {}
+        post({ t: "reply", id: inst.id, seq: message.seq, value: bytes });
+        return;
+      }
+      case "dispose":
+        dispose(inst);
+        return;
+    }
+  });
+}
