@@ -40,11 +40,13 @@ export async function sample(n, fn) {
  * Sample several functions interleaved (a, b, c, a, b, c, ...), so drift in the machine's state
  * (frequency, the other core waking) hits all of them alike and their ratio stays fair.
  */
-export async function sampleInterleaved(n, fns) {
+export async function sampleInterleaved(n, fns, { gapMs = 0 } = {}) {
   for (let i = 0; i < Math.max(5, Math.floor(n / 10)); i++) for (const fn of fns) await fn();
   const out = fns.map(() => new Float64Array(n));
   for (let i = 0; i < n; i++) {
     for (let k = 0; k < fns.length; k++) {
+      // A gap before (not inside) the measured call: a paced request stream.
+      if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
       const started = performance.now();
       await fns[k]();
       out[k][i] = performance.now() - started;

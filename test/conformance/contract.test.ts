@@ -369,3 +369,17 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
     });
   });
 });
+
+describe("engine selection", () => {
+  it('"auto" picks v8 when isolated-vm loads, and stats.engine says which', async () => {
+    await using sandbox = await createSandbox();
+    const result = await sandbox.run({ code: "export default 1" });
+    expect(result.stats.engine).toBe("v8");
+    expect(result.stats.host).toBe("inprocess");
+  });
+
+  it("hosts that do not exist yet are refused at creation, not at run time", async () => {
+    await expect(createSandbox({ host: "remote" })).rejects.toMatchObject({ code: "ERR_ENGINE_UNAVAILABLE" });
+    await expect(createSandbox({ engine: "deno" })).rejects.toMatchObject({ code: "ERR_ENGINE_UNAVAILABLE" });
+  });
+});

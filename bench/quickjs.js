@@ -1,0 +1,78 @@
+// The quickjs engine's benchmarks: cordon beside raw quickjs-emscripten and
+// @sebastianwessel/quickjs doing the same work, same process, same WASM build.
+import { loadQuickJs } from "@sebastianwessel/quickjs";
+import variant from "@jitl/quickjs-wasmfile-release-sync";
+import { newQuickJSWASMModuleFromVariant } from "quickjs-emscripten-core";
+import { createSandbox } from "../dist/index.js";
+import { EVENT, eventsPerSecond, report, sampleInterleaved, section } from "./measure.js";
+
+/** Raw quickjs-emscripten: runtime + context + eval + call, on this thread (it blocks it). */
+function rawOneOff(QuickJS) {
+  const runtime = QuickJS.newRuntime();
+  const vm = runtime.newContext();
+  const fn = vm.unwrapResult(vm.evalCode("(function () { return 1 })"));
+  const result = vm.unwrapResult(vm.callFunction(fn, vm.undefined));
+  const value = vm.getNumber(result);
+  result.dispose();
+  fn.dispose();
+  vm.dispose();
+  runtime.dispose();
+  return value;
+}
+
+export async function benchQuickJS({ quick }) {
+  const n = quick ? 200 : 1000;
+  const QuickJS = await newQuickJSWASMModuleFromVariant(variant);
+  const { runSandboxed } = await loadQuickJs(variant);
+  const sandbox = await createSandbox({ engine: "quickjs", host: "inprocess" });
+  await new Promise((r) => setTimeout(r, 500)); // let the spare instances fill
+
+  section("quickjs: one-off run of a trivial module");
+  // Paced like a request stream (a run every 20 ms): spares are refilled between runs, as they
+  // are at any load below the workers' capacity. Back-to-back runs are throughput-bound instead.
+  const [raw, wessel, cordon] = await sampleInterleaved(
+    Math.floor(n / 4),
+    [
+      async () => rawOneOff(QuickJS),
+      () => runSandboxed(async ({ evalCode }) => evalCode("export default 1")),
+      () => sandbox.run({ code: "export default () => 1" }),
+    ],
+    { gapMs: 20 },
+  );
+  report("raw quickjs-emscripten (runtime+context+eval+call)", raw);
+  report("@sebastianwessel/quickjs runSandboxed", wessel, raw);
+  report("cordon sandbox.run (worker thread, spares)", cordon, raw, { target: "p50 <= 0.5 ms" });
+
+  section("quickjs: warm call of a trivial handler");
+  const runtime = QuickJS.newRuntime();
+  const vm = runtime.newContext();
+  const handle = vm.unwrapResult(vm.evalCode("(function (json) { return JSON.parse(json).n + 1 })"));
+  const prefix = await sandbox.prepare({
+    code: "export function handle(e) { return e.n + 1 }\nexport function track(e) { return e.type.length }\nexport function batch(events) { let n = 0; for (const e of events) n += e.type.length; return n }",
+  });
+  const [rawCall, cordonCall] = await sampleInterleaved(n * 2, [
+    async () => {
+      const arg = vm.newString('{"n":1}');
+      const out = vm.unwrapResult(vm.callFunction(handle, vm.undefined, arg));
+      arg.dispose();
+      out.dispose();
+    },
+    () => prefix.call({ export: "handle", args: [{ n: 1 }] }),
+  ]);
+  report("raw callFunction (on this thread: blocks it)", rawCall);
+  report("cordon prefix.call (worker thread)", cordonCall, rawCall);
+
+  section(`quickjs: ~${JSON.stringify(EVENT).length}-byte analytics events`);
+  const total = quick ? 10_000 : 50_000;
+  const batch = Array.from({ length: 32 }, () => EVENT);
+  const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
+  const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
+  console.log(`  cordon, one per call, 64 in flight: ${Math.round(single).toLocaleString("en-US")}/s`);
+  console.log(`  cordon, 32 per call, 8 in flight:   ${Math.round(batched).toLocaleString("en-US")}/s`);
+
+  handle.dispose();
+  vm.dispose();
+  runtime.dispose();
+  await prefix.dispose();
+  await sandbox.dispose();
+}
