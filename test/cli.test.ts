@@ -1,0 +1,61 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+/** The real command line: `node bin/cordon.js` (the built dist/, fresh from `pretest`). */
+const BIN = fileURLToPath(new URL("../bin/cordon.js", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "cordon-cli-"));
+
+function cordon(...args: string[]) {
+  return spawnSync(process.execPath, [BIN, ...args], { encoding: "utf8", timeout: 30_000 });
+}
+
+function file(name: string, code: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, code);
+  return path;
+}
+
+describe("cordon run", () => {
+  it("prints the value as JSON and guest logs on stderr", () => {
+    const out = cordon(
+      "run",
+      file("ok.ts", "export default (i: { n: number }) => { console.log('working'); return { doubled: i.n * 2 } }"),
+      "--input",
+      '{"n":21}',
+    );
+    expect(out.status).toBe(0);
+    expect(JSON.parse(out.stdout)).toEqual({ doubled: 42 });
+    expect(out.stderr).toContain("[log] working");
+  });
+
+  it("a failure prints its code and message and exits 1", () => {
+    const thrown = cordon("run", file("bad.js", "export default () => { throw new TypeError('nope') }"));
+    expect(thrown.status).toBe(1);
+    expect(thrown.stderr).toContain("ERR_USER_CODE: nope");
+    const spin = cordon("run", file("spin.js", "export default () => { for (;;) {} }"), "--timeout", "200");
+    expect(spin.status).toBe(1);
+    expect(spin.stderr).toMatch(/ERR_(CPU|WALL)_TIMEOUT/);
+    const memory = cordon(
+      "run",
+      file("mem.js", "export default () => { const a = []; for (;;) a.push(new ArrayBuffer(1 << 20)) }"),
+      "--memory",
+      "16",
+    );
+    expect(memory.status).toBe(1);
+    expect(memory.stderr).toContain("ERR_MEMORY_LIMIT");
+  });
+
+  it("bad arguments exit 2 with a message", () => {
+    expect(cordon("run").status).toBe(2);
+    const badInput = cordon("run", file("x.js", "export default 1"), "--input", "{nope");
+    expect(badInput.status).toBe(2);
+    expect(badInput.stderr).toContain("--input must be JSON");
+    const missing = cordon("run", join(dir, "missing.js"));
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toContain("cannot read");
+  });
+});
