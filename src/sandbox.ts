@@ -28,6 +28,8 @@ import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type 
 const ENGINES: readonly EngineName[] = ["auto", "v8", "quickjs", "deno", "trusted"];
 const HOSTS: readonly HostName[] = ["auto", "inprocess", "process", "remote"];
 const SANDBOX_KEYS = [
+  "workers",
+  "isolateProcesses",
   "engine",
   "host",
   "memoryMb",
@@ -142,6 +144,7 @@ export class Sandbox implements AsyncDisposable {
           throw error;
         }
         const { prefix, result } = await this.engine.prepare({
+          partitionKey,
           key,
           source,
           sourceImports: sources,
@@ -203,6 +206,7 @@ export class Sandbox implements AsyncDisposable {
       spareInstances: engine.spareInstances,
       rssBytes: process.memoryUsage.rss(),
       prefixes: engine.prefixes,
+      ...("workers" in engine ? { workers: (engine as { workers: SandboxStats["workers"] }).workers } : {}),
     };
   }
 
@@ -368,40 +372,87 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   const policy = checkPolicy(options.policy);
 
   const checked = options as SandboxOptions;
+  const workers = checkWorkers(checked.workers);
+  const isolateProcesses = checkOneOf(
+    checked.isolateProcesses ?? "shared",
+    ["shared", "partition"] as const,
+    "options.isolateProcesses",
+  );
   const host = selectHost(hostName);
+  const engineChoice = resolveEngine(engineName);
   const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;
   const budgetMb = checked.memoryBudgetMb ?? Math.min(1024, Math.floor(totalmem() / 1024 / 1024 / 4));
-  const engine = await selectEngine(engineName, {
+  const engineOptions: PooledEngineOptions = {
     memoryMb,
     spares: checked.spareInstances ?? 2,
     budgetBytes: budgetMb * 1024 * 1024,
     coalesceAbove: availableParallelism(),
     maxInstances: checked.maxConcurrentRuns ?? availableParallelism() * 4,
     maxQueued: checked.maxQueuedRuns ?? 10_000,
-  });
+  };
+  let engine: Engine;
+  if (host === "process") {
+    const { ProcessHost } = await import("./hosts/process/host.js");
+    engine = new ProcessHost(engineChoice, engineOptions, {
+      min: workers.min ?? 1,
+      softCap: workers.max ?? availableParallelism(),
+      idleTtlMs: workers.idleTtlMs ?? 60_000,
+      maxRunsPerWorker: workers.maxRunsPerWorker ?? 10_000,
+      maxRssMb: workers.maxRssMb,
+      rssSlackMb: workers.rssSlackMb ?? 256,
+      isolateProcesses,
+      entry: workers.entry,
+    });
+  } else {
+    engine = await createInProcessEngine(engineChoice, engineOptions);
+  }
   return new Sandbox(engine, host, policy, checked);
 }
 
+/** "auto" means the process host: a guest can then kill at most a worker, never the host. */
 function selectHost(name: HostName): ConcreteHost {
-  if (name === "auto" || name === "inprocess") return "inprocess";
-  throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: host "${name}" is not available in this version; use "inprocess"`);
+  if (name === "auto" || name === "process") return "process";
+  if (name === "inprocess") return "inprocess";
+  throw new CordonError(
+    "ERR_ENGINE_UNAVAILABLE",
+    `cordon: host "${name}" is not available in this version; use "process" or "inprocess"`,
+  );
 }
 
-async function selectEngine(name: EngineName, options: PooledEngineOptions): Promise<Engine> {
-  // auto: v8 when isolated-vm loads, else quickjs (no native build needed).
-  if (name === "v8" || (name === "auto" && isolatedVmAvailable())) {
-    const { createV8Engine } = await import("./engines/v8/engine.js");
-    return createV8Engine(options);
+/** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). */
+function resolveEngine(name: EngineName): "v8" | "quickjs" {
+  if (name === "v8") {
+    if (!isolatedVmAvailable())
+      throw new CordonError("ERR_ENGINE_UNAVAILABLE", 'cordon: engine "v8" needs isolated-vm, which did not load here');
+    return "v8";
   }
-  if (name === "quickjs" || name === "auto") {
-    const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
-    const { quickjsAvailable } = await import("./engines/quickjs/threads.js");
-    if (!quickjsAvailable())
-      throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: no engine is available (isolated-vm and QuickJS did not load)");
-    return createQuickJSEngine(options);
-  }
+  if (name === "quickjs") return "quickjs";
+  if (name === "auto") return isolatedVmAvailable() ? "v8" : "quickjs";
   throw new CordonError(
     "ERR_ENGINE_UNAVAILABLE",
     `cordon: engine "${name}" is not available in this version; use "v8" or "quickjs"`,
   );
+}
+
+async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngineOptions): Promise<Engine> {
+  if (name === "v8") {
+    const { createV8Engine } = await import("./engines/v8/engine.js");
+    return createV8Engine(options);
+  }
+  const { quickjsAvailable } = await import("./engines/quickjs/threads.js");
+  if (!quickjsAvailable()) throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: the quickjs engine's packages did not load");
+  const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
+  return createQuickJSEngine(options);
+}
+
+const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "entry"];
+
+function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & { entry?: string } {
+  if (value === undefined) return {};
+  checkObject(value, "options.workers");
+  checkKnownKeys(value, WORKER_KEYS, "options.workers");
+  for (const key of ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb"]) {
+    if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key]);
+  }
+  return value as NonNullable<SandboxOptions["workers"]> & { entry?: string };
 }

@@ -14,12 +14,25 @@ interface BridgedFunction {
   label: string;
 }
 
+/** What an engine needs of bindings: the descriptor, and a way to answer a bridge call. */
+export interface BindingsLike {
+  /** `{ globals, modules }` descriptors as JSON: what the guest runtime builds its functions from. */
+  readonly text: string;
+  /** Answer a bridge call: run host function `fnId` with the encoded arguments. */
+  dispatch(fnId: number, argsText: string): Promise<BridgeAnswer>;
+}
+
+export interface BridgeAnswer {
+  ok: boolean;
+  text: string;
+}
+
 /**
  * Host bindings of one run (or one prefix): the descriptor the guest builds its functions from,
  * and the table the host dispatches bridge calls through. Guests only ever name a function by
  * its number in this table; they never hold a host object.
  */
-export class Bindings {
+export class Bindings implements BindingsLike {
   readonly functions: BridgedFunction[] = [];
   readonly text: string;
   /** Which host function objects these bindings call: part of a prefix's warm-pool key. */
@@ -64,6 +77,10 @@ export class Bindings {
 
   get size(): number {
     return this.functions.length;
+  }
+
+  dispatch(fnId: number, argsText: string): Promise<BridgeAnswer> {
+    return dispatchBridgeCall(this, fnId, argsText);
   }
 }
 
@@ -129,11 +146,7 @@ export function splitImports(imports: unknown): {
  * Dispatch one bridge call on the host: decode the arguments, call the function, encode the
  * result. A host error reaches the guest with its name, message and own fields, never its stack.
  */
-export async function dispatchBridgeCall(
-  bindings: Bindings,
-  fnId: number,
-  argsText: string,
-): Promise<{ ok: boolean; text: string }> {
+export async function dispatchBridgeCall(bindings: Bindings, fnId: number, argsText: string): Promise<BridgeAnswer> {
   const codec = sharedCodec();
   const target = bindings.functions[fnId];
   if (!target) return { ok: false, text: errorText(new TypeError("unknown host function")) };

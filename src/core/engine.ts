@@ -1,4 +1,4 @@
-import type { Bindings } from "./bindings.js";
+import type { BindingsLike } from "./bindings.js";
 import type { ResolvedLimits } from "./limits.js";
 import type { GuestSource } from "./source.js";
 import type { EngineName, HostName, RunResult } from "./types.js";
@@ -8,7 +8,7 @@ export interface EngineRunRequest {
   source: GuestSource;
   /** Source-text imports, by specifier (normalized lazily, when the guest imports them). */
   sourceImports: Record<string, string>;
-  bindings: Bindings;
+  bindings: BindingsLike;
   /** The input, already encoded by the codec. */
   inputText: string;
   limits: ResolvedLimits;
@@ -23,9 +23,11 @@ export interface EngineRunRequest {
 export interface EnginePrepareRequest {
   /** Prefix hash and partition key: instances are never shared across keys. */
   key: string;
+  /** The caller's partition key ("" when none): the process host may give each its own workers. */
+  partitionKey?: string;
   source: GuestSource;
   sourceImports: Record<string, string>;
-  bindings: Bindings;
+  bindings: BindingsLike;
   /** The budget of the prefix's own evaluation; `memoryMb` is every warm instance's heap limit. */
   limits: ResolvedLimits;
   host: Exclude<HostName, "auto">;

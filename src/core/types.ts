@@ -19,6 +19,23 @@ export interface SandboxOptions {
   memoryBudgetMb?: number;
   /** Instances created ahead of time so one-off runs skip isolate creation. Default 2; 0 disables. */
   spareInstances?: number;
+  /** The process host's worker processes. */
+  workers?: {
+    /** Workers kept even when idle. Default 1. */
+    min?: number;
+    /** A soft cap: idle workers past it are ended, least recently used first; busy ones never. Default: one per core. */
+    max?: number;
+    /** An idle worker beyond `min` is ended after this long. Default 60 000. */
+    idleTtlMs?: number;
+    /** A worker is recycled after this many runs. Default 10 000. */
+    maxRunsPerWorker?: number;
+    /** A hard cap on one worker's resident size; default: its base + the memory of its runs in flight + its warm heap + rssSlackMb. */
+    maxRssMb?: number;
+    /** The calibrated allowance for the worker's own heap, code and garbage not yet collected. Default 256. */
+    rssSlackMb?: number;
+  };
+  /** "partition": each partitionKey gets worker processes of its own. Default "shared" (isolates are never shared). */
+  isolateProcesses?: "shared" | "partition";
   /** Runs executing at once. Default: four per core. */
   maxConcurrentRuns?: number;
   /** Runs waiting for a slot. Default 10 000; past it a run fails at once with ERR_QUEUE_FULL. */
@@ -148,4 +165,6 @@ export interface SandboxStats {
   spareInstances: number;
   rssBytes: number;
   prefixes: PrefixStats[];
+  /** The process host's workers (absent for the in-process host). */
+  workers?: { pid: number; partition: string; busy: number; runs: number; rssBytes: number }[];
 }

@@ -1,4 +1,4 @@
-import { dispatchBridgeCall, sharedCodec } from "../core/bindings.js";
+import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
@@ -142,7 +142,7 @@ export class Execution implements InstanceListener, Watched {
     }
     const bindings = this.instance.bindings;
     if (!bindings) return;
-    void dispatchBridgeCall(bindings, fnId, argsText).then(({ ok, text }) => {
+    void bindings.dispatch(fnId, argsText).then(({ ok, text }) => {
       if (this.settled) return;
       if (text.length > limits.maxBridgeCallBytes) {
         this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `a host call's result exceeded ${limits.maxBridgeCallBytes} bytes`);

@@ -1,4 +1,4 @@
-import type { Bindings } from "../core/bindings.js";
+import type { BindingsLike } from "../core/bindings.js";
 import type { LineMap } from "../core/source-map.js";
 import type { GuestSource } from "../core/source.js";
 
@@ -17,7 +17,7 @@ export type RuntimeCaps = [number, number, number];
 
 export interface EvaluateRequest {
   /** Installed on a fresh instance; undefined on a warm one (it keeps its prefix's bindings). */
-  bindings?: Bindings;
+  bindings?: BindingsLike;
   mode: "run" | "prepare";
   inputText: string;
   caps: RuntimeCaps;
@@ -32,7 +32,7 @@ export interface EvaluateRequest {
  */
 export interface EngineInstance {
   listener: InstanceListener | undefined;
-  bindings: Bindings | undefined;
+  bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted: boolean;
   readonly disposed: boolean;

@@ -371,11 +371,11 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
 });
 
 describe("engine selection", () => {
-  it('"auto" picks v8 when isolated-vm loads, and stats.engine says which', async () => {
+  it('"auto" picks v8 when isolated-vm loads, and the process host; stats say which', async () => {
     await using sandbox = await createSandbox();
     const result = await sandbox.run({ code: "export default 1" });
     expect(result.stats.engine).toBe("v8");
-    expect(result.stats.host).toBe("inprocess");
+    expect(result.stats.host).toBe("process");
   });
 
   it("hosts that do not exist yet are refused at creation, not at run time", async () => {

@@ -14,6 +14,8 @@ export interface Combination {
 export const COMBINATIONS: Combination[] = [
   { name: "v8/inprocess", engine: "v8", host: "inprocess", options: { engine: "v8", host: "inprocess" } },
   { name: "quickjs/inprocess", engine: "quickjs", host: "inprocess", options: { engine: "quickjs", host: "inprocess" } },
+  { name: "v8/process", engine: "v8", host: "process", options: { engine: "v8", host: "process" } },
+  { name: "quickjs/process", engine: "quickjs", host: "process", options: { engine: "quickjs", host: "process" } },
 ];
 
 /**
@@ -35,6 +37,7 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   },
 };
 
+/** Differences belong to the engine: every host of that engine shares them. */
 export function differs(combo: Combination, key: string): string | undefined {
-  return DIFFERENCES[key]?.[combo.name];
+  return DIFFERENCES[key]?.[combo.name] ?? DIFFERENCES[key]?.[`${combo.engine}/inprocess`];
 }

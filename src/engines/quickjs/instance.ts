@@ -1,4 +1,4 @@
-import type { Bindings } from "../../core/bindings.js";
+import type { BindingsLike } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
@@ -16,7 +16,7 @@ let nextId = 0;
  */
 export class QuickJSInstance implements EngineInstance {
   listener: InstanceListener | undefined;
-  bindings: Bindings | undefined;
+  bindings: BindingsLike | undefined;
   tainted = false;
   heapUsedBytes = 0;
   uses = 0;

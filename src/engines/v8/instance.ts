@@ -1,5 +1,5 @@
 import type * as IVM from "isolated-vm";
-import type { Bindings } from "../../core/bindings.js";
+import type { BindingsLike } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -23,7 +23,7 @@ let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
  */
 export class V8Instance implements EngineInstance {
   listener: InstanceListener | undefined;
-  bindings: Bindings | undefined;
+  bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted = false;
   lastUsed = performance.now();
@@ -107,13 +107,13 @@ export class V8Instance implements EngineInstance {
   }
 
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
-  async install(bindings: Bindings): Promise<void> {
+  async install(bindings: BindingsLike): Promise<void> {
     this.bindings = bindings;
     await this.refs.install.apply(undefined, [bindings.text]);
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
-  start(bindings: Bindings, mode: "run" | "prepare", inputText: string, caps: [number, number, number]): Promise<unknown> {
+  start(bindings: BindingsLike, mode: "run" | "prepare", inputText: string, caps: [number, number, number]): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
     return this.refs.start.apply(undefined, [bindings.text, mode, inputText, ...caps]);
@@ -124,7 +124,7 @@ export class V8Instance implements EngineInstance {
    * instances; undefined on warm ones), begin, evaluate, call. The outcome arrives through onDone.
    */
   runScript(
-    bindings: Bindings | undefined,
+    bindings: BindingsLike | undefined,
     mode: "run" | "prepare",
     inputText: string,
     caps: [number, number, number],

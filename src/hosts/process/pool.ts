@@ -1,0 +1,155 @@
+import { CordonError } from "../../core/errors.js";
+import type { EngineName } from "../../core/types.js";
+import { watchdogAvailable } from "./rss.js";
+import { WorkerProcess } from "./worker.js";
+import type { WorkerConfig } from "./worker-main.js";
+
+export interface WorkerPoolOptions {
+  /** Workers kept even when idle. Default 1. */
+  min: number;
+  /** Workers beyond which idle ones are ended, least recently used first. Past it the pool still grows rather than failing a run. */
+  softCap: number;
+  /** An idle worker beyond `min` is ended after this long. */
+  idleTtlMs: number;
+  /** A worker is recycled (no new work, ended when idle) after this many runs. */
+  maxRunsPerWorker: number;
+  /** A hard cap on one worker's resident size; default: its calibrated base + the memory of its runs in flight + its warm heap + slack. */
+  maxRssMb?: number;
+  rssSlackMb: number;
+  /** "partition": each partition key gets workers of its own. Default "shared". */
+  isolateProcesses: "shared" | "partition";
+  /** Test hook: another worker entry script. */
+  entry?: string;
+}
+
+/** How often each worker's resident size is read. The design asks for at most 50 ms. */
+export const WATCHDOG_POLL_MS = 25;
+const LIFECYCLE_MS = 1000;
+
+/**
+ * cordon's worker processes: started, watched, recycled and ended here. A worker that dies fails
+ * only the work inside it and is replaced; no worker outlives the pool.
+ */
+export class WorkerPool {
+  private readonly workers: WorkerProcess[] = [];
+  private readonly watchdog: NodeJS.Timeout;
+  private readonly lifecycle: NodeJS.Timeout;
+  private disposed = false;
+
+  constructor(
+    private readonly engine: Exclude<EngineName, "auto">,
+    private readonly config: WorkerConfig,
+    private readonly options: WorkerPoolOptions,
+  ) {
+    if (process.platform === "linux" && !watchdogAvailable()) {
+      throw new CordonError(
+        "ERR_ENGINE_UNAVAILABLE",
+        'cordon: the process host needs /proc to watch its workers\' memory, and /proc cannot be read here; use host "inprocess" or mount /proc',
+      );
+    }
+    this.watchdog = setInterval(() => this.checkMemory(), WATCHDOG_POLL_MS);
+    this.watchdog.unref();
+    this.lifecycle = setInterval(() => this.tend(), LIFECYCLE_MS);
+    this.lifecycle.unref();
+    for (let i = 0; i < options.min; i++) this.spawn("");
+  }
+
+  list(): readonly WorkerProcess[] {
+    return this.workers;
+  }
+
+  /** A started worker for `partition`: the least busy one, or a new one. */
+  async pick(partition: string): Promise<WorkerProcess> {
+    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this sandbox has been disposed");
+    const key = this.options.isolateProcesses === "partition" ? partition : "";
+    const mine = this.workers.filter((w) => w.alive && !w.retiring && w.partition === key);
+    let best = mine.reduce<WorkerProcess | undefined>((a, b) => (!a || b.busy < a.busy ? b : a), undefined);
+    if (!best) best = this.spawn(key);
+    else if (best.busy > 0 && mine.length < this.options.softCap) this.spawn(key); // for the next run
+    try {
+      await best.started();
+      return best;
+    } catch (error) {
+      throw new CordonError("ERR_INSTANCE_RESET", `cordon: a worker process failed to start: ${(error as Error).message}`);
+    }
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    clearInterval(this.watchdog);
+    clearInterval(this.lifecycle);
+    const ending = this.workers.map(
+      (w) =>
+        new Promise<void>((resolve) => {
+          if (!w.alive) return resolve();
+          w.onDeath(() => resolve());
+          w.kill("ERR_INSTANCE_RESET", "the sandbox was disposed");
+        }),
+    );
+    await Promise.all(ending);
+    this.workers.length = 0;
+  }
+
+  private spawn(partition: string): WorkerProcess {
+    const worker = new WorkerProcess(this.engine, { config: this.config, partition, entry: this.options.entry });
+    worker.started().catch(() => {});
+    worker.onDeath((gone) => {
+      const index = this.workers.indexOf(gone);
+      if (index >= 0) this.workers.splice(index, 1);
+      // Keep the minimum of shared workers: a dead one is replaced.
+      if (!this.disposed && gone.partition === "" && this.count("") < this.options.min) this.spawn("");
+    });
+    this.workers.push(worker);
+    return worker;
+  }
+
+  private count(partition: string): number {
+    return this.workers.filter((w) => w.alive && !w.retiring && w.partition === partition).length;
+  }
+
+  /** The RSS watchdog: a worker past its budget is killed, and its runs end in ERR_MEMORY_LIMIT. */
+  private checkMemory(): void {
+    const slack = this.options.rssSlackMb * 1024 * 1024;
+    for (const worker of this.workers) {
+      if (!worker.alive || !worker.pid) continue;
+      const rss = worker.rss();
+      if (rss === undefined) continue;
+      const budget =
+        this.options.maxRssMb !== undefined
+          ? this.options.maxRssMb * 1024 * 1024
+          : worker.baseRss + worker.memoryInFlight + worker.warmHeapBytes + slack;
+      if (rss > budget) {
+        worker.kill("ERR_MEMORY_LIMIT", `its resident size reached ${mb(rss)} MB, past its budget of ${mb(budget)} MB`);
+      }
+    }
+  }
+
+  /** Recycling, idle TTL and the soft cap. */
+  private tend(): void {
+    const now = performance.now();
+    for (const worker of this.workers) {
+      if (!worker.alive) continue;
+      if (worker.pid) worker.pollStats();
+      if (worker.runs >= this.options.maxRunsPerWorker && !worker.retiring) {
+        worker.retiring = true;
+        if (worker.partition === "" && this.count("") < this.options.min) this.spawn("");
+      }
+      if (worker.retiring && worker.busy === 0) worker.kill("ERR_INSTANCE_RESET", "recycled after its maximum number of runs");
+    }
+    const idle = this.workers.filter((w) => w.alive && w.busy === 0 && !w.retiring).sort((a, b) => a.lastUsed - b.lastUsed);
+    let alive = this.workers.filter((w) => w.alive).length;
+    for (const worker of idle) {
+      const shared = this.count("");
+      const keep = worker.partition === "" && shared <= this.options.min;
+      const expired = now - worker.lastUsed > this.options.idleTtlMs;
+      if (!keep && (expired || alive > this.options.softCap)) {
+        worker.kill("ERR_INSTANCE_RESET", expired ? "idle past its time to live" : "evicted: the pool is past its soft cap");
+        alive--;
+      }
+    }
+  }
+}
+
+function mb(bytes: number): number {
+  return Math.round(bytes / 1024 / 1024);
+}

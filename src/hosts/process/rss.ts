@@ -1,0 +1,24 @@
+import { readFileSync } from "node:fs";
+
+const PAGE_BYTES = 4096;
+
+/** Resident set size of a process, from /proc/<pid>/statm (Linux). Undefined when unreadable. */
+export function readRss(pid: number): number | undefined {
+  try {
+    const fields = readFileSync(`/proc/${pid}/statm`, "latin1").split(" ");
+    const pages = Number(fields[1]);
+    return Number.isFinite(pages) ? pages * PAGE_BYTES : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * On Linux the process host refuses to start without /proc: a memory watchdog that enforces
+ * nothing is worse than a start-up failure. Elsewhere there is no /proc to read, and the README
+ * says the watchdog does not apply.
+ */
+export function watchdogAvailable(): boolean {
+  if (process.platform !== "linux") return false;
+  return readRss(process.pid) !== undefined;
+}

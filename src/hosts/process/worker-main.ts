@@ -1,0 +1,175 @@
+/**
+ * A cordon worker process: runs one engine (v8 or quickjs) for a sandbox in another process and
+ * speaks the host protocol (src/core/protocol.ts) over its stdin and stdout, in frames. Host
+ * bindings stay with the sandbox: a guest's host call travels back over the pipe.
+ *
+ * Started by the process host with an empty environment, a private working directory and
+ * `--no-node-snapshot`. Raises its own oom_score_adj first, so the kernel's OOM killer picks a
+ * worker before the host.
+ */
+import { writeFileSync } from "node:fs";
+import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
+import type { Engine, EnginePrefix } from "../../core/engine.js";
+import { readBodies } from "../../core/fetch-wire.js";
+import { encodeFrame, FrameReader } from "../../core/framing.js";
+import type { HostEvent, HostRequest } from "../../core/protocol.js";
+import type { RunResult } from "../../core/types.js";
+import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
+
+export interface WorkerConfig {
+  engine: "v8" | "quickjs";
+  engineOptions: PooledEngineOptions;
+}
+
+/** Bindings whose functions live in the sandbox's process: a call is a message and its answer. */
+class RemoteBindings implements BindingsLike {
+  constructor(
+    readonly text: string,
+    private readonly owner: number,
+    private readonly call: (owner: number, fnId: number, argsText: string) => Promise<BridgeAnswer>,
+  ) {}
+
+  dispatch(fnId: number, argsText: string): Promise<BridgeAnswer> {
+    return this.call(this.owner, fnId, argsText);
+  }
+}
+
+async function main(): Promise<void> {
+  try {
+    writeFileSync("/proc/self/oom_score_adj", "1000");
+  } catch {
+    // Not Linux, or /proc is not writable: the host's watchdog still applies.
+  }
+  // stdout carries the protocol: nothing else may write to it.
+  console.log = console.info = console.debug = (...args: unknown[]) => process.stderr.write(`${args.join(" ")}\n`);
+
+  const config = JSON.parse(process.argv[2] ?? "{}") as WorkerConfig;
+  const engine: Engine =
+    config.engine === "quickjs"
+      ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
+      : (await import("../../engines/v8/engine.js")).createV8Engine(config.engineOptions);
+
+  const send = (event: HostEvent) => process.stdout.write(encodeFrame(event));
+  const aborts = new Map<number, AbortController>();
+  const prefixes = new Map<number, EnginePrefix>();
+  const bridge = new Map<number, (answer: BridgeAnswer) => void>();
+  let nextCid = 0;
+  let nextPrefix = 0;
+
+  const bridgeCall = (owner: number, fnId: number, argsText: string) =>
+    new Promise<BridgeAnswer>((resolve) => {
+      const cid = ++nextCid;
+      bridge.set(cid, resolve);
+      send({ t: "bridge-call", id: owner, cid, fnId, argsText });
+    });
+
+  const encodeResult = async (result: RunResult): Promise<string> => {
+    if (result.ok && result.value !== null && typeof result.value === "object") await readBodies([result.value]);
+    return sharedCodec().encode(result, "result");
+  };
+
+  const answer = async (id: number, work: (signal: AbortSignal) => Promise<RunResult>) => {
+    const controller = new AbortController();
+    aborts.set(id, controller);
+    try {
+      const resultText = await encodeResult(await work(controller.signal));
+      send({ t: "result", id, resultText, stats: engine.stats() });
+    } finally {
+      aborts.delete(id);
+    }
+  };
+
+  const handle = (message: HostRequest) => {
+    switch (message.t) {
+      case "run": {
+        const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
+        const { source, sourceImports, inputText, limits, mode } = message;
+        void answer(message.id, (signal) =>
+          engine.run({ source, sourceImports, bindings, inputText, limits, signal, host: "process", mode }),
+        );
+        return;
+      }
+      case "prepare": {
+        const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
+        const { key, source, sourceImports, limits } = message;
+        void engine
+          .prepare({ key, source, sourceImports, bindings, limits, host: "process" })
+          .then(async ({ prefix, result }) => {
+            let handle: number | undefined;
+            if (result.ok) {
+              handle = ++nextPrefix;
+              prefixes.set(handle, prefix);
+            }
+            send({
+              t: "prepared",
+              id: message.id,
+              prefix: handle,
+              resultText: await encodeResult(result),
+              stats: engine.stats(),
+            });
+          });
+        return;
+      }
+      case "prefix-run": {
+        const prefix = prefixes.get(message.prefix);
+        const { source, inputText, limits } = message;
+        void answer(message.id, (signal) =>
+          prefix ? prefix.run({ source, sourceImports: {}, inputText, limits, signal }) : Promise.resolve(gone(config.engine)),
+        );
+        return;
+      }
+      case "prefix-call": {
+        const prefix = prefixes.get(message.prefix);
+        const { path, argsText, limits } = message;
+        void answer(message.id, (signal) =>
+          prefix ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
+        );
+        return;
+      }
+      case "prefix-dispose":
+        prefixes.get(message.prefix)?.dispose();
+        prefixes.delete(message.prefix);
+        return;
+      case "abort":
+        aborts.get(message.id)?.abort(message.reason);
+        return;
+      case "bridge-result": {
+        const resolve = bridge.get(message.cid);
+        bridge.delete(message.cid);
+        resolve?.({ ok: message.ok, text: message.text });
+        return;
+      }
+      case "stats":
+        send({ t: "stats", id: message.id, stats: engine.stats() });
+        return;
+      default:
+        protocolError(`unknown message type ${JSON.stringify((message as { t?: unknown }).t)}`);
+    }
+  };
+
+  const protocolError = (reason: string) => {
+    process.stderr.write(`cordon worker: protocol error: ${reason}\n`);
+    process.exit(70);
+  };
+  const reader = new FrameReader((message) => handle(message as HostRequest), protocolError);
+  process.stdin.on("data", (chunk: Buffer) => reader.push(chunk));
+  // The sandbox went away: so does the worker.
+  process.stdin.on("end", () => process.exit(0));
+  // Ready once the engine's spare instances exist: their memory is part of the calibrated base.
+  for (let waited = 0; waited < 3000 && engine.stats().spareInstances < config.engineOptions.spares; waited += 20) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  send({ t: "ready", pid: process.pid, rssBytes: process.memoryUsage.rss() });
+}
+
+function gone(engine: "v8" | "quickjs"): RunResult {
+  return {
+    status: "failed",
+    ok: false,
+    error: { code: "ERR_INSTANCE_RESET", name: "CordonError", message: "the prefix is no longer held by this worker" },
+    logs: [],
+    stats: { engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
+  };
+}
+
+void main();

@@ -1,0 +1,333 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { BindingsLike } from "../../core/bindings.js";
+import { sharedCodec } from "../../core/bindings.js";
+import type { ErrorCode } from "../../core/errors.js";
+import { encodeFrame, FrameReader } from "../../core/framing.js";
+import type { EngineStats } from "../../core/engine.js";
+import type { HostEvent, HostRequest } from "../../core/protocol.js";
+import type { EngineName, RunResult } from "../../core/types.js";
+import { abortReason } from "../../engines/execution.js";
+import { readRss } from "./rss.js";
+import type { WorkerConfig } from "./worker-main.js";
+
+/** The worker entry runs from dist/ (child processes run JavaScript; `npm test` builds first). */
+const WORKER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/worker-main.js", import.meta.url));
+const START_TIMEOUT_MS = 15_000;
+
+/** A request without its id (the worker process numbers requests itself), per union member. */
+type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
+
+interface Pending {
+  resolve(result: RunResult): void;
+  bindings?: BindingsLike;
+  memoryMb: number;
+  /** The answer to a prepare carries the prefix handle too. */
+  onPrepared?(prefix: number | undefined, result: RunResult): void;
+  timer?: NodeJS.Timeout;
+}
+
+export interface WorkerOptions {
+  config: WorkerConfig;
+  /** Which partition's work this worker takes ("" = shared). */
+  partition: string;
+  /** Test hook: another entry script (e.g. one that misbehaves on its pipe). */
+  entry?: string;
+}
+
+/**
+ * The sandbox's side of one worker process: spawning it, framing the protocol over its pipes,
+ * routing answers and host calls, and failing exactly the work inside it when it dies.
+ */
+export class WorkerProcess {
+  readonly partition: string;
+  pid = 0;
+  /** Resident size when it became ready: the calibrated base of its memory budget. */
+  baseRss = 0;
+  runs = 0;
+  lastUsed = performance.now();
+  retiring = false;
+  /** The worker engine's stats, as of its last answer. */
+  engineStats: EngineStats | undefined;
+  private readonly child: ChildProcess;
+  private readonly dir: string;
+  private readonly pending = new Map<number, Pending>();
+  /** Bindings of prefixes prepared in this worker, by the prepare's id: their host calls come back. */
+  private readonly prefixBindings = new Map<number, BindingsLike>();
+  private nextId = 0;
+  private deathCode: ErrorCode | undefined;
+  private deathCause = "";
+  private dead = false;
+  private readonly ready: Promise<void>;
+  private onExit: ((worker: WorkerProcess) => void) | undefined;
+
+  constructor(
+    private readonly engine: Exclude<EngineName, "auto">,
+    options: WorkerOptions,
+  ) {
+    this.partition = options.partition;
+    // A private working directory, an empty environment: nothing of the host's.
+    this.dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
+    this.child = spawn(process.execPath, ["--no-node-snapshot", options.entry ?? WORKER_MAIN, JSON.stringify(options.config)], {
+      cwd: this.dir,
+      env: {},
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    this.ready = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("the worker did not start in time")), START_TIMEOUT_MS);
+      const reader = new FrameReader(
+        (message) => {
+          const event = message as HostEvent;
+          if (event.t === "ready" && !this.pid) {
+            clearTimeout(timer);
+            this.pid = event.pid;
+            this.baseRss = event.rssBytes;
+            resolve();
+            return;
+          }
+          this.route(event);
+        },
+        (reason) => this.retire("ERR_INSTANCE_RESET", `protocol error: ${reason}`),
+      );
+      this.child.stdout?.on("data", (chunk: Buffer) => reader.push(chunk));
+      this.child.on("exit", (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`the worker exited while starting (code ${code}, signal ${signal})`));
+        this.died(code, signal);
+      });
+      this.child.on("error", (error) => {
+        clearTimeout(timer);
+        reject(error);
+        this.died(null, null, error.message);
+      });
+    });
+    this.child.stdin?.on("error", () => {});
+  }
+
+  started(): Promise<void> {
+    return this.ready;
+  }
+
+  onDeath(listener: (worker: WorkerProcess) => void): void {
+    this.onExit = listener;
+  }
+
+  get alive(): boolean {
+    return !this.dead;
+  }
+
+  get busy(): number {
+    return this.pending.size;
+  }
+
+  /** Memory the runs in flight may use, in bytes: part of this worker's budget. */
+  get memoryInFlight(): number {
+    let total = 0;
+    for (const p of this.pending.values()) total += p.memoryMb * 1024 * 1024;
+    return total;
+  }
+
+  rss(): number | undefined {
+    return this.pid ? readRss(this.pid) : undefined;
+  }
+
+  /** Heap of the worker's idle warm instances: part of its memory budget. */
+  get warmHeapBytes(): number {
+    return this.engineStats?.idleHeapBytes ?? 0;
+  }
+
+  /** Send a request that is answered with a RunResult. `backstopMs`: past it, the worker is ended. */
+  request(
+    message: WithoutId<Extract<HostRequest, { t: "run" | "prefix-run" | "prefix-call" }>>,
+    bindings: BindingsLike | undefined,
+    memoryMb: number,
+    signal: AbortSignal | undefined,
+    backstopMs: number,
+  ): Promise<RunResult> {
+    return new Promise<RunResult>((resolve) => {
+      if (this.dead) return resolve(this.failure());
+      if (signal?.aborted) return resolve(this.aborted(signal.reason));
+      const id = ++this.nextId;
+      this.runs++;
+      this.lastUsed = performance.now();
+      const pending: Pending = { resolve, bindings, memoryMb };
+      pending.timer = setTimeout(() => {
+        this.kill("ERR_WALL_TIMEOUT", `the worker did not answer within the run's wall time (+1 s)`);
+      }, backstopMs);
+      this.pending.set(id, pending);
+      const onAbort = () => this.send({ t: "abort", id, reason: abortReason(signal?.reason) });
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const done = pending.resolve;
+      pending.resolve = (result) => {
+        signal?.removeEventListener("abort", onAbort);
+        done(result);
+      };
+      this.send({ ...message, id } as HostRequest);
+    });
+  }
+
+  prepare(
+    message: WithoutId<Extract<HostRequest, { t: "prepare" }>>,
+    bindings: BindingsLike,
+    memoryMb: number,
+    backstopMs: number,
+  ): Promise<{ prefix?: number; result: RunResult; owner: number }> {
+    return new Promise((resolve) => {
+      if (this.dead) return resolve({ result: this.failure(), owner: 0 });
+      const id = ++this.nextId;
+      const pending: Pending = {
+        resolve: (result) => resolve({ result, owner: id }),
+        memoryMb,
+        bindings,
+        onPrepared: (prefix, result) => {
+          if (prefix !== undefined) this.prefixBindings.set(id, bindings);
+          resolve({ prefix, result, owner: id });
+        },
+      };
+      pending.timer = setTimeout(
+        () => this.kill("ERR_WALL_TIMEOUT", "the worker did not finish preparing within the prefix's wall time (+1 s)"),
+        backstopMs,
+      );
+      this.pending.set(id, pending);
+      this.send({ ...message, id } as HostRequest);
+    });
+  }
+
+  /** Ask for the warm heap figure (part of this worker's memory budget); the answer updates it. */
+  pollStats(): void {
+    this.send({ t: "stats", id: 0 });
+  }
+
+  disposePrefix(prefix: number, owner: number): void {
+    this.prefixBindings.delete(owner);
+    this.send({ t: "prefix-dispose", prefix });
+  }
+
+  /** End the worker. Work inside it fails with `code` (ERR_MEMORY_LIMIT for the watchdog). */
+  kill(code: ErrorCode, cause: string): void {
+    if (this.dead) return;
+    this.deathCode ??= code;
+    this.deathCause ||= cause;
+    this.child.kill("SIGKILL");
+  }
+
+  /** A protocol error or an unreadable answer: the worker is not trusted with more work. */
+  retire(code: ErrorCode, cause: string): void {
+    this.kill(code, cause);
+  }
+
+  private send(message: HostRequest): void {
+    if (this.dead) return;
+    this.child.stdin?.write(encodeFrame(message));
+  }
+
+  private route(event: HostEvent): void {
+    switch (event.t) {
+      case "result": {
+        this.engineStats = event.stats;
+        const pending = this.take(event.id);
+        if (!pending) return this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
+        pending.resolve(this.decode(event.resultText));
+        return;
+      }
+      case "prepared": {
+        this.engineStats = event.stats;
+        const pending = this.take(event.id);
+        if (!pending?.onPrepared)
+          return this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown prepare ${event.id}`);
+        pending.onPrepared(event.prefix, this.decode(event.resultText));
+        return;
+      }
+      case "bridge-call": {
+        const bindings = this.pending.get(event.id)?.bindings ?? this.prefixBindings.get(event.id);
+        if (!bindings) {
+          this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
+          return;
+        }
+        void bindings
+          .dispatch(event.fnId, event.argsText)
+          .then(({ ok, text }) => this.send({ t: "bridge-result", cid: event.cid, ok, text }));
+        return;
+      }
+      case "stats":
+        this.engineStats = event.stats;
+        return;
+      case "ready":
+        return this.retire("ERR_INSTANCE_RESET", "protocol error: a second ready");
+      default:
+        return this.retire("ERR_INSTANCE_RESET", `protocol error: unknown event ${JSON.stringify((event as { t?: unknown }).t)}`);
+    }
+  }
+
+  private take(id: number): Pending | undefined {
+    const pending = this.pending.get(id);
+    if (!pending) return undefined;
+    this.pending.delete(id);
+    clearTimeout(pending.timer);
+    this.lastUsed = performance.now();
+    return pending;
+  }
+
+  private decode(text: string): RunResult {
+    try {
+      const result = sharedCodec().decode(text) as RunResult;
+      if (!result || typeof result !== "object" || !("status" in result)) throw new Error("not a result");
+      result.stats.host = "process";
+      return result;
+    } catch {
+      // An unreadable answer: this worker is retired, and this one run fails.
+      this.retire("ERR_INSTANCE_RESET", "protocol error: an unreadable result");
+      return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
+    }
+  }
+
+  private died(code: number | null, signal: NodeJS.Signals | null, error?: string): void {
+    if (this.dead) return;
+    this.dead = true;
+    const cause = this.deathCause || error || `the worker process exited (code ${code}, signal ${signal})`;
+    for (const [id, pending] of this.pending) {
+      clearTimeout(pending.timer);
+      this.pending.delete(id);
+      pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
+    }
+    this.prefixBindings.clear();
+    try {
+      rmSync(this.dir, { recursive: true, force: true });
+    } catch {}
+    this.onExit?.(this);
+  }
+
+  private aborted(reason: unknown): RunResult {
+    const text = abortReason(reason);
+    return {
+      status: "aborted",
+      ok: false,
+      reason: text,
+      error: { code: "ERR_ABORTED", name: "AbortError", message: `the run was aborted: ${text}` },
+      logs: [],
+      stats: { engine: this.engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
+    };
+  }
+
+  private failure(
+    code: ErrorCode = this.deathCode ?? "ERR_INSTANCE_RESET",
+    cause = this.deathCause || "the worker process is gone",
+  ): RunResult {
+    const message =
+      code === "ERR_MEMORY_LIMIT"
+        ? `the worker process passed its memory budget and was killed: ${cause}`
+        : code === "ERR_WALL_TIMEOUT"
+          ? cause
+          : `the worker process running this was lost: ${cause}`;
+    return {
+      status: "failed",
+      ok: false,
+      error: { code, name: "CordonError", message },
+      logs: [],
+      stats: { engine: this.engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
+    };
+  }
+}
