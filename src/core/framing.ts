@@ -32,7 +32,10 @@ export class FrameReader {
     while (this.size >= 4) {
       const head = this.take(4, false);
       const length = head.readUInt32BE(0);
-      if (length > MAX_FRAME_BYTES) return this.fail(`a frame announced ${length} bytes, over the limit of ${MAX_FRAME_BYTES}`);
+      if (length > MAX_FRAME_BYTES) {
+        this.fail(`a frame announced ${length} bytes, over the limit of ${MAX_FRAME_BYTES}`);
+        return;
+      }
       if (this.size < 4 + length) return;
       this.take(4, true);
       const body = this.take(length, true);
@@ -40,10 +43,13 @@ export class FrameReader {
       try {
         message = JSON.parse(body.toString("utf8"));
       } catch {
-        return this.fail("a frame was not JSON");
+        this.fail("a frame was not JSON");
+        return;
       }
-      if (message === null || typeof message !== "object" || Array.isArray(message))
-        return this.fail("a frame was not an object");
+      if (message === null || typeof message !== "object" || Array.isArray(message)) {
+        this.fail("a frame was not an object");
+        return;
+      }
       this.onMessage(message as Record<string, unknown>);
       if (this.failed) return;
     }

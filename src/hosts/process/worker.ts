@@ -229,15 +229,20 @@ export class WorkerProcess {
       case "result": {
         this.engineStats = event.stats;
         const pending = this.take(event.id);
-        if (!pending) return this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
+        if (!pending) {
+          this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
+          return;
+        }
         pending.resolve(this.decode(event.resultText));
         return;
       }
       case "prepared": {
         this.engineStats = event.stats;
         const pending = this.take(event.id);
-        if (!pending?.onPrepared)
-          return this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown prepare ${event.id}`);
+        if (!pending?.onPrepared) {
+          this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown prepare ${event.id}`);
+          return;
+        }
         pending.onPrepared(event.prefix, this.decode(event.resultText));
         return;
       }
@@ -256,9 +261,11 @@ export class WorkerProcess {
         this.engineStats = event.stats;
         return;
       case "ready":
-        return this.retire("ERR_INSTANCE_RESET", "protocol error: a second ready");
+        this.retire("ERR_INSTANCE_RESET", "protocol error: a second ready");
+        return;
       default:
-        return this.retire("ERR_INSTANCE_RESET", `protocol error: unknown event ${JSON.stringify((event as { t?: unknown }).t)}`);
+        this.retire("ERR_INSTANCE_RESET", `protocol error: unknown event ${JSON.stringify((event as { t?: unknown }).t)}`);
+        return;
     }
   }
 

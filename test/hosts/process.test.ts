@@ -1,0 +1,149 @@
+import { readFileSync, readlinkSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+
+/** The supervision the process host adds, tested against real worker processes. */
+const opened: Sandbox[] = [];
+async function sandbox(options: Parameters<typeof createSandbox>[0] = {}): Promise<Sandbox> {
+  const created = await createSandbox({ host: "process", ...options });
+  opened.push(created);
+  return created;
+}
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.dispose();
+});
+
+function code(result: RunResult): string {
+  return result.ok ? "completed" : result.error.code;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > end) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const workerPids = (s: Sandbox) => (s.stats().workers ?? []).map((w) => w.pid);
+
+describe("process host", () => {
+  it("a worker killed from outside fails only its run; a run in another worker and later runs succeed", async () => {
+    const s = await sandbox({ workers: { min: 2 } });
+    await s.run({ code: "export default 1" });
+    await until(() => workerPids(s).length === 2);
+    const slow = { code: "export default () => new Promise((r) => setTimeout(() => r('slept'), 800))" };
+    const first = s.run(slow);
+    await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
+    const second = s.run(slow);
+    await until(() => (s.stats().workers ?? []).filter((w) => w.busy === 1).length === 2);
+    const victim = (s.stats().workers ?? []).find((w) => w.busy === 1);
+    if (!victim) throw new Error("no busy worker");
+    process.kill(victim.pid, "SIGKILL");
+    const results = await Promise.all([first, second]);
+    expect(results.map(code).sort()).toEqual(["ERR_INSTANCE_RESET", "completed"]);
+    const reset = results.find((r) => !r.ok);
+    if (reset && !reset.ok) expect(reset.error.message).toMatch(/lost|exited|SIGKILL/);
+    const later = await Promise.all([1, 2, 3].map((n) => s.run({ code: "export default (n) => n * 2", input: n })));
+    expect(later.map((r) => r.ok && r.value)).toEqual([2, 4, 6]);
+    expect(alive(process.pid)).toBe(true);
+  });
+
+  it("the RSS watchdog kills a worker past its budget: ERR_MEMORY_LIMIT, and the next run succeeds", async () => {
+    // A hard per-worker cap well under what the guest may allocate inside its own isolate limit:
+    // the guest's ArrayBuffers grow the worker's resident size, which only the watchdog sees.
+    const s = await sandbox({ workers: { maxRssMb: 160 } });
+    const result = await s.run({
+      code: "export default async () => { const keep = []; for (let i = 0; i < 60; i++) { keep.push(new Uint8Array(8 * 1024 * 1024).fill(1)); await new Promise((r) => setTimeout(r, 5)); } return keep.length }",
+      limits: { memoryMb: 1024, wallTimeMs: 10_000 },
+    });
+    expect(code(result)).toBe("ERR_MEMORY_LIMIT");
+    if (!result.ok) expect(result.error.message).toMatch(/resident size reached \d+ MB, past its budget of 160 MB/);
+    const next = await s.run({ code: "export default 'ok'" });
+    expect(next.ok && next.value).toBe("ok");
+  });
+
+  it("workers start with an empty environment, a private directory and a raised oom_score_adj", async () => {
+    process.env.CORDON_TEST_SECRET = "must-not-leak";
+    try {
+      const s = await sandbox();
+      await s.run({ code: "export default 1" });
+      const [pid] = workerPids(s);
+      const environ = readFileSync(`/proc/${pid}/environ`, "latin1");
+      expect(environ).toBe("");
+      expect(readlinkSync(`/proc/${pid}/cwd`)).toMatch(/cordon-worker-/);
+      expect(readFileSync(`/proc/${pid}/oom_score_adj`, "latin1").trim()).toBe("1000");
+      const guest = await s.run({
+        code: "export default () => [typeof process, typeof require, globalThis.CORDON_TEST_SECRET ?? null]",
+      });
+      expect(guest.ok && guest.value).toEqual(["undefined", "undefined", null]);
+    } finally {
+      delete process.env.CORDON_TEST_SECRET;
+    }
+  });
+
+  it("recycles a worker after its maximum number of runs", async () => {
+    const s = await sandbox({ workers: { maxRunsPerWorker: 3 } });
+    for (let i = 0; i < 3; i++) await s.run({ code: "export default 1" });
+    const [first] = workerPids(s);
+    await until(() => !alive(first), 5000);
+    const next = await s.run({ code: "export default 2" });
+    expect(next.ok && next.value).toBe(2);
+    expect(workerPids(s)).not.toContain(first);
+  });
+
+  it("a worker that writes garbage on its pipe is retired and only its request fails", async () => {
+    const entry = fileURLToPath(new URL("../fixtures/garbage-worker.mjs", import.meta.url));
+    const s = await sandbox({ workers: { entry } as never });
+    await until(() => workerPids(s).length === 1);
+    const [pid] = workerPids(s);
+    const result = await s.run({ code: "export default 1" });
+    expect(code(result)).toBe("ERR_INSTANCE_RESET");
+    if (!result.ok) expect(result.error.message).toMatch(/protocol error: a frame was not JSON/);
+    await until(() => !alive(pid));
+  });
+
+  it("partition isolation gives each partition key its own worker processes", async () => {
+    const s = await sandbox({ isolateProcesses: "partition" });
+    const prefixCode = "export function pid() { return 0 }";
+    const a = await s.prepare({ code: prefixCode, partitionKey: "tenant-a" });
+    const b = await s.prepare({ code: prefixCode, partitionKey: "tenant-b" });
+    await a.call({ export: "pid" });
+    await b.call({ export: "pid" });
+    const partitions = (s.stats().workers ?? []).map((w) => w.partition);
+    expect(partitions).toEqual(expect.arrayContaining(["tenant-a", "tenant-b"]));
+    const pids = new Map((s.stats().workers ?? []).map((w) => [w.partition, w.pid]));
+    expect(pids.get("tenant-a")).not.toBe(pids.get("tenant-b"));
+  });
+
+  it("a prefix whose worker died is prepared again elsewhere, cold", async () => {
+    const s = await sandbox();
+    const prefix = await s.prepare({ code: "let n = 0; export function next() { return ++n }" });
+    expect((await prefix.call({ export: "next" })).ok).toBe(true);
+    const killed = workerPids(s);
+    for (const pid of killed) process.kill(pid, "SIGKILL");
+    await until(() => workerPids(s).length > 0 && workerPids(s).every((pid) => !killed.includes(pid)));
+    const after = await prefix.call({ export: "next" });
+    expect(after.ok && after.value).toBe(1);
+    expect(after.stats.warm).toBe(false);
+  });
+
+  it("no worker outlives dispose", async () => {
+    const s = await createSandbox({ host: "process", workers: { min: 2 } });
+    await s.run({ code: "export default 1" });
+    await until(() => workerPids(s).length === 2);
+    const pids = workerPids(s);
+    await s.dispose();
+    for (const pid of pids) expect(alive(pid)).toBe(false);
+  });
+});
