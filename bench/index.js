@@ -1,15 +1,17 @@
 // npm run bench: cordon beside the raw engines it builds on, measured in the same run.
-// `npm run bench -- --quick` takes fewer samples; `-- v8` or `-- quickjs` runs one engine.
+// `npm run bench -- --quick` takes fewer samples; `-- v8`, `-- quickjs` or `-- process` runs one part.
 // Commit the bench, not its output.
 import { availableParallelism, cpus } from "node:os";
+import { benchProcess } from "./process.js";
 import { benchQuickJS } from "./quickjs.js";
 import { benchV8 } from "./v8.js";
 
 const quick = process.argv.includes("--quick");
-const only = ["v8", "quickjs"].filter((name) => process.argv.includes(name));
+const only = ["v8", "quickjs", "process"].filter((name) => process.argv.includes(name));
 const wanted = (name) => only.length === 0 || only.includes(name);
 console.log(
   `cordon bench — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? "unknown cpu"})${quick ? ", quick" : ""}`,
 );
 if (wanted("v8")) await benchV8({ quick });
 if (wanted("quickjs")) await benchQuickJS({ quick });
+if (wanted("process")) await benchProcess({ quick });

@@ -64,10 +64,10 @@ function ms(value) {
 }
 
 /** Print p50/p90/p99 of `sorted`, and the p50 ratio against `baseline` when given. */
-export function report(label, sorted, baseline, { target } = {}) {
+export function report(label, sorted, baseline, { target, vs = "raw" } = {}) {
   const p50 = percentile(sorted, 0.5);
   const parts = [`p50 ${ms(p50)}`, `p90 ${ms(percentile(sorted, 0.9))}`, `p99 ${ms(percentile(sorted, 0.99))}`];
-  if (baseline) parts.push(`ratio ${(p50 / percentile(baseline, 0.5)).toFixed(2)}x raw`);
+  if (baseline) parts.push(`ratio ${(p50 / percentile(baseline, 0.5)).toFixed(2)}x ${vs}`);
   if (target) parts.push(`target ${target}`);
   console.log(`  ${label.padEnd(48)} ${parts.join("   ")}`);
 }
