@@ -25,6 +25,7 @@ export type HostRequest =
       inputText: string;
       limits: ResolvedLimits;
       mode?: "run" | "prepare";
+      abortable?: boolean;
     }
   | {
       t: "prepare";
@@ -35,8 +36,17 @@ export type HostRequest =
       bindingsText: string;
       limits: ResolvedLimits;
     }
-  | { t: "prefix-run"; id: number; prefix: number; source: GuestSource; inputText: string; limits: ResolvedLimits }
-  | { t: "prefix-call"; id: number; prefix: number; path: string; argsText: string; limits: ResolvedLimits }
+  | {
+      t: "prefix-run";
+      id: number;
+      prefix: number;
+      source: GuestSource;
+      inputText: string;
+      limits: ResolvedLimits;
+      abortable?: boolean;
+    }
+  /** `abortable`: the caller holds a signal, so an abort may follow (calls without one can be coalesced). */
+  | { t: "prefix-call"; id: number; prefix: number; path: string; argsText: string; limits: ResolvedLimits; abortable?: boolean }
   | { t: "prefix-dispose"; prefix: number }
   | { t: "abort"; id: number; reason: string }
   | { t: "bridge-result"; cid: number; ok: boolean; text: string }

@@ -53,8 +53,16 @@ const BOMBS: Bomb[] = [
   },
   {
     name: "heap bomb",
-    code: "export default () => { const a = []; for (;;) a.push({ x: Math.random(), y: [1, 2, 3] }) }",
+    // Large chunks and the whole wall time as CPU: near its limit V8 spends CPU collecting, and on
+    // a busy machine a small-object bomb can meet the CPU limit first.
+    code: "export default () => { const a = []; for (;;) a.push(new Array(4096).fill({ x: Math.random() })) }",
+    limits: { cpuTimeMs: 1500 },
     expect: "ERR_MEMORY_LIMIT",
+  },
+  {
+    name: "small-object heap bomb",
+    code: "export default () => { const a = []; for (;;) a.push({ x: Math.random(), y: [1, 2, 3] }) }",
+    expect: ["ERR_MEMORY_LIMIT", "ERR_CPU_TIMEOUT"],
   },
   {
     name: "ArrayBuffer bomb",

@@ -49,7 +49,19 @@ async function main(): Promise<void> {
       ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
       : (await import("../../engines/v8/engine.js")).createV8Engine(config.engineOptions);
 
-  const send = (event: HostEvent) => process.stdout.write(encodeFrame(event));
+  // Frames sent in one tick leave in one write.
+  let corked = false;
+  const send = (event: HostEvent) => {
+    if (!corked) {
+      corked = true;
+      process.stdout.cork();
+      process.nextTick(() => {
+        corked = false;
+        process.stdout.uncork();
+      });
+    }
+    process.stdout.write(encodeFrame(event));
+  };
   const aborts = new Map<number, AbortController>();
   const prefixes = new Map<number, EnginePrefix>();
   const bridge = new Map<number, (answer: BridgeAnswer) => void>();
@@ -68,11 +80,16 @@ async function main(): Promise<void> {
     return sharedCodec().encode(result, "result");
   };
 
-  const answer = async (id: number, work: (signal: AbortSignal) => Promise<RunResult>) => {
-    const controller = new AbortController();
-    aborts.set(id, controller);
+  /** Answer request `id`. Only an abortable request gets a signal: calls without one may coalesce. */
+  const answer = async (
+    id: number,
+    abortable: boolean | undefined,
+    work: (signal: AbortSignal | undefined) => Promise<RunResult>,
+  ) => {
+    const controller = abortable ? new AbortController() : undefined;
+    if (controller) aborts.set(id, controller);
     try {
-      const resultText = await encodeResult(await work(controller.signal));
+      const resultText = await encodeResult(await work(controller?.signal));
       send({ t: "result", id, resultText, stats: engine.stats() });
     } finally {
       aborts.delete(id);
@@ -84,7 +101,7 @@ async function main(): Promise<void> {
       case "run": {
         const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
         const { source, sourceImports, inputText, limits, mode } = message;
-        void answer(message.id, (signal) =>
+        void answer(message.id, message.abortable, (signal) =>
           engine.run({ source, sourceImports, bindings, inputText, limits, signal, host: "process", mode }),
         );
         return;
@@ -113,7 +130,7 @@ async function main(): Promise<void> {
       case "prefix-run": {
         const prefix = prefixes.get(message.prefix);
         const { source, inputText, limits } = message;
-        void answer(message.id, (signal) =>
+        void answer(message.id, message.abortable, (signal) =>
           prefix ? prefix.run({ source, sourceImports: {}, inputText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;
@@ -121,7 +138,7 @@ async function main(): Promise<void> {
       case "prefix-call": {
         const prefix = prefixes.get(message.prefix);
         const { path, argsText, limits } = message;
-        void answer(message.id, (signal) =>
+        void answer(message.id, message.abortable, (signal) =>
           prefix ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;

@@ -61,6 +61,7 @@ export class WorkerProcess {
   private deathCode: ErrorCode | undefined;
   private deathCause = "";
   private dead = false;
+  private corked = false;
   private readonly ready: Promise<void>;
   private onExit: ((worker: WorkerProcess) => void) | undefined;
 
@@ -165,7 +166,7 @@ export class WorkerProcess {
         signal?.removeEventListener("abort", onAbort);
         done(result);
       };
-      this.send({ ...message, id } as HostRequest);
+      this.send({ ...message, id, abortable: signal !== undefined } as HostRequest);
     });
   }
 
@@ -214,14 +215,32 @@ export class WorkerProcess {
     this.child.kill("SIGKILL");
   }
 
+  /** End the worker gracefully: its stdin closes and it exits; one that lingers is killed. */
+  stop(cause: string): void {
+    if (this.dead) return;
+    this.deathCause ||= cause;
+    this.child.stdin?.end();
+    const timer = setTimeout(() => this.kill("ERR_INSTANCE_RESET", cause), 1000);
+    timer.unref();
+  }
+
   /** A protocol error or an unreadable answer: the worker is not trusted with more work. */
   retire(code: ErrorCode, cause: string): void {
     this.kill(code, cause);
   }
 
   private send(message: HostRequest): void {
-    if (this.dead) return;
-    this.child.stdin?.write(encodeFrame(message));
+    if (this.dead || !this.child.stdin) return;
+    // Frames sent in one tick leave in one write: a syscall per call would cap throughput.
+    if (!this.corked) {
+      this.corked = true;
+      this.child.stdin.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.child.stdin?.uncork();
+      });
+    }
+    this.child.stdin.write(encodeFrame(message));
   }
 
   private route(event: HostEvent): void {
