@@ -96,17 +96,22 @@ export class Sandbox implements AsyncDisposable {
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const bindings = new Bindings(options.globals, hostModules);
+    return this.runFresh(checked, options.input, bindings, sources, "run");
+  }
+
+  /** A run on a fresh instance, holding a run slot: `sandbox.run` and `readExports`. */
+  private runFresh(
+    checked: ReturnType<Sandbox["checkRun"]>,
+    input: unknown,
+    bindings: Bindings,
+    sourceImports: Record<string, string>,
+    mode: "run" | "prepare",
+  ): Promise<RunResult> {
     return this.withSlot(checked.signal, async (started) => {
-      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, options.input);
+      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, input);
       if ("result" in prepared) return prepared.result;
-      return this.engine.run({
-        ...prepared,
-        sourceImports: sources,
-        bindings,
-        limits: checked.limits,
-        signal: checked.signal,
-        host: this.hostName,
-      });
+      const { limits, signal } = checked;
+      return this.engine.run({ ...prepared, sourceImports, bindings, limits, signal, host: this.hostName, mode });
     });
   }
 
@@ -176,19 +181,7 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits"]);
     const { sources, hostModules } = splitImports(options.imports);
-    const bindings = new Bindings({}, hostModules);
-    const outcome = await this.withSlot(undefined, async (started) => {
-      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, undefined);
-      if ("result" in prepared) return prepared.result;
-      return this.engine.run({
-        ...prepared,
-        sourceImports: sources,
-        bindings,
-        limits: checked.limits,
-        host: this.hostName,
-        mode: "prepare",
-      });
-    });
+    const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), sources, "prepare");
     if (!outcome.ok) throw new PrepareError(outcome);
     return { exports: outcome.exports, skippedExports: outcome.skippedExports };
   }

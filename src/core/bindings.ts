@@ -95,6 +95,26 @@ function functionId(fn: object): number {
   return id;
 }
 
+/**
+ * The module source of each host module in a bindings descriptor: the runtime builds the object
+ * (`__cordon_module`), the module exports it as default and its identifier keys by name.
+ */
+export function hostModuleSources(bindingsText: string): Record<string, string> {
+  const modules = (JSON.parse(bindingsText) as { modules?: Record<string, { o?: Record<string, unknown> }> }).modules ?? {};
+  const sources: Record<string, string> = {};
+  for (const [specifier, desc] of Object.entries(modules)) {
+    const names = Object.keys(desc.o ?? {}).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
+    const destructure = names.length ? `export const { ${names.join(", ")} } = m;` : "";
+    sources[specifier] = `const m = __cordon_module(${JSON.stringify(specifier)});\nexport default m;\n${destructure}`;
+  }
+  return sources;
+}
+
+/** The error for a specifier no import grants. */
+export function moduleNotFound(specifier: string): string {
+  return `Cannot find module ${JSON.stringify(specifier)}: a guest can import only the modules passed in \`imports\` (no node: builtins, files or packages)`;
+}
+
 function hasFunctionLeaf(value: object, depth: number): boolean {
   if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) {
     return Object.values(value).some((v) => typeof v === "function");

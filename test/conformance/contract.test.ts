@@ -1,16 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { type Sandbox, createSandbox } from "../../src/index.js";
 import { COMBINATIONS, differs } from "./matrix.js";
-
-function completed(result: RunResult) {
-  if (result.status !== "completed") throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result;
-}
-
-function failed(result: RunResult) {
-  if (result.status !== "failed") throw new Error(`expected failed, got ${result.status}: ${JSON.stringify(result)}`);
-  return result;
-}
+import { completed, failed } from "./results.js";
 
 describe.each(COMBINATIONS)("contract on $name", (combo) => {
   let sandbox: Sandbox;

@@ -1,7 +1,8 @@
 import { inspect, types } from "node:util";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type RunOptions, type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { type RunOptions, type Sandbox, createSandbox } from "../../src/index.js";
 import { COMBINATIONS, differs } from "../conformance/matrix.js";
+import { completed, failed } from "../conformance/results.js";
 
 /**
  * Known sandbox-escape classes, each payload a guest module. Every test asserts both that no host
@@ -156,15 +157,6 @@ function expectNothingReached(report: Report): void {
   expect(report.here).toBe(NOTHING);
   expect(report.probes.length).toBeGreaterThan(0);
   for (const probe of report.probes) expect(probe).toBe(NOTHING);
-}
-
-function completed(result: RunResult) {
-  if (result.status !== "completed") throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result;
-}
-function failed(result: RunResult) {
-  if (result.status !== "failed") throw new Error(`expected failed, got ${result.status}: ${JSON.stringify(result)}`);
-  return result;
 }
 
 /** A payload: the default export (`main`) plus optional module head (imports) and run options. */

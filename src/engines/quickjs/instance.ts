@@ -1,4 +1,4 @@
-import type { BindingsLike } from "../../core/bindings.js";
+import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
@@ -63,46 +63,26 @@ export class QuickJSInstance implements EngineInstance {
     const { bindings, mode, inputText, caps, source, sourceImports } = request;
     if (bindings) this.bindings = bindings;
     this.lastCaps = caps;
-    const bindingsText = bindings ? bindings.text : null;
+    const message = { t: "evaluate" as const, id: this.id, bindingsText: bindings ? bindings.text : null, mode, inputText, caps };
     if (source.script) {
       this.lineMaps.set(source.filename, source.script.lineMap);
       startCpu();
-      this.thread.post({
-        t: "evaluate",
-        id: this.id,
-        bindingsText,
-        mode,
-        inputText,
-        caps,
-        script: { code: source.script.code, filename: source.filename },
-      });
+      this.thread.post({ ...message, script: { code: source.script.code, filename: source.filename } });
       return;
     }
-    // The worker cannot run esbuild: every source import is normalized here, up front.
+    // The worker cannot run esbuild: every source import is normalized here, up front, and the
+    // host modules' sources are made here too. The worker's loader serves only these.
     this.lineMaps.set(source.filename, source.lineMap);
-    const imports: Record<string, string> = {};
+    const imports = hostModuleSources(this.bindings?.text ?? "{}");
     for (const [specifier, text] of Object.entries(sourceImports)) {
       const normalized = await normalizeSource(text, specifier);
       this.lineMaps.set(specifier, normalized.lineMap);
       imports[specifier] = normalized.code;
     }
-    const hostModules: Record<string, string[]> = {};
-    const described = JSON.parse(this.bindings?.text ?? '{"modules":{}}').modules as Record<
-      string,
-      { o?: Record<string, unknown> }
-    >;
-    for (const [specifier, desc] of Object.entries(described)) {
-      hostModules[specifier] = Object.keys(desc.o ?? {}).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
-    }
     startCpu();
     this.thread.post({
-      t: "evaluate",
-      id: this.id,
-      bindingsText,
-      mode,
-      inputText,
-      caps,
-      module: { code: source.code, filename: source.filename, imports, hostModules },
+      ...message,
+      module: { code: source.code, filename: source.filename, imports, notFound: moduleNotFound("%s") },
     });
   }
 

@@ -13,8 +13,11 @@ export type ToWorker =
       caps: [number, number, number];
       /** A module without imports or top-level await, as a script that returns its exports. */
       script?: { code: string; filename: string };
-      /** Otherwise the module graph: normalized source imports and host module export names. */
-      module?: { code: string; filename: string; imports: Record<string, string>; hostModules: Record<string, string[]> };
+      /**
+       * Otherwise the module graph: every importable module's source (normalized source imports
+       * and host modules), and the not-found message with "%s" where the specifier goes.
+       */
+      module?: { code: string; filename: string; imports: Record<string, string>; notFound: string };
     }
   | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: [number, number, number] }
   | { t: "settle"; id: number; callId: number; ok: boolean; text: string }

@@ -3,6 +3,7 @@ import { Worker } from "node:worker_threads";
 import { createRequire } from "node:module";
 import { CordonError } from "../../core/errors.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
+import { createHostServices } from "../host-services.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 
@@ -120,6 +121,7 @@ export class QuickJSThreads {
       variantPath: require.resolve("@jitl/quickjs-wasmfile-release-sync"),
       wasmPath: require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm"),
       runtimeScript: guestRuntimeScript(),
+      hostServicesSource: createHostServices.toString(),
       callbackNames: HOST_CALLBACK_NAMES,
       stackBytes: STACK_BYTES,
     };

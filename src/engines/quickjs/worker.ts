@@ -19,6 +19,8 @@ export interface QuickJSWorkerData {
   variantPath: string;
   wasmPath: string;
   runtimeScript: string;
+  /** `createHostServices.toString()`: URL parsing and random bytes, the same code the v8 engine uses. */
+  hostServicesSource: string;
   callbackNames: Record<"log" | "call" | "timer" | "done" | "parseUrl" | "setUrlPart" | "randomBytes", string>;
   /** QuickJS's own stack limit for guest code, in bytes. */
   stackBytes: number;
@@ -29,27 +31,11 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   // biome-ignore lint/suspicious/noExplicitAny: the worker loads its packages by path at run time.
   type Any = any;
   const { parentPort, workerData } = req("node:worker_threads") as { parentPort: Any; workerData: QuickJSWorkerData };
-  const { randomFillSync } = req("node:crypto");
   const { readFileSync } = req("node:fs");
   const core = req(workerData.corePath);
   const variantModule = req(workerData.variantPath);
   const variant = variantModule.default ?? variantModule;
   const names = workerData.callbackNames;
-  const URL_PARTS = [
-    "href",
-    "origin",
-    "protocol",
-    "username",
-    "password",
-    "host",
-    "hostname",
-    "port",
-    "pathname",
-    "search",
-    "hash",
-  ];
-  const SETTABLE = ["href", "protocol", "username", "password", "host", "hostname", "port", "pathname", "search", "hash"];
-
   /**
    * Every instance gets its own WASM instance of QuickJS (the compiled module is shared), with a
    * linear memory capped at its memory limit plus the runtime's own needs. So the cap is hard:
@@ -82,30 +68,12 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
 
   const post = (message: unknown) => parentPort.postMessage(message);
 
-  function components(url: URL): string {
-    const out: Record<string, string> = {};
-    for (const part of URL_PARTS) out[part] = (url as unknown as Record<string, string>)[part];
-    return JSON.stringify(out);
-  }
-  function parseUrl(input: unknown, base?: unknown): string {
-    if (typeof input !== "string" || input.length > 1 << 20) return "";
-    try {
-      return components(base === undefined ? new URL(input) : new URL(input, String(base)));
-    } catch {
-      return "";
-    }
-  }
-  function setUrlPart(href: string, part: string, value: string): string {
-    if (!SETTABLE.includes(part)) return "";
-    if (part === "href") return parseUrl(value);
-    try {
-      const url = new URL(href);
-      (url as unknown as Record<string, string>)[part] = value;
-      return components(url);
-    } catch {
-      return "";
-    }
-  }
+  // The host's own services, evaluated from the source the host sent (this thread cannot import).
+  const services = new Function(`return (${workerData.hostServicesSource})()`)() as {
+    parseUrl(input: unknown, base?: unknown): string;
+    setUrlPart(href: unknown, part: unknown, value: unknown): string;
+    randomBytes(n: unknown): Uint8Array;
+  };
 
   function release(handle: Any): void {
     try {
@@ -289,16 +257,13 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       });
     });
     define(names.parseUrl, (input, base) =>
-      vm.newString(parseUrl(str(input), base === undefined || vm.typeof(base) === "undefined" ? undefined : str(base))),
+      vm.newString(services.parseUrl(str(input), base === undefined || vm.typeof(base) === "undefined" ? undefined : str(base))),
     );
-    define(names.setUrlPart, (href, part, value) =>
-      vm.newString(setUrlPart(String(str(href)), String(str(part)), String(str(value)))),
-    );
+    define(names.setUrlPart, (href, part, value) => vm.newString(services.setUrlPart(str(href), str(part), str(value))));
     const toBytes = vm.unwrapResult(vm.evalCode("(buffer) => new Uint8Array(buffer)", "<cordon>"));
     inst.toBytes = toBytes;
     define(names.randomBytes, (n) => {
-      const size = Math.max(0, Math.min(65536, Math.floor(num(n) ?? 0)));
-      const buffer = vm.newArrayBuffer(randomFillSync(new Uint8Array(size)).buffer);
+      const buffer = vm.newArrayBuffer(services.randomBytes(num(n)).buffer);
       const bytes = vm.unwrapResult(vm.callFunction(toBytes, vm.undefined, buffer));
       buffer.dispose();
       return bytes;
@@ -368,16 +333,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       (name: string) => {
         if (name === "cordon:entry") return module.code;
         if (Object.hasOwn(module.imports, name)) return module.imports[name];
-        if (Object.hasOwn(module.hostModules, name)) {
-          const exported = module.hostModules[name];
-          const destructure = exported.length ? `export const { ${exported.join(", ")} } = m;` : "";
-          return `const m = __cordon_module(${JSON.stringify(name)});\nexport default m;\n${destructure}`;
-        }
-        return {
-          error: new Error(
-            `ERR_MODULE_NOT_FOUND:Cannot find module ${JSON.stringify(name)}: a guest can import only the modules passed in \`imports\` (no node: builtins, files or packages)`,
-          ),
-        };
+        return { error: new Error(`ERR_MODULE_NOT_FOUND:${module.notFound.replace('"%s"', JSON.stringify(name))}`) };
       },
       (_base: string, requested: string) => requested,
     );

@@ -1,11 +1,11 @@
 import type * as IVM from "isolated-vm";
-import type { BindingsLike } from "../../core/bindings.js";
+import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
-import { parseUrl, randomBytes, setUrlPart } from "../host-services.js";
+import { hostServices } from "../host-services.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
 import { loadIsolatedVm } from "./load.js";
 
@@ -56,9 +56,9 @@ export class V8Instance implements EngineInstance {
         [n.call, on("onCall")],
         [n.timer, on("onTimer")],
         [n.done, on("onDone")],
-        [n.parseUrl, parseUrl],
-        [n.setUrlPart, setUrlPart],
-        [n.randomBytes, randomBytes],
+        [n.parseUrl, hostServices.parseUrl],
+        [n.setUrlPart, hostServices.setUrlPart],
+        [n.randomBytes, hostServices.randomBytes],
       ];
       for (const [name, fn] of callbacks) context.global.setSync(name, new ivm.Callback(fn));
       const script = await compileRuntime(isolate);
@@ -187,10 +187,7 @@ export class V8Instance implements EngineInstance {
       `import * as ns from ${JSON.stringify(ENTRY_SPECIFIER)};\n__cordon_entry(ns);`,
       RUNTIME_FILENAME,
     );
-    const hostModules = JSON.parse(this.bindings?.text ?? '{"modules":{}}').modules as Record<
-      string,
-      { o?: Record<string, unknown> }
-    >;
+    const hostModules = hostModuleSources(this.bindings?.text ?? "{}");
     const resolved = new Map<string, Promise<IVM.Module>>();
     const resolve = (specifier: string): Promise<IVM.Module> => {
       if (specifier === ENTRY_SPECIFIER) return Promise.resolve(entry);
@@ -208,25 +205,15 @@ export class V8Instance implements EngineInstance {
   private async resolveImport(
     specifier: string,
     sourceImports: Record<string, string>,
-    hostModules: Record<string, { o?: Record<string, unknown> }>,
+    hostModules: Record<string, string>,
   ): Promise<IVM.Module> {
     if (Object.hasOwn(sourceImports, specifier)) {
       const normalized = await normalizeSource(sourceImports[specifier], specifier);
       this.lineMaps.set(specifier, normalized.lineMap);
       return this.compile(normalized.code, specifier);
     }
-    if (Object.hasOwn(hostModules, specifier)) {
-      const names = Object.keys(hostModules[specifier].o ?? {}).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
-      const destructure = names.length ? `export const { ${names.join(", ")} } = m;` : "";
-      return this.compile(
-        `const m = __cordon_module(${JSON.stringify(specifier)});\nexport default m;\n${destructure}`,
-        specifier,
-      );
-    }
-    throw new CordonError(
-      "ERR_MODULE_NOT_FOUND",
-      `Cannot find module ${JSON.stringify(specifier)}: a guest can import only the modules passed in \`imports\` (no node: builtins, files or packages)`,
-    );
+    if (Object.hasOwn(hostModules, specifier)) return this.compile(hostModules[specifier], specifier);
+    throw new CordonError("ERR_MODULE_NOT_FOUND", moduleNotFound(specifier));
   }
 
   private async compile(code: string, filename: string): Promise<IVM.Module> {
