@@ -22,6 +22,7 @@ import type {
 } from "./core/types.js";
 import type { PooledEngineOptions } from "./engines/pooled-engine.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
+import { brokeredFetch, checkNetPolicy } from "./capabilities.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
@@ -39,8 +40,8 @@ const SANDBOX_KEYS = [
   "policy",
   "spareInstances",
 ];
-const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal"];
-const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey"];
+const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities"];
+const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities"];
 const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 const CALL_KEYS = ["export", "args", "limits", "signal"];
 const MAX_CODE_LENGTH = 16 * 1024 * 1024;
@@ -95,7 +96,8 @@ export class Sandbox implements AsyncDisposable {
     const checked = this.checkRun(options, RUN_KEYS);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
-    const bindings = new Bindings(options.globals, hostModules);
+    const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
+    const bindings = new Bindings(options.globals, hostModules, fetch);
     return this.runFresh(checked, options.input, bindings, sources, "run");
   }
 
@@ -130,9 +132,21 @@ export class Sandbox implements AsyncDisposable {
     const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
-    const bindings = new Bindings(options.globals, hostModules);
+    const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
+    const bindings = new Bindings(options.globals, hostModules, fetch);
     const key = createHash("sha256")
-      .update(JSON.stringify([code, filename, sources, bindings.text, bindings.identity, partitionKey, limits.memoryMb]))
+      .update(
+        JSON.stringify([
+          code,
+          filename,
+          sources,
+          bindings.text,
+          bindings.identity,
+          partitionKey,
+          limits.memoryMb,
+          options.capabilities ?? null,
+        ]),
+      )
       .digest("hex");
 
     let shared = this.prefixes.get(key);
@@ -363,6 +377,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     checkPositiveNumber("options.spareInstances", options.spareInstances, { integer: true });
   }
   const policy = checkPolicy(options.policy);
+  await checkNetPolicy(policy.net);
 
   const checked = options as SandboxOptions;
   const workers = checkWorkers(checked.workers);

@@ -38,7 +38,15 @@ export class Bindings implements BindingsLike {
   /** Which host function objects these bindings call: part of a prefix's warm-pool key. */
   readonly identity: string;
 
-  constructor(globals: Record<string, HostBinding> = {}, hostModules: Record<string, Record<string, HostBinding>> = {}) {
+  /**
+   * `fetch`, when given, is the run's brokered fetch (the egress with its rules): the guest gets
+   * a `fetch` global that calls it. Without it the guest has no fetch at all.
+   */
+  constructor(
+    globals: Record<string, HostBinding> = {},
+    hostModules: Record<string, Record<string, HostBinding>> = {},
+    fetch?: (request: Request) => Promise<Response>,
+  ) {
     const codec = sharedCodec();
     const describeValue = (value: unknown, label: string, name: string, owner: unknown, depth: number): BindingDesc => {
       if (typeof value === "function") {
@@ -71,8 +79,14 @@ export class Bindings implements BindingsLike {
     for (const [specifier, value] of Object.entries(hostModules)) {
       modulesDesc[specifier] = describeValue(value, `imports[${JSON.stringify(specifier)}]`, "default", undefined, 0);
     }
-    this.text = JSON.stringify({ globals: globalsDesc, modules: modulesDesc });
+    // The fetch binding is made per run or prefix: the key of a warm pool names its rules instead.
     this.identity = this.functions.map((f) => functionId(f.fn)).join(",");
+    let fetchId: number | undefined;
+    if (fetch) {
+      this.functions.push({ fn: fetch as BridgedFunction["fn"], owner: undefined, label: "fetch" });
+      fetchId = this.functions.length - 1;
+    }
+    this.text = JSON.stringify({ globals: globalsDesc, modules: modulesDesc, fetch: fetchId });
   }
 
   get size(): number {

@@ -3,11 +3,29 @@ import type { RunError } from "./errors.js";
 export type EngineName = "auto" | "v8" | "quickjs" | "deno" | "trusted";
 export type HostName = "auto" | "inprocess" | "process" | "remote";
 
+/**
+ * A network rule: `"api.example.com"` (exact host), `"*.cdn.io"` (subdomains), `"host:port"`,
+ * `"*"` (any host, only where the policy allows it), or a host with routes.
+ */
+export type NetRule = string | { host: string; port?: number; routes?: { path: string; methods?: string[] }[] };
+
+/** What a run may reach beyond its own realm. Omitted = denied. */
+export interface Capabilities {
+  /** Hosts the guest's `fetch` may reach, intersected with `policy.net.allow`. No rule, no `fetch`. */
+  net?: NetRule[];
+}
+
 /** Host ceilings. Every request is clamped to these; none is ever widened. */
 export interface SandboxPolicy {
   maxMemoryMb?: number;
   maxWallTimeMs?: number;
   maxCpuTimeMs?: number;
+  net?: {
+    /** The deployment's ceiling for `capabilities.net`; `"*"` lets a run ask for any public host. Default: nothing. */
+    allow?: string[];
+    /** Exact origins (`https://api.internal:8443`) exempt from the private-address check: the deployment's own API. */
+    internalOrigins?: string[];
+  };
 }
 
 export interface SandboxOptions {
@@ -73,6 +91,7 @@ export interface RunOptions {
   /** Specifier → module source text, or a host module object whose function leaves are bridged. */
   imports?: Record<string, string | Record<string, HostBinding>>;
   limits?: RunLimits;
+  capabilities?: Capabilities;
   signal?: AbortSignal;
 }
 
@@ -136,6 +155,8 @@ export interface PrepareOptions {
   limits?: RunLimits;
   /** Instances are never shared between different partition keys (tenants). */
   partitionKey?: string;
+  /** The prefix's capabilities: every run and call on it has them. */
+  capabilities?: Capabilities;
 }
 
 export interface ReadExportsResult {

@@ -320,9 +320,36 @@ export function installRuntime(
   }
 
   function install(bindingsText: string): void {
-    const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc> };
+    const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc>; fetch?: number };
     for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
     for (const specifier of ownKeys(bindings.modules)) modules.set(specifier, build(bindings.modules[specifier]));
+    // No net capability, no fetch at all.
+    if (typeof bindings.fetch === "number") installFetch(bindings.fetch);
+  }
+
+  /**
+   * The guest's fetch: a Request of the guest realm crosses to the host's egress (rules, address
+   * checks, pinned connection), and its Response comes back. A refusal is a catchable TypeError,
+   * and the run's logs record it.
+   */
+  function installFetch(fnId: number): void {
+    const RequestCtor = g.Request as new (input: unknown, init?: unknown) => unknown;
+    define(
+      g,
+      "fetch",
+      async function fetch(input: unknown, init?: unknown) {
+        const request = new RequestCtor(input, init);
+        try {
+          return await hostCall(fnId, [request]);
+        } catch (error) {
+          if ((error as { code?: unknown } | null)?.code === "ERR_CAPABILITY_DENIED") {
+            emit("warn", [`[cordon] fetch refused: ${StringCtor((error as Error).message)}`]);
+          }
+          throw error;
+        }
+      },
+      true,
+    );
   }
 
   /** The evaluated guest module's exports: call the default export (run) or keep them (prepare). */

@@ -1,0 +1,69 @@
+import type { ResolvedLimits } from "./core/limits.js";
+import { checkKnownKeys, checkObject } from "./core/options.js";
+import type { NetRule, SandboxPolicy } from "./core/types.js";
+
+/** The run's brokered fetch, as the guest's `fetch` global calls it on the host. */
+export type BrokeredFetch = (request: Request) => Promise<Response>;
+
+/**
+ * Turn a run's (or prefix's) `capabilities` into its brokered fetch: the egress module with the
+ * run's rules, narrowed by the policy's ceiling, and one deadline (the run's wall time). No net
+ * rule, no fetch. Misconfiguration (a malformed rule, `"*"` the policy does not permit) throws.
+ */
+export async function brokeredFetch(
+  capabilities: unknown,
+  policy: SandboxPolicy,
+  limits: ResolvedLimits,
+): Promise<BrokeredFetch | undefined> {
+  if (capabilities === undefined) return undefined;
+  checkObject(capabilities, "capabilities");
+  checkKnownKeys(capabilities, ["net"], "capabilities");
+  const net = capabilities.net as NetRule[] | undefined;
+  if (net === undefined) return undefined;
+  const egress = await import("./egress/index.js");
+  egress.compileRules(net, "capabilities.net");
+  if (net.length === 0) return undefined;
+  const ceiling = policy.net?.allow;
+  if (net.includes("*") && !ceiling?.includes("*")) {
+    throw new TypeError('cordon: capabilities.net asks for "*" (any host), which policy.net.allow does not permit');
+  }
+  const safeFetch = egress.createSafeFetch({
+    rules: net,
+    allow: ceiling,
+    internalOrigins: policy.net?.internalOrigins,
+    timeoutMs: Math.ceil(limits.wallTimeMs),
+    // A response must fit one host call once encoded (base64 and framing add about a third): past
+    // this it is refused as a catchable error instead of ending the run at the bridge's cap.
+    maxResponseBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
+    maxRequestBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
+  });
+  return (request) =>
+    safeFetch(request).catch((error: unknown) => {
+      // The guest gets a plain TypeError it can catch, with the code and the check that refused.
+      if (error instanceof egress.EgressError) {
+        throw Object.assign(new TypeError(error.message), { code: error.code, check: error.check });
+      }
+      // Network failures cross as a TypeError with the failure's code and no host internals.
+      const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
+      throw new TypeError(`fetch failed${typeof cause?.code === "string" ? ` (${cause.code})` : ""}`);
+    });
+}
+
+/** Check `policy.net` up front: a malformed ceiling or origin is misconfiguration. */
+export async function checkNetPolicy(net: unknown): Promise<void> {
+  if (net === undefined) return;
+  checkObject(net, "policy.net");
+  checkKnownKeys(net, ["allow", "internalOrigins"], "policy.net");
+  if (net.allow !== undefined) {
+    const egress = await import("./egress/index.js");
+    if (!Array.isArray(net.allow) || net.allow.some((r) => typeof r !== "string")) {
+      throw new TypeError("cordon: policy.net.allow must be an array of string rules");
+    }
+    egress.compileRules(net.allow, "policy.net.allow");
+  }
+  if (net.internalOrigins !== undefined) {
+    if (!Array.isArray(net.internalOrigins) || net.internalOrigins.some((o) => typeof o !== "string")) {
+      throw new TypeError("cordon: policy.net.internalOrigins must be an array of origins (scheme://host:port)");
+    }
+  }
+}

@@ -1,0 +1,28 @@
+/** Which check refused an egress request. */
+export type EgressCheck =
+  | "scheme"
+  | "url"
+  | "rule"
+  | "headers"
+  | "address"
+  | "dns"
+  | "redirect"
+  | "request-too-large"
+  | "response-too-large"
+  | "response"
+  | "timeout";
+
+/**
+ * Every refusal and every exceeded cap of the egress module. A TypeError, because that is what
+ * `fetch` rejects with for a network failure, so guest code written against fetch handles it.
+ * `code` is the design's stable code; `check` says which check refused, for the operator.
+ */
+export class EgressError extends TypeError {
+  readonly code = "ERR_CAPABILITY_DENIED" as const;
+  readonly check: EgressCheck;
+  constructor(check: EgressCheck, message: string, options?: { cause?: unknown }) {
+    super(`egress refused: ${message}`, options);
+    this.name = "EgressError";
+    this.check = check;
+  }
+}

@@ -1,0 +1,94 @@
+import { promises as dns } from "node:dns";
+import { type AddressClass, canonicalAddress, classifyAddress } from "./addresses.js";
+import { EgressError } from "./errors.js";
+
+/** Resolve a host name to every address it has (A and AAAA). Injectable for tests and operators. */
+export type Resolve = (host: string) => Promise<string[]>;
+
+export interface ResolvedAddress {
+  /** Canonical text: dotted v4 or RFC 5952 v6. This exact address is what gets connected to. */
+  address: string;
+  family: 4 | 6;
+  verdict: AddressClass;
+}
+
+const NO_RECORDS = new Set(["ENODATA", "ENOTFOUND", "NXDOMAIN"]);
+
+/**
+ * The default resolver: c-ares (`dns.Resolver`), A and AAAA queried together. Not `dns.lookup`:
+ * getaddrinfo runs on libuv's small thread pool and cannot be cancelled, so guest-chosen slow
+ * names could starve the host's file system work; c-ares queries time out and are cancelled.
+ * It does not read /etc/hosts; inject `resolve` to reach names that only live there. `servers`
+ * overrides the system's DNS servers (`"127.0.0.1:5353"`).
+ */
+export function createSystemResolve(options: { timeoutMs?: number; servers?: string[] } = {}): Resolve {
+  const { timeoutMs = 5000, servers } = options;
+  return async (host) => {
+    const resolver = new dns.Resolver({ timeout: Math.max(1, Math.min(timeoutMs, 5000)), tries: 2 });
+    if (servers !== undefined) resolver.setServers(servers);
+    const timer = setTimeout(() => resolver.cancel(), timeoutMs);
+    try {
+      const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+      const addresses = answers.flatMap((answer) => (answer.status === "fulfilled" ? answer.value : []));
+      // A real failure (timeout, refused, servfail) of either family fails the whole answer:
+      // a half answer is not the name's full set of addresses.
+      for (const answer of answers) {
+        if (answer.status === "rejected" && !NO_RECORDS.has((answer.reason as NodeJS.ErrnoException).code ?? "")) {
+          throw answer.reason;
+        }
+      }
+      return addresses;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+/** RFC 6761 6.3: `localhost` and its subdomains are loopback by definition; never ask DNS. */
+function isLocalhostName(host: string): boolean {
+  return host === "localhost" || host.endsWith(".localhost");
+}
+
+function literal(hostname: string): string | null {
+  // URL writes an IPv6 host in brackets and every legacy IPv4 form as dotted decimal.
+  if (hostname.startsWith("[")) return hostname.slice(1, -1);
+  return /^[0-9.]+$/.test(hostname) ? hostname : null;
+}
+
+/**
+ * Every address `hostname` (a WHATWG URL hostname) stands for, each classified. An address literal
+ * is classified as written, never resolved. Fails closed: a resolver error, a timeout, an empty
+ * answer or a record that is not an address is an EgressError (`check: "dns"`).
+ */
+export async function resolveHost(hostname: string, resolve: Resolve, timeoutMs: number): Promise<ResolvedAddress[]> {
+  const host = hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
+  const ip = literal(host);
+  let records: string[];
+  if (ip !== null) records = [ip];
+  else if (isLocalhostName(host)) records = ["127.0.0.1", "::1"];
+  else {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new EgressError("dns", `resolving "${host}" took longer than ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      records = await Promise.race([resolve(host), deadline]);
+    } catch (error) {
+      if (error instanceof EgressError) throw error;
+      const detail = (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
+      throw new EgressError("dns", `resolving "${host}" failed (${detail})`, { cause: error });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!Array.isArray(records) || records.length === 0) throw new EgressError("dns", `"${host}" has no A or AAAA records`);
+  }
+  const seen = new Map<string, ResolvedAddress>();
+  for (const record of records) {
+    const canonical = typeof record === "string" ? canonicalAddress(record) : null;
+    if (canonical === null) {
+      throw new EgressError("dns", `resolving "${host}" answered ${JSON.stringify(record)}, not an address`);
+    }
+    if (!seen.has(canonical.address)) seen.set(canonical.address, { ...canonical, verdict: classifyAddress(canonical.address) });
+  }
+  return [...seen.values()];
+}

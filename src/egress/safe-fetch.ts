@@ -1,0 +1,267 @@
+import { fetch as undiciFetch } from "undici";
+import { cappedBody, readRequestBody } from "./body.js";
+import { EgressError } from "./errors.js";
+import { checkRawHeaders, dropBodyHeaders, dropCredentials, outgoingHeaders } from "./headers.js";
+import { narrowAllowList } from "./narrow.js";
+import { pinnedAgent } from "./pinned.js";
+import { createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
+import { type CompiledRules, compileRules, matchRule, type NetRule } from "./rules.js";
+import { isExempt, originOf, parseInternalOrigins, parseTarget } from "./target.js";
+
+export interface SafeFetchOptions {
+  /** The net rules of this grant (see rules.ts). With `allow`, narrowed by it first. */
+  rules: readonly NetRule[];
+  /** The deployment's ceiling. Absent: no ceiling, `rules` stand as written. */
+  allow?: readonly string[];
+  /**
+   * Exact origins (`"http://127.0.0.1:8080"`, `"http://db.internal:5432"`) allowed to reach
+   * special addresses (loopback, private, ...). Matches the origin as written or as the address
+   * it resolved to; never another scheme or port. Rules still apply.
+   */
+  internalOrigins?: readonly string[];
+  /** Resolve a name to all its addresses. Default: c-ares, A and AAAA. */
+  resolve?: Resolve;
+  /** Redirects followed, each hop checked again. Default 0: the caller sees the 3xx. At most 20. */
+  maxRedirects?: number;
+  /** Default 16 MiB. Checked before connecting. */
+  maxRequestBytes?: number;
+  /** Default 16 MiB, counted as the body streams (after decompression). */
+  maxResponseBytes?: number;
+  /** One deadline for the whole exchange: DNS, connect, every hop, the body read to its end. Default 30 s. */
+  timeoutMs?: number;
+  /** Cap of each DNS resolution inside the deadline. Default 5 s. */
+  dnsTimeoutMs?: number;
+}
+
+export type SafeFetch = (input: Request | string | URL, init?: RequestInit) => Promise<Response>;
+
+const MiB = 1024 * 1024;
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+function integerOption(
+  options: SafeFetchOptions,
+  name: keyof SafeFetchOptions,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  const value = options[name];
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw new TypeError(`${name} must be an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+/** One request hop, after every check: what to send where. */
+interface Hop {
+  url: URL;
+  method: string;
+  headers: [string, string][];
+  body: Uint8Array | null;
+}
+
+/**
+ * A fetch that only reaches what its rules allow. Checks, in order, on the request and again on
+ * every redirect hop: the scheme (http, https) → the WHATWG parse, no userinfo → the rules (host,
+ * port, path, method) → DNS, every A and AAAA record classified, any special one refused unless
+ * its origin is in `internalOrigins` → a connection to those checked addresses only (no second
+ * resolution). Refusals throw an EgressError (`code: "ERR_CAPABILITY_DENIED"`, `check` says which).
+ * Options are validated here; a bad one is a TypeError naming it.
+ */
+export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
+  if (options === null || typeof options !== "object") throw new TypeError("createSafeFetch needs an options object");
+  if (options.allow !== undefined && (!Array.isArray(options.allow) || options.allow.some((rule) => typeof rule !== "string"))) {
+    throw new TypeError("allow must be an array of string rules");
+  }
+  const ceiling: CompiledRules | null = options.allow === undefined ? null : compileRules(options.allow, "allow");
+  let rules = compileRules(options.rules, "rules");
+  if (options.allow !== undefined) rules = compileRules(narrowAllowList(options.allow, options.rules), "rules");
+  const internal = parseInternalOrigins(options.internalOrigins);
+  if (options.resolve !== undefined && typeof options.resolve !== "function") throw new TypeError("resolve must be a function");
+  const maxRedirects = integerOption(options, "maxRedirects", 0, 0, 20);
+  const maxRequestBytes = integerOption(options, "maxRequestBytes", 16 * MiB, 0, 2 ** 31);
+  const maxResponseBytes = integerOption(options, "maxResponseBytes", 16 * MiB, 0, 2 ** 40);
+  const timeoutMs = integerOption(options, "timeoutMs", 30_000, 1, 2 ** 31 - 1);
+  const dnsTimeoutMs = integerOption(options, "dnsTimeoutMs", 5000, 1, 2 ** 31 - 1);
+  const resolve = options.resolve ?? createSystemResolve({ timeoutMs: dnsTimeoutMs });
+
+  function checkRules(url: URL, method: string): void {
+    for (const list of ceiling === null ? [rules] : [ceiling, rules]) {
+      const match = matchRule(list, url, method);
+      if (!match.ok) throw new EgressError("rule", `${match.reason} (${method} ${originOf(url)})`);
+    }
+  }
+
+  async function checkAddresses(url: URL, remainingMs: number): Promise<ResolvedAddress[]> {
+    const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)));
+    for (const { address, family, verdict } of addresses) {
+      if (verdict !== "public" && !isExempt(internal, url, address, family)) {
+        const what =
+          url.hostname.replace(/^\[|\]$/g, "") === address ? address : `"${url.hostname}" resolved to ${address}, which`;
+        throw new EgressError(
+          "address",
+          `${what} is ${verdict}, not a public address (${originOf(url)} is not in internalOrigins)`,
+        );
+      }
+    }
+    return addresses;
+  }
+
+  return async function safeFetch(input, init) {
+    const exchange = new Exchange(timeoutMs);
+    try {
+      const raw = input instanceof Request ? input.url : input instanceof URL ? input.href : String(input);
+      const url = parseTarget(raw);
+      checkRawHeaders(init?.headers);
+      // Request does fetch's normalization (method, headers, body) before any rule sees them.
+      const request = new Request(input instanceof Request ? input : url.href, { duplex: "half", ...init } as RequestInit);
+      const signal = AbortSignal.any([exchange.signal, request.signal]);
+      checkRules(url, request.method);
+      let hop: Hop = {
+        url,
+        method: request.method,
+        headers: outgoingHeaders(request.headers),
+        body: await readRequestBody(request.body, maxRequestBytes, signal),
+      };
+      let from: URL | null = null;
+      for (let hops = 0; ; hops++) {
+        const addresses = await checkAddresses(hop.url, exchange.remaining()).catch((error: unknown) => {
+          if (from !== null && error instanceof EgressError) error.message += ` (redirect from ${originOf(from)})`;
+          throw error;
+        });
+        if (signal.aborted) throw signal.reason;
+        const response = await undiciFetch(hop.url.href, {
+          method: hop.method,
+          headers: hop.headers,
+          body: hop.body,
+          redirect: "manual",
+          signal,
+          dispatcher: exchange.connect(hop.url.hostname, addresses),
+        });
+        const location = response.headers.get("location");
+        if (maxRedirects === 0 || !REDIRECT_STATUSES.has(response.status) || location === null) {
+          return toResponse(response, hop, hops > 0, maxResponseBytes, (error) => exchange.finish(error));
+        }
+        await response.body?.cancel().catch(() => {});
+        exchange.release(true);
+        if (hops >= maxRedirects) throw new EgressError("redirect", `more than maxRedirects (${maxRedirects}) redirects`);
+        let next: URL;
+        try {
+          next = parseTarget(location, hop.url);
+          checkRules(next, redirectMethod(response.status, hop.method));
+        } catch (error) {
+          if (error instanceof EgressError) error.message += ` (redirect from ${originOf(hop.url)})`;
+          throw error;
+        }
+        from = hop.url;
+        hop = redirected(hop, next, response.status);
+      }
+    } catch (error) {
+      exchange.finish(error);
+      // undici reports an abort as its own AbortError; the deadline's reason says more.
+      if (exchange.expired && !(error instanceof EgressError) && (error as Error)?.name === "AbortError") {
+        throw exchange.signal.reason;
+      }
+      throw error;
+    }
+  };
+}
+
+/** The state of one exchange across its hops: the single deadline and the current hop's agent. */
+class Exchange {
+  private readonly controller = new AbortController();
+  private readonly started = Date.now();
+  private readonly timer: NodeJS.Timeout;
+  private agent: ReturnType<typeof pinnedAgent> | null = null;
+  expired = false;
+
+  constructor(private readonly timeoutMs: number) {
+    this.timer = setTimeout(() => {
+      this.expired = true;
+      this.controller.abort(new EgressError("timeout", `the exchange took longer than timeoutMs (${timeoutMs} ms)`));
+      // A caller that never reads the body still gets its connection closed.
+      this.release(true);
+    }, timeoutMs);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  remaining(): number {
+    return Math.max(1, this.timeoutMs - (Date.now() - this.started));
+  }
+
+  /** The dispatcher of this hop: connections to the checked addresses only. */
+  connect(hostname: string, addresses: readonly ResolvedAddress[]) {
+    this.release(true);
+    this.agent = pinnedAgent(hostname, addresses, this.remaining());
+    return this.agent;
+  }
+
+  /** Let go of the hop's agent: gracefully once its exchange is done, at once after a failure. */
+  release(abort: boolean): void {
+    const agent = this.agent;
+    this.agent = null;
+    if (agent !== null) void (abort ? agent.destroy() : agent.close()).catch(() => {});
+  }
+
+  finish(error?: unknown): void {
+    clearTimeout(this.timer);
+    this.release(error !== undefined);
+  }
+}
+
+function redirectMethod(status: number, method: string): string {
+  if (status === 303 && method !== "GET" && method !== "HEAD") return "GET";
+  if ((status === 301 || status === 302) && method === "POST") return "GET";
+  return method;
+}
+
+/** The next hop, per fetch's redirect rules: 303 (and 301/302 after POST) become a GET without body. */
+function redirected(hop: Hop, next: URL, status: number): Hop {
+  const method = redirectMethod(status, hop.method);
+  let headers = hop.headers;
+  let body = hop.body;
+  if (method !== hop.method) {
+    headers = dropBodyHeaders(headers);
+    body = null;
+  }
+  if (next.origin !== hop.url.origin) headers = dropCredentials(headers);
+  return { url: next, method, headers, body };
+}
+
+/**
+ * Hand back a real `Response` (this Node's own class, the one `instanceof Response` sees) whose
+ * body is counted against the cap as the caller reads it.
+ */
+function toResponse(
+  response: Awaited<ReturnType<typeof undiciFetch>>,
+  hop: Hop,
+  wasRedirected: boolean,
+  maxBytes: number,
+  settle: (error?: unknown) => void,
+): Response {
+  const headers = new Headers();
+  for (const [name, value] of response.headers) headers.append(name, value);
+  const empty = response.body === null || NULL_BODY_STATUSES.has(response.status) || hop.method === "HEAD";
+  if (empty) {
+    void response.body?.cancel().catch(() => {});
+    settle();
+  }
+  const body = empty ? null : cappedBody(response.body as ReadableStream<Uint8Array>, maxBytes, settle);
+  let result: Response;
+  try {
+    result = new Response(body, { status: response.status, statusText: response.statusText, headers });
+  } catch {
+    void body?.cancel().catch(() => {});
+    throw new EgressError("response", `the upstream answered status ${response.status}, which a Response cannot carry`);
+  }
+  const url = new URL(hop.url);
+  url.hash = "";
+  Object.defineProperty(result, "url", { value: url.href });
+  Object.defineProperty(result, "redirected", { value: wasRedirected });
+  return result;
+}

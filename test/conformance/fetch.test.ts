@@ -1,0 +1,122 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+import { completed } from "./results.js";
+
+/**
+ * The guest's fetch on every engine and host: brokered by the host's egress (src/egress, whose
+ * own corpus holds the bypass attempts), against a real listener on 127.0.0.1.
+ */
+let server: Server;
+let origin: string;
+let connections = 0;
+const seen: { method?: string; url?: string; host?: string; body: string; auth?: string }[] = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      seen.push({
+        method: req.method,
+        url: req.url,
+        host: req.headers.host,
+        body,
+        auth: req.headers["x-token"] as string | undefined,
+      });
+      if (req.url === "/redirect") {
+        res.writeHead(302, { location: "http://169.254.169.254/latest/meta-data/" });
+        res.end();
+        return;
+      }
+      res.writeHead(200, { "content-type": "application/json", "x-served": "yes" });
+      res.end(JSON.stringify({ path: req.url, method: req.method, body }));
+    });
+  });
+  server.on("connection", () => connections++);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+});
+
+describe.each(COMBINATIONS)("fetch on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    // The deployment's own service on loopback is exempt by its exact origin; nothing else is.
+    sandbox = await createSandbox({ ...combo.options, policy: { net: { internalOrigins: [origin] } } });
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it("no net capability, no fetch at all", async () => {
+    const value = completed(await sandbox.run({ code: "export default () => typeof fetch" })).value;
+    expect(value).toBe("undefined");
+  });
+
+  it("a granted origin answers with a real Response: status, headers, json, text", async () => {
+    const rule = origin.replace("http://", "");
+    const code = `export default async () => {
+      const res = await fetch(${JSON.stringify(`${origin}/items?id=7`)}, { method: "POST", body: "hello", headers: { "x-token": "t" } });
+      return { status: res.status, ok: res.ok, served: res.headers.get("x-served"), json: await res.json(), isResponse: res instanceof Response };
+    }`;
+    const value = completed(await sandbox.run({ code, capabilities: { net: [rule] } })).value;
+    expect(value).toEqual({
+      status: 200,
+      ok: true,
+      served: "yes",
+      json: { path: "/items?id=7", method: "POST", body: "hello" },
+      isResponse: true,
+    });
+    expect(seen.at(-1)).toMatchObject({ method: "POST", url: "/items?id=7", body: "hello", auth: "t" });
+  });
+
+  it("a refusal is a catchable TypeError naming the check, the logs record it, and nothing connects", async () => {
+    const before = connections;
+    const code = `export default async () => {
+      const out = [];
+      for (const url of ["http://169.254.169.254/latest/meta-data/", "http://0x7f000001:${new URL(origin).port}/", "file:///etc/passwd", "${origin.replace("127.0.0.1", "localhost")}/"]) {
+        try { await fetch(url); out.push("fetched " + url) } catch (e) { out.push(e instanceof TypeError ? e.code : "other") }
+      }
+      return out;
+    }`;
+    const result = completed(await sandbox.run({ code, capabilities: { net: ["api.example.com"] } }));
+    expect(result.value).toEqual(Array(4).fill("ERR_CAPABILITY_DENIED"));
+    expect(result.logs.filter((l) => l.level === "warn" && l.message.startsWith("[cordon] fetch refused")).length).toBe(4);
+    expect(connections).toBe(before);
+  });
+
+  it("redirects are not followed: the guest sees the 3xx", async () => {
+    const rule = origin.replace("http://", "");
+    const code = `export default async () => { const res = await fetch(${JSON.stringify(`${origin}/redirect`)}); return [res.status, res.headers.get("location")] }`;
+    const value = completed(await sandbox.run({ code, capabilities: { net: [rule] } })).value;
+    expect(value).toEqual([302, "http://169.254.169.254/latest/meta-data/"]);
+  });
+
+  it('"*" needs the policy to allow it; a malformed rule throws a TypeError naming it', async () => {
+    await expect(sandbox.run({ code: "export default 1", capabilities: { net: ["*"] } })).rejects.toThrow(
+      /policy\.net\.allow does not permit/,
+    );
+    await expect(sandbox.run({ code: "export default 1", capabilities: { net: [{ host: "" } as never] } })).rejects.toThrow(
+      TypeError,
+    );
+    await expect(sandbox.run({ code: "export default 1", capabilities: { disk: true } as never })).rejects.toThrow(
+      /capabilities\.disk is not an option/,
+    );
+  });
+
+  it("a prefix's capabilities serve its calls", async () => {
+    const rule = origin.replace("http://", "");
+    await using prefix = await sandbox.prepare({
+      code: `export async function get(path) { const res = await fetch(${JSON.stringify(origin)} + path); return (await res.json()).path }`,
+      capabilities: { net: [rule] },
+    });
+    const result = await prefix.call({ export: "get", args: ["/from-prefix"] });
+    expect(result.ok && result.value).toBe("/from-prefix");
+  });
+});
