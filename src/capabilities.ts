@@ -31,6 +31,7 @@ export async function brokeredFetch(
     rules: net,
     allow: ceiling,
     internalOrigins: policy.net?.internalOrigins,
+    maxRedirects: policy.net?.maxRedirects,
     timeoutMs: Math.ceil(limits.wallTimeMs),
     // A response must fit one host call once encoded (base64 and framing add about a third): past
     // this it is refused as a catchable error instead of ending the run at the bridge's cap.
@@ -53,7 +54,13 @@ export async function brokeredFetch(
 export async function checkNetPolicy(net: unknown): Promise<void> {
   if (net === undefined) return;
   checkObject(net, "policy.net");
-  checkKnownKeys(net, ["allow", "internalOrigins"], "policy.net");
+  checkKnownKeys(net, ["allow", "internalOrigins", "maxRedirects"], "policy.net");
+  if (
+    net.maxRedirects !== undefined &&
+    (!Number.isInteger(net.maxRedirects) || (net.maxRedirects as number) < 0 || (net.maxRedirects as number) > 20)
+  ) {
+    throw new TypeError("cordon: policy.net.maxRedirects must be an integer from 0 to 20");
+  }
   if (net.allow !== undefined) {
     const egress = await import("./egress/index.js");
     if (!Array.isArray(net.allow) || net.allow.some((r) => typeof r !== "string")) {

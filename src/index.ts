@@ -7,6 +7,7 @@ export type { ErrorCode, RunError } from "./core/errors.js";
 export { DEFAULT_LIMITS, MIN_MEMORY_MB, MAX_MEMORY_MB } from "./core/limits.js";
 export type {
   AbortedResult,
+  Capabilities,
   CompletedResult,
   EngineName,
   FailedResult,
@@ -15,6 +16,7 @@ export type {
   HostName,
   LogEntry,
   LogLevel,
+  NetRule,
   PrefixStats,
   PrepareOptions,
   ReadExportsResult,

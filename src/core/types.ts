@@ -25,6 +25,8 @@ export interface SandboxPolicy {
     allow?: string[];
     /** Exact origins (`https://api.internal:8443`) exempt from the private-address check: the deployment's own API. */
     internalOrigins?: string[];
+    /** Redirects the egress follows, each hop checked again (credentials dropped across origins). Default 0: the guest sees the 3xx. */
+    maxRedirects?: number;
   };
 }
 

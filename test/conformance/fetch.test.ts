@@ -89,6 +89,13 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
     expect(result.value).toEqual(Array(4).fill("ERR_CAPABILITY_DENIED"));
     expect(result.logs.filter((l) => l.level === "warn" && l.message.startsWith("[cordon] fetch refused")).length).toBe(4);
     expect(connections).toBe(before);
+    // Uncaught, the refusal is the run's failure, with its code.
+    const uncaught = await sandbox.run({
+      code: "export default () => fetch('http://10.0.0.1/')",
+      capabilities: { net: ["10.0.0.1"] },
+    });
+    expect(uncaught.ok ? "completed" : uncaught.error.code).toBe("ERR_CAPABILITY_DENIED");
+    expect(connections).toBe(before);
   });
 
   it("redirects are not followed: the guest sees the 3xx", async () => {
