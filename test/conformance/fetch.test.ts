@@ -98,6 +98,26 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
     expect(connections).toBe(before);
   });
 
+  it("an AbortSignal aborts the guest's fetch; an aborted one never crosses", async () => {
+    const rule = origin.replace("http://", "");
+    const before = seen.length;
+    const code = `export default async () => {
+      const out = [];
+      try { await fetch(${JSON.stringify(`${origin}/never`)}, { signal: AbortSignal.abort() }) } catch (e) { out.push(e.name) }
+      const controller = new AbortController();
+      const pending = fetch(${JSON.stringify(`${origin}/slow`)}, { signal: controller.signal });
+      controller.abort(new Error("changed my mind"));
+      try { await pending } catch (e) { out.push(e.message) }
+      try { await fetch(${JSON.stringify(`${origin}/t`)}, { signal: AbortSignal.timeout(0) }) ; out.push("not timed out") } catch (e) { out.push(e.name) }
+      return out;
+    }`;
+    const value = completed(await sandbox.run({ code, capabilities: { net: [rule] } })).value as string[];
+    expect(value[0]).toBe("AbortError");
+    expect(value[1]).toBe("changed my mind");
+    expect(["TimeoutError", "not timed out"]).toContain(value[2]);
+    expect(seen.slice(before).some((s) => s.url === "/never")).toBe(false);
+  });
+
   it("redirects are not followed: the guest sees the 3xx", async () => {
     const rule = origin.replace("http://", "");
     const code = `export default async () => { const res = await fetch(${JSON.stringify(`${origin}/redirect`)}); return [res.status, res.headers.get("location")] }`;

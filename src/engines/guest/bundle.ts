@@ -1,5 +1,6 @@
 import { createCodec } from "../../core/codec.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { installAbort } from "./abort.js";
 import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
@@ -51,6 +52,7 @@ codec.extend({
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
+(${installAbort.toString()})(g);
 Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
 return internals;
 })()`;

@@ -339,8 +339,18 @@ export function installRuntime(
       "fetch",
       async function fetch(input: unknown, init?: unknown) {
         const request = new RequestCtor(input, init);
+        const signal = ((init as { signal?: unknown } | undefined)?.signal ?? undefined) as
+          | { aborted: boolean; reason: unknown; addEventListener(type: string, fn: () => void): void }
+          | undefined;
+        if (signal?.aborted) throw signal.reason;
         try {
-          return await hostCall(fnId, [request]);
+          const call = hostCall(fnId, [request]);
+          if (!signal) return await call;
+          // An abort rejects the guest's promise at once; the host's exchange ends at its deadline.
+          return await new PromiseCtor((resolve, reject) => {
+            signal.addEventListener("abort", () => reject(signal.reason));
+            call.then(resolve, reject);
+          });
         } catch (error) {
           if ((error as { code?: unknown } | null)?.code === "ERR_CAPABILITY_DENIED") {
             emit("warn", [`[cordon] fetch refused: ${StringCtor((error as Error).message)}`]);
