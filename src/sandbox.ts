@@ -6,6 +6,7 @@ import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkSignal, checkString } from "./core/options.js";
 import { readBodies } from "./core/fetch-wire.js";
+import { environmentDefaults } from "./core/selection.js";
 import { Slots } from "./core/slots.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
@@ -364,8 +365,9 @@ export class Sandbox implements AsyncDisposable {
 export async function createSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
   checkObject(options, "options");
   checkKnownKeys(options, SANDBOX_KEYS, "options");
-  const engineName = checkOneOf(options.engine ?? "auto", ENGINES, "options.engine");
-  const hostName = checkOneOf(options.host ?? "auto", HOSTS, "options.host");
+  const fromEnvironment = environmentDefaults();
+  const engineName = checkOneOf(options.engine ?? fromEnvironment.engine, ENGINES, "options.engine");
+  const hostName = checkOneOf(options.host ?? fromEnvironment.host, HOSTS, "options.host");
   if (options.memoryMb !== undefined) checkPositiveNumber("options.memoryMb", options.memoryMb);
   if (options.maxConcurrentRuns !== undefined)
     checkPositiveNumber("options.maxConcurrentRuns", options.maxConcurrentRuns, { integer: true });
@@ -386,7 +388,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     ["shared", "partition"] as const,
     "options.isolateProcesses",
   );
-  const host = selectHost(hostName);
+  const host = selectHost(hostName, fromEnvironment.execUrl);
   const engineChoice = resolveEngine(engineName);
   const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;
   const budgetMb = checked.memoryBudgetMb ?? Math.min(1024, Math.floor(totalmem() / 1024 / 1024 / 4));
@@ -417,8 +419,17 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   return new Sandbox(engine, host, policy, checked);
 }
 
-/** "auto" means the process host: a guest can then kill at most a worker, never the host. */
-function selectHost(name: HostName): ConcreteHost {
+/** "auto": remote when an executor URL is set, else the process host (a guest can then kill at most a worker). */
+function selectHost(name: HostName, execUrl: string | undefined): ConcreteHost {
+  if (name === "remote" && !execUrl) {
+    throw new CordonError("ERR_ENGINE_UNAVAILABLE", 'cordon: host "remote" needs CORDON_EXEC_URL (and CORDON_EXEC_SECRET)');
+  }
+  if (name === "remote" || (name === "auto" && execUrl)) {
+    throw new CordonError(
+      "ERR_ENGINE_UNAVAILABLE",
+      `cordon: the remote host (CORDON_EXEC_URL=${execUrl}) is not available in this version; unset CORDON_EXEC_URL or use host "process"`,
+    );
+  }
   if (name === "auto" || name === "process") return "process";
   if (name === "inprocess") return "inprocess";
   throw new CordonError(
