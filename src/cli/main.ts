@@ -1,8 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { createSandbox } from "../sandbox.js";
+import { SERVE_USAGE, serve } from "./serve.js";
 
-const USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--memory mb]
+const RUN_USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--memory mb]
 
   Runs an ES module (JS or TS) or a function body in a sandbox and prints the value as JSON.
   --input JSON    passed to the default-exported function
@@ -10,9 +11,12 @@ const USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--memory 
   --memory mb     memory limit (default 128)
 Guest logs go to stderr. A failure prints its code and message and exits 1.`;
 
-/** `cordon run`: the command line. Returns the exit code. */
+const USAGE = `${RUN_USAGE}\n\n${SERVE_USAGE}`;
+
+/** `cordon run` and `cordon serve`: the command line. Returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command === "serve") return serve(rest);
   if (command !== "run") {
     process.stderr.write(`${USAGE}\n`);
     return command === undefined || command === "--help" || command === "help" ? 0 : 2;
@@ -21,7 +25,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     parsed = parseRunArgs(rest);
   } catch (error) {
-    process.stderr.write(`cordon: ${(error as Error).message}\n${USAGE}\n`);
+    process.stderr.write(`cordon: ${(error as Error).message}\n${RUN_USAGE}\n`);
     return 2;
   }
   const code = await readFile(parsed.file, "utf8").catch((error: NodeJS.ErrnoException) => {

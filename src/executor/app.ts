@@ -1,0 +1,148 @@
+import type { HttpBindings } from "@hono/node-server";
+import { Hono } from "hono";
+import type { Logger } from "pino";
+import { sharedCodec } from "../core/bindings.js";
+import { CordonError } from "../core/errors.js";
+import { readBodies } from "../core/fetch-wire.js";
+import type { RunResult } from "../core/types.js";
+import type { Sandbox } from "../sandbox.js";
+import type { Admission } from "./admission.js";
+import { readCappedBody } from "./body.js";
+import { ServiceError } from "./errors.js";
+import type { InFlight } from "./inflight.js";
+import { logRefusal, logRun } from "./log.js";
+import { parseRunRequest } from "./schema.js";
+import type { WarmRunner } from "./warm.js";
+
+export interface AppDeps {
+  admit: (header: string | undefined) => Admission;
+  sandbox: Sandbox;
+  runner: WarmRunner;
+  inflight: InFlight;
+  logger: Logger;
+  maxBodyBytes: number;
+  version: string;
+  /** Where guests run: "process" (the service's default) or "inprocess". */
+  hostName: string;
+  draining: () => boolean;
+}
+
+type Env = { Bindings: HttpBindings };
+
+/**
+ * The routes: `GET /health` (open) and `POST /run` (admitted by the bearer secret). Anything
+ * else is a 404. Refusals are `{ error: { code, message } }` with a 4xx/5xx status; a run always
+ * answers 200 with its RunResult, whether the guest completed, failed or was aborted.
+ *
+ * The body of a 200 is the RunResult as cordon's codec text (src/core/codec.ts), which is JSON:
+ * plain JSON values are themselves, and any other value is an object tagged by its "$" key —
+ * `{"$":"u"}` undefined, `{"$":"n","v":"NaN"}` NaN, ±Infinity and -0, `{"$":"b","v":"12"}` a
+ * BigInt, `{"$":"d","v":<epoch ms>}` a Date, `{"$":"m","v":[[k,v],…]}` a Map, `{"$":"s","v":[…]}`
+ * a Set, `{"$":"t","t":"Uint8Array","v":<base64>}` a typed array, `{"$":"a","v":<base64>}` an
+ * ArrayBuffer, `{"$":"e","n":name,"m":message,…}` an Error, `{"$":"R",…}`/`{"$":"Q",…}`/`{"$":"H",…}`
+ * a Response/Request/Headers, and `{"$":"o","v":{…}}` a plain object that has its own "$" key.
+ * A JSON client reads plain results as they are; a JS client decodes everything with the codec.
+ */
+export function createApp(deps: AppDeps): Hono<Env> {
+  const app = new Hono<Env>();
+
+  app.get("/health", (c) => {
+    const stats = deps.sandbox.stats();
+    const body = {
+      status: deps.draining() ? "draining" : "ok",
+      engine: deps.sandbox.engineName,
+      host: deps.hostName,
+      version: deps.version,
+      // activeRuns: requests being answered, a module's first preparation included (the sandbox
+      // counts only calls and runs); queueDepth: of those, runs waiting for a sandbox slot.
+      load: { activeRuns: deps.inflight.size, queueDepth: stats.queueDepth },
+    };
+    // 503 while draining, so a load balancer stops sending work here.
+    return c.json(body, deps.draining() ? 503 : 200);
+  });
+
+  app.post("/run", async (c) => {
+    const { incoming, outgoing } = c.env;
+    if (deps.draining()) throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
+    // Admission before a byte of the body is read.
+    const admission = deps.admit(c.req.header("authorization"));
+    if (admission === "missing") throw new ServiceError("ERR_UNAUTHORIZED", "send authorization: Bearer <secret>");
+    if (admission === "wrong") throw new ServiceError("ERR_UNAUTHORIZED", "the bearer secret is not this executor's");
+    const request = parseRunRequest(await readCappedBody(incoming, deps.maxBodyBytes));
+
+    const controller = new AbortController();
+    const release = deps.inflight.add(controller);
+    // The run counts until its response is out; a client that goes away aborts its run.
+    outgoing.once("close", () => {
+      if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
+      release();
+    });
+    const started = performance.now();
+    let result: RunResult;
+    try {
+      result = await deps.runner.run(request, controller.signal);
+    } catch (error) {
+      // The sandbox throws only for misconfiguration (a TypeError naming the option) or disposal.
+      if (error instanceof TypeError) throw new ServiceError("ERR_BAD_REQUEST", error.message);
+      if (error instanceof CordonError && deps.draining())
+        throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
+      throw error;
+    }
+    logRun(deps.logger, result, performance.now() - started);
+    const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+    if (deps.draining()) headers.connection = "close";
+    return c.body(await encodeResult(result), 200, headers);
+  });
+
+  app.notFound((c) => {
+    const error = new ServiceError("ERR_NOT_FOUND", `no route for ${c.req.method} ${c.req.path}; routes: GET /health, POST /run`);
+    logRefusal(deps.logger, error.status, error.code, c.req.method, c.req.path);
+    return c.json(error.toJSON(), error.status);
+  });
+
+  app.onError((thrown, c) => {
+    const error =
+      thrown instanceof ServiceError ? thrown : new ServiceError("ERR_INTERNAL", "the executor failed to answer this request");
+    if (!(thrown instanceof ServiceError)) deps.logger.error({ event: "internal", name: thrown.name, message: thrown.message });
+    logRefusal(deps.logger, error.status, error.code, c.req.method, c.req.path);
+    // A refused upload is not read further: the connection closes after this answer.
+    if (!c.env.incoming.complete || deps.draining()) c.header("connection", "close");
+    if (error.status === 401) c.header("www-authenticate", 'Bearer realm="cordon"');
+    return c.json(error.toJSON(), error.status);
+  });
+
+  return app;
+}
+
+/** The RunResult as codec text (see above). Request/Response bodies are read first: the codec is synchronous. */
+async function encodeResult(result: RunResult): Promise<string> {
+  const codec = sharedCodec();
+  try {
+    if (result.ok) await readBodies([result.value, result.exports]);
+    return codec.encode(withoutUndefinedFields(result), "result");
+  } catch (error) {
+    const failed: RunResult = {
+      status: "failed",
+      ok: false,
+      error: { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message },
+      logs: result.logs,
+      stats: result.stats,
+    };
+    return codec.encode(withoutUndefinedFields(failed), "result");
+  }
+}
+
+/**
+ * The envelope's optional fields (`stats.heapUsedBytes`, `error.stack`, …) are left out when
+ * undefined rather than sent as `{"$":"u"}`, so a plain JSON client sees plain stats. The guest's
+ * own values (`value`, `exports`, `error.fields`) are untouched: there undefined is data.
+ */
+function withoutUndefinedFields(result: RunResult): RunResult {
+  const stats = dropUndefined(result.stats);
+  if (result.ok) return { ...result, stats };
+  return { ...result, error: dropUndefined(result.error), stats } as RunResult;
+}
+
+function dropUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}

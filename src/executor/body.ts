@@ -1,0 +1,58 @@
+import type { IncomingMessage } from "node:http";
+import { ServiceError } from "./errors.js";
+
+/**
+ * Read a request body, counting bytes AS THEY ARRIVE: past `capBytes` the reading stops and a
+ * 413 is thrown at once, so a client cannot make the service buffer more than the cap whatever
+ * it sends (no Content-Length, chunked, or a lying length). A declared Content-Length over the
+ * cap is refused before a byte is read.
+ *
+ * On a refusal the stream is paused and its listeners removed; the caller answers with
+ * `connection: close`, and Node closes the socket after the response, so the rest of the upload
+ * is never read.
+ */
+export function readCappedBody(incoming: IncomingMessage, capBytes: number): Promise<Buffer> {
+  const declared = incoming.headers["content-length"];
+  if (declared !== undefined && Number(declared) > capBytes) return Promise.reject(tooLarge(capBytes));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const stop = () => {
+      incoming.off("data", onData);
+      incoming.off("end", onEnd);
+      incoming.off("error", onError);
+      incoming.off("close", onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > capBytes) {
+        stop();
+        incoming.pause();
+        chunks.length = 0;
+        reject(tooLarge(capBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      resolve(Buffer.concat(chunks, received));
+    };
+    const onError = () => {
+      stop();
+      reject(new ServiceError("ERR_BAD_REQUEST", "the request body could not be read"));
+    };
+    // `close` before `end`: the client went away mid-upload.
+    const onClose = () => {
+      if (!incoming.complete) onError();
+    };
+    incoming.on("data", onData);
+    incoming.on("end", onEnd);
+    incoming.on("error", onError);
+    incoming.on("close", onClose);
+  });
+}
+
+function tooLarge(capBytes: number): ServiceError {
+  return new ServiceError("ERR_BODY_TOO_LARGE", `the request body is larger than the limit of ${capBytes} bytes`);
+}

@@ -1,0 +1,103 @@
+import { z } from "zod";
+import { ServiceError } from "./errors.js";
+
+/** Bounds of a run request beyond the body cap (which bounds the bytes, not the work). */
+export const REQUEST_BOUNDS = {
+  /** Characters of `code` and of each import's source: the sandbox's own maximum. */
+  maxCodeChars: 16 * 1024 * 1024,
+  maxFilenameChars: 256,
+  maxImports: 256,
+  maxSpecifierChars: 512,
+  /** Nesting of `input`: `[[1]]` is 2 levels. */
+  maxInputDepth: 64,
+  /** Values in `input`, containers and leaves alike. */
+  maxInputValues: 100_000,
+} as const;
+
+const limit = z.number().positive().max(Number.MAX_SAFE_INTEGER);
+
+/** `limits` of a run: every key optional, each a positive number; unknown keys are refused. */
+const limitsSchema = z.strictObject({
+  cpuTimeMs: limit.optional(),
+  wallTimeMs: limit.optional(),
+  memoryMb: limit.optional(),
+  maxOutputBytes: limit.optional(),
+  maxLogBytes: limit.optional(),
+  maxLogEntries: limit.optional(),
+  maxBridgeCalls: limit.optional(),
+  maxBridgeCallBytes: limit.optional(),
+});
+
+/**
+ * The body of `POST /run`, exactly: unknown keys are refused at every level. `input` is any JSON
+ * value, bounded separately (`checkInputBounds`) without recursion. `imports` holds source-text
+ * modules only: host modules are functions, and functions do not travel over HTTP.
+ */
+export const runRequestSchema = z.strictObject({
+  code: z.string().max(REQUEST_BOUNDS.maxCodeChars),
+  input: z.unknown().optional(),
+  filename: z.string().min(1).max(REQUEST_BOUNDS.maxFilenameChars).optional(),
+  limits: limitsSchema.optional(),
+  imports: z
+    .record(z.string().min(1).max(REQUEST_BOUNDS.maxSpecifierChars), z.string().max(REQUEST_BOUNDS.maxCodeChars))
+    .refine((imports) => Object.keys(imports).length <= REQUEST_BOUNDS.maxImports, {
+      message: `at most ${REQUEST_BOUNDS.maxImports} imports`,
+    })
+    .optional(),
+});
+
+export type RunRequest = z.infer<typeof runRequestSchema>;
+
+/**
+ * Parse and check a body. Throws a 400 ServiceError whose message names the field. The value
+ * returned is the parsed JSON itself, not zod's copy: JSON.parse keeps an own `__proto__` key as
+ * data, and the sandbox's codec carries it as data (a copy made by assignment would not).
+ */
+export function parseRunRequest(body: Buffer): RunRequest {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch {
+    // JSON.parse's message quotes the body: it is the caller's own text, but logs must never see it.
+    throw new ServiceError("ERR_BAD_REQUEST", "the body must be UTF-8 JSON: a run request object");
+  }
+  const checked = runRequestSchema.safeParse(parsed);
+  if (!checked.success) throw new ServiceError("ERR_BAD_REQUEST", describeIssue(checked.error.issues[0]));
+  const request = parsed as RunRequest;
+  if ("input" in request) checkInputBounds(request.input);
+  return request;
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const path = issue.path.map(String).join(".");
+  if (issue.code === "unrecognized_keys") {
+    const where = path ? `${path}.` : "";
+    const keys = issue.keys.map((key) => `${where}${key}`).join(", ");
+    return `${keys}: unknown ${issue.keys.length === 1 ? "field" : "fields"}; allowed: ${allowedAt(path)}`;
+  }
+  return `${path || "body"}: ${issue.message}`;
+}
+
+function allowedAt(path: string): string {
+  const shape = path === "limits" ? limitsSchema.shape : runRequestSchema.shape;
+  return Object.keys(shape).join(", ");
+}
+
+/** Depth and size of `input`, walked with an explicit stack: a deep value cannot overflow ours. */
+export function checkInputBounds(input: unknown): void {
+  const { maxInputDepth, maxInputValues } = REQUEST_BOUNDS;
+  const stack: { value: object; depth: number }[] = [];
+  let values = 1;
+  if (input !== null && typeof input === "object") stack.push({ value: input, depth: 1 });
+  while (stack.length > 0) {
+    const { value, depth } = stack.pop()!;
+    if (depth > maxInputDepth) throw new ServiceError("ERR_BAD_REQUEST", `input: nested deeper than ${maxInputDepth} levels`);
+    const children: unknown[] = Array.isArray(value) ? value : Object.values(value);
+    // Counted before anything is pushed: a huge flat array is refused without walking it.
+    values += children.length;
+    if (values > maxInputValues) throw new ServiceError("ERR_BAD_REQUEST", `input: more than ${maxInputValues} values`);
+    for (const child of children) {
+      if (child !== null && typeof child === "object") stack.push({ value: child, depth: depth + 1 });
+    }
+  }
+}

@@ -1,0 +1,173 @@
+import { readFileSync } from "node:fs";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createAdaptorServer } from "@hono/node-server";
+import type { Logger } from "pino";
+import { pino } from "pino";
+import { checkKnownKeys, checkObject } from "../core/options.js";
+import type { SandboxOptions } from "../core/types.js";
+import { createSandbox, type Sandbox } from "../sandbox.js";
+import { checkSecret, createAdmission, generateSecret } from "./admission.js";
+import { createApp } from "./app.js";
+import { InFlight } from "./inflight.js";
+import { createServiceLogger } from "./log.js";
+import { WarmRunner } from "./warm.js";
+
+export interface ExecutorOptions {
+  /** The admission secret, at least 32 bytes. Omitted: one is generated (`generatedSecret`). */
+  secret?: string;
+  /** Default 127.0.0.1: only this machine, until the operator says otherwise. */
+  host?: string;
+  /** Default 8787; 0 picks a free port (read it from `port`). */
+  port?: number;
+  /** The request body cap in MiB, refused while streaming. Default 32. */
+  maxBodyMb?: number;
+  /** The sandbox's options. Default: the process host, engine auto, and SERVICE_POLICY. */
+  sandbox?: SandboxOptions;
+  /** Prepared modules kept warm (an LRU). Default 256. */
+  warmModules?: number;
+  /** How long `close()` lets in-flight runs finish before aborting them. Default 10 000 ms. */
+  shutdownGraceMs?: number;
+  /** The service log (pino). Default: JSON lines on stderr; false: none. */
+  logger?: Logger | false;
+}
+
+export interface Executor extends AsyncDisposable {
+  /** `http://host:port`, ready to take `/run` and `/health`. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  /** The secret this executor generated, when none was configured; undefined otherwise. */
+  readonly generatedSecret: string | undefined;
+  readonly sandbox: Sandbox;
+  /** Stop accepting, let in-flight runs finish (or abort them after the grace), dispose the sandbox. */
+  close(options?: { graceMs?: number }): Promise<void>;
+}
+
+/**
+ * The service's ceilings unless the caller sets its own: a caller may ask for less, never more.
+ * Without them one request could hold a run slot for as long as it liked.
+ */
+export const SERVICE_POLICY = { maxWallTimeMs: 60_000, maxCpuTimeMs: 60_000 } as const;
+
+const OPTION_KEYS = ["secret", "host", "port", "maxBodyMb", "sandbox", "warmModules", "shutdownGraceMs", "logger"];
+/** After the grace period, aborted runs get this long to send their (aborted) results. */
+const ABORT_SETTLE_MS = 2_000;
+
+/** Start the executor service. Throws a TypeError naming the option for misconfiguration. */
+export async function createExecutor(options: ExecutorOptions = {}): Promise<Executor> {
+  checkObject(options as unknown, "executor options");
+  checkKnownKeys(options as object, OPTION_KEYS, "executor options");
+  const secret = options.secret === undefined ? generateSecret() : checkSecret(options.secret);
+  const host = options.host ?? "127.0.0.1";
+  if (typeof host !== "string" || host.length === 0) throw new TypeError("cordon: executor options.host must be a host name");
+  const port = options.port ?? 8787;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new TypeError(`cordon: executor options.port must be an integer from 0 to 65535, got ${String(port)}`);
+  const maxBodyMb = positive(options.maxBodyMb, "maxBodyMb", 32);
+  const warmModules = positive(options.warmModules, "warmModules", 256);
+  const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : nonNegative(options.shutdownGraceMs, "shutdownGraceMs");
+  const logger = options.logger === false ? pino({ enabled: false }) : (options.logger ?? createServiceLogger());
+
+  const sandbox = await createSandbox({
+    host: "process",
+    ...options.sandbox,
+    policy: { ...SERVICE_POLICY, ...options.sandbox?.policy },
+  });
+  const hostName = options.sandbox?.host === "inprocess" ? "inprocess" : "process";
+  const runner = new WarmRunner(sandbox, warmModules);
+  const inflight = new InFlight();
+  let draining = false;
+  const app = createApp({
+    admit: createAdmission(secret),
+    sandbox,
+    runner,
+    inflight,
+    logger,
+    maxBodyBytes: Math.floor(maxBodyMb * 1024 * 1024),
+    version: packageVersion(),
+    hostName,
+    draining: () => draining,
+  });
+  // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and
+  // Response, which the sandbox's own fetch wire recognises by class.
+  const server = createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
+  try {
+    await listen(server, port, host);
+  } catch (error) {
+    await sandbox.dispose();
+    throw error;
+  }
+  const bound = (server.address() as AddressInfo).port;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${bound}`;
+  logger.info(
+    { event: "listening", address: `${host}:${bound}`, engine: sandbox.engineName, host: hostName, version: packageVersion() },
+    "listening",
+  );
+
+  let closing: Promise<void> | undefined;
+  const close = (closeOptions: { graceMs?: number } = {}): Promise<void> => {
+    // Closing already, and now without grace: abort what is still running.
+    if (closing && closeOptions.graceMs === 0) inflight.abortAll("the executor is shutting down");
+    closing ??= (async () => {
+      draining = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const graceMs = closeOptions.graceMs ?? defaultGraceMs;
+      logger.info({ event: "draining", inFlight: inflight.size, graceMs }, "draining");
+      if (!(await inflight.idle(graceMs))) {
+        logger.warn({ event: "aborting", inFlight: inflight.size }, "aborting runs past the grace period");
+        inflight.abortAll("the executor is shutting down");
+        await inflight.idle(ABORT_SETTLE_MS);
+      }
+      await runner.dispose();
+      await sandbox.dispose();
+      server.closeAllConnections();
+      await closed;
+      logger.info({ event: "stopped" }, "stopped");
+    })();
+    return closing;
+  };
+
+  return {
+    url,
+    host,
+    port: bound,
+    generatedSecret: options.secret === undefined ? secret : undefined,
+    sandbox,
+    close,
+    [Symbol.asyncDispose]: () => close(),
+  };
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+}
+
+function positive(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0)
+    throw new TypeError(`cordon: executor options.${name} must be a positive number, got ${String(value)}`);
+  return value;
+}
+
+function nonNegative(value: unknown, name: string): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0)
+    throw new TypeError(`cordon: executor options.${name} must be a number ≥ 0, got ${String(value)}`);
+  return value;
+}
+
+let version: string | undefined;
+/** cordon's version, from package.json (two levels up from both src/executor and dist/executor). */
+function packageVersion(): string {
+  version ??= String(
+    (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: unknown }).version,
+  );
+  return version;
+}

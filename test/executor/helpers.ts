@@ -1,0 +1,85 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { pino } from "pino";
+import { sharedCodec } from "../../src/core/bindings.js";
+import type { RunResult } from "../../src/core/types.js";
+import { createExecutor, type Executor, type ExecutorOptions } from "../../src/executor/server.js";
+
+/** A fixed test secret of 48 bytes: over the 32-byte minimum. */
+export const SECRET = "cordon-test-secret-0123456789abcdefghijklmnopqrs";
+
+export interface TestExecutor {
+  executor: Executor;
+  url: string;
+  /** Every service log line, parsed. */
+  logs: Record<string, unknown>[];
+  /** The raw log text, to assert what never appears in it. */
+  logText: () => string;
+  /** POST /run with the right secret (unless `secret` says otherwise). */
+  run: (body: unknown, init?: { secret?: string | null }) => Promise<Response>;
+  /** POST /run and decode the RunResult with cordon's codec. */
+  runResult: (body: unknown) => Promise<RunResult>;
+}
+
+/** A real executor on 127.0.0.1, a free port, the process host; its log captured in memory. */
+export async function startExecutor(options: ExecutorOptions = {}): Promise<TestExecutor> {
+  const lines: string[] = [];
+  const logger = pino({}, { write: (line: string) => void lines.push(line) });
+  const executor = await createExecutor({ secret: SECRET, host: "127.0.0.1", port: 0, logger, ...options });
+  const run = (body: unknown, init: { secret?: string | null } = {}) => {
+    const secret = init.secret === undefined ? SECRET : init.secret;
+    const headers: Record<string, string> = { "content-type": "application/json" };
+    if (secret !== null) headers.authorization = `Bearer ${secret}`;
+    return fetch(`${executor.url}/run`, {
+      method: "POST",
+      headers,
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+  };
+  return {
+    executor,
+    url: executor.url,
+    get logs() {
+      return lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    },
+    logText: () => lines.join(""),
+    run,
+    runResult: async (body) => {
+      const response = await run(body);
+      if (response.status !== 200) throw new Error(`expected 200, got ${response.status}: ${await response.text()}`);
+      return sharedCodec().decode(await response.text()) as RunResult;
+    },
+  };
+}
+
+/** The error body of a refusal. */
+export async function refusal(response: Response): Promise<{ status: number; code: string; message: string }> {
+  const body = (await response.json()) as { error: { code: string; message: string } };
+  return { status: response.status, code: body.error.code, message: body.error.message };
+}
+
+/** The pids whose parent is `pid` (Linux /proc): the process host's workers. */
+export function childPids(pid: number): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // pid (comm) state ppid …: comm may hold spaces and parentheses, so split after the last ")".
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) found.push(Number(name));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return found;
+}
+
+/** Running, that is: neither gone nor a zombie waiting for a reaper that may never come in a container. */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}

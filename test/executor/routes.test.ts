@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
+
+describe("routes: GET /health, POST /run, and 404 for the rest", () => {
+  let t: TestExecutor;
+  beforeAll(async () => {
+    t = await startExecutor();
+  });
+  afterAll(() => t.executor.close());
+
+  it("GET /health says engine, host, version and load, and nothing secret", async () => {
+    const response = await fetch(`${t.url}/health`);
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    expect(JSON.parse(text)).toEqual({
+      status: "ok",
+      engine: expect.stringMatching(/^(v8|quickjs)$/),
+      host: "process",
+      version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+      load: { activeRuns: 0, queueDepth: 0 },
+    });
+    expect(text).not.toContain(SECRET);
+  });
+
+  it("answers every other route with a JSON 404", async () => {
+    const cases: [string, string][] = [
+      ["GET", "/"],
+      ["GET", "/run"],
+      ["POST", "/health"],
+      ["POST", "/run/extra"],
+      ["PUT", "/run"],
+      ["GET", "/../etc/passwd"],
+    ];
+    for (const [method, path] of cases) {
+      const response = await fetch(`${t.url}${path}`, { method, headers: { authorization: `Bearer ${SECRET}` } });
+      expect(response.headers.get("content-type")).toMatch(/^application\/json/);
+      expect(await refusal(response)).toMatchObject({ status: 404, code: "ERR_NOT_FOUND" });
+    }
+  });
+
+  it("reports load while a run is in flight", async () => {
+    const slow = t.run({ code: "export default () => new Promise((r) => setTimeout(() => r('late'), 1000))" });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const health = (await (await fetch(`${t.url}/health`)).json()) as { load: { activeRuns: number } };
+    expect(health.load.activeRuns).toBe(1);
+    expect((await slow).status).toBe(200);
+  });
+});

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { refusal, startExecutor, type TestExecutor } from "./helpers.js";
+
+/** Nested arrays: depth 1 is `[0]`. */
+function nested(depth: number): unknown {
+  let value: unknown = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
+describe("POST /run takes exactly the run schema", () => {
+  let t: TestExecutor;
+  beforeAll(async () => {
+    t = await startExecutor();
+  });
+  afterAll(() => t.executor.close());
+
+  async function refused(body: unknown) {
+    const answer = await refusal(await t.run(body));
+    expect(answer).toMatchObject({ status: 400, code: "ERR_BAD_REQUEST" });
+    return answer.message;
+  }
+
+  it("refuses unknown keys, at the top and inside limits, naming them", async () => {
+    expect(await refused({ code: "return 1", globals: {} })).toMatch(/^globals: unknown field; allowed: code, input/);
+    expect(await refused({ code: "return 1", limits: { cpuTimeMs: 10, heapMb: 5 } })).toMatch(/^limits\.heapMb: unknown field/);
+    // why: `capabilities` is a library option; over HTTP it is not offered at all.
+    expect(await refused({ code: "return 1", capabilities: { net: ["*"] } })).toMatch(/^capabilities: unknown field/);
+  });
+
+  it("refuses wrong types, naming the field", async () => {
+    expect(await refused({ code: 42 })).toMatch(/^code: .*expected string/);
+    expect(await refused({ input: 1 })).toMatch(/^code: /);
+    expect(await refused({ code: "return 1", filename: 7 })).toMatch(/^filename: /);
+    expect(await refused({ code: "return 1", limits: { wallTimeMs: "100" } })).toMatch(/^limits\.wallTimeMs: .*expected number/);
+    expect(await refused({ code: "return 1", limits: { memoryMb: 0 } })).toMatch(/^limits\.memoryMb: /);
+    expect(await refused({ code: "return 1", limits: { cpuTimeMs: -5 } })).toMatch(/^limits\.cpuTimeMs: /);
+    expect(await refused({ code: "return 1", imports: { util: { f: 1 } } })).toMatch(/^imports\.util: .*expected string/);
+    expect(await refused({ code: "return 1", limits: [] })).toMatch(/^limits: /);
+    expect(await refused([{ code: "return 1" }])).toMatch(/^body: .*expected object/);
+    expect(await refused(null)).toMatch(/^body: /);
+  });
+
+  it("refuses sizes out of bounds", async () => {
+    expect(await refused({ code: "return 1", filename: "f".repeat(257) })).toMatch(/^filename: /);
+    const imports = Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`m${i}`, "export default 1"]));
+    expect(await refused({ code: "return 1", imports })).toMatch(/^imports: at most 256 imports/);
+  });
+
+  it("bounds the input: nesting of 64 passes, 65 is refused; more than 100 000 values is refused", async () => {
+    expect(await refused({ code: "return 1", input: nested(65) })).toBe("input: nested deeper than 64 levels");
+    expect(await refused({ code: "return 1", input: { a: { b: nested(63) } } })).toBe("input: nested deeper than 64 levels");
+    expect(await refused({ code: "return 1", input: new Array(100_000).fill(0) })).toBe("input: more than 100000 values");
+    // why: exactly at both bounds — the outer array, 63 nested arrays and their leaf, and zeros: 100 000 values.
+    const ok = await t.runResult({ code: "return input.length", input: [nested(63), ...new Array(99_935).fill(0)] });
+    expect(ok).toMatchObject({ status: "completed", value: 99_936 });
+  });
+
+  it("refuses a body that is not JSON, without quoting it", async () => {
+    const message = await refused('{"code": "return 1", oops}');
+    expect(message).toBe("the body must be UTF-8 JSON: a run request object");
+    expect(await refused("")).toBe("the body must be UTF-8 JSON: a run request object");
+  });
+
+  it("keeps the connection usable: a refusal after the whole body was read is an ordinary answer", async () => {
+    const result = await t.runResult({ code: "return input * 2", input: 4 });
+    expect(result).toMatchObject({ status: "completed", value: 8 });
+  });
+});

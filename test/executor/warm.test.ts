@@ -1,0 +1,45 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startExecutor, type TestExecutor } from "./helpers.js";
+
+describe("warm reuse: a module is prepared once and its default export called per request", () => {
+  let t: TestExecutor;
+  beforeAll(async () => {
+    t = await startExecutor({ warmModules: 2 });
+  });
+  afterAll(() => t.executor.close());
+
+  const double = { code: "export default (i) => i * 2", filename: "double.js" };
+
+  it("the first run is cold, the second identical one is warm", async () => {
+    const first = await t.runResult({ ...double, input: 1 });
+    const second = await t.runResult({ ...double, input: 1 });
+    expect(first).toMatchObject({ status: "completed", value: 2, stats: { warm: false } });
+    expect(second).toMatchObject({ status: "completed", value: 2, stats: { warm: true } });
+    // why: warm is per module, not per request — another input reuses the same instances.
+    expect(await t.runResult({ ...double, input: 5 })).toMatchObject({ value: 10, stats: { warm: true } });
+  });
+
+  it("another filename or other imports make another module", async () => {
+    expect(await t.runResult({ ...double, filename: "other.js", input: 1 })).toMatchObject({ stats: { warm: false } });
+    const withImports = { ...double, imports: { unused: "export default 0" }, input: 1 };
+    expect(await t.runResult(withImports)).toMatchObject({ value: 2, stats: { warm: false } });
+  });
+
+  it("keeps at most warmModules prepared modules, least recently used out first", async () => {
+    // Now warm: other.js and the one with imports (double.js was evicted by them).
+    expect(await t.runResult({ ...double, input: 1 })).toMatchObject({ stats: { warm: false } });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // why: an evicted module's warm instances are released (the host may still list it, with none).
+    const holding = t.executor.sandbox.stats().prefixes.filter((prefix) => prefix.warm > 0);
+    expect(holding.length).toBeLessThanOrEqual(2);
+  });
+
+  it("a module that failed to prepare is not remembered: the next request prepares it again", async () => {
+    // why: the first request's own wall time is the evaluation's budget; the second has more.
+    const code = "const end = Date.now() + 150; while (Date.now() < end) {} export default () => 'ready'";
+    const tight = await t.runResult({ code, limits: { wallTimeMs: 50 } });
+    expect(tight.ok).toBe(false);
+    if (!tight.ok) expect(tight.error.code).toMatch(/^ERR_(CPU|WALL)_TIMEOUT$/);
+    expect(await t.runResult({ code })).toMatchObject({ status: "completed", value: "ready" });
+  });
+});
