@@ -388,6 +388,16 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     ["shared", "partition"] as const,
     "options.isolateProcesses",
   );
+  if (engineName === "trusted") {
+    // No sandbox at all: it runs in this process, and only when named.
+    if (hostName !== "auto" && hostName !== "inprocess") {
+      throw new TypeError(
+        `cordon: the trusted engine runs in this process; host must be "inprocess" or "auto", got "${hostName}"`,
+      );
+    }
+    const { TrustedEngine } = await import("./engines/trusted/engine.js");
+    return new Sandbox(new TrustedEngine(), "inprocess", policy, checked);
+  }
   const host = selectHost(hostName, fromEnvironment.execUrl);
   const engineChoice = resolveEngine(engineName);
   const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;

@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { createSandbox } from "../../src/index.js";
+
+/** The trusted engine is the contract without the sandbox: these pin both halves of that. */
+describe("trusted engine", () => {
+  it("runs a module with input, captures console, crosses values as data", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const result = await sandbox.run({
+      code: "export const config = { a: 1 }; export function helper() {}; export default (i) => { console.log('n is', i.n); return { doubled: i.n * 2, when: new Date(0) } }",
+      input: { n: 21 },
+    });
+    expect(result).toMatchObject({
+      ok: true,
+      value: { doubled: 42, when: new Date(0) },
+      exports: { config: { a: 1 } },
+      skippedExports: ["helper"],
+    });
+    expect(result.logs).toMatchObject([{ level: "log", message: "n is 21" }]);
+    expect(result.stats).toMatchObject({ engine: "trusted", host: "inprocess" });
+  });
+
+  it("is no sandbox: the host process is reachable, as the README says", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const result = await sandbox.run({ code: "export default () => typeof process.pid" });
+    expect(result.ok && result.value).toBe("number");
+  });
+
+  it("installs globals for the run and restores the host's global object after it", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const hostConsole = globalThis.console;
+    const result = await sandbox.run({
+      code: "export default async () => ({ region: config.region, user: await lookup(7) })",
+      globals: { config: { region: "eu" }, lookup: async (id: number) => ({ id }) },
+    });
+    expect(result.ok && result.value).toEqual({ region: "eu", user: { id: 7 } });
+    expect((globalThis as Record<string, unknown>).config).toBeUndefined();
+    expect((globalThis as Record<string, unknown>).lookup).toBeUndefined();
+    expect(globalThis.console).toBe(hostConsole);
+  });
+
+  it("serializes runs: one run's globals never show in another's", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const code =
+      "export default async () => { const mine = tag; await new Promise((r) => setTimeout(r, 30)); return [mine, tag] }";
+    const [a, b] = await Promise.all([
+      sandbox.run({ code, globals: { tag: "a" } }),
+      sandbox.run({ code, globals: { tag: "b" } }),
+    ]);
+    expect(a.ok && a.value).toEqual(["a", "a"]);
+    expect(b.ok && b.value).toEqual(["b", "b"]);
+  });
+
+  it("has a soft timeout, errors as results, and refuses what it cannot do", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const slow = await sandbox.run({
+      code: "export default () => new Promise((r) => setTimeout(r, 2000))",
+      limits: { wallTimeMs: 100 },
+    });
+    expect(slow.ok ? "completed" : slow.error.code).toBe("ERR_WALL_TIMEOUT");
+    const thrown = await sandbox.run({ code: "export default () => { throw new RangeError('bad') }" });
+    expect(thrown.ok ? "completed" : thrown.error).toMatchObject({ code: "ERR_USER_CODE", name: "RangeError", message: "bad" });
+    const imports = await sandbox.run({ code: "import x from 'lib'; export default x", imports: { lib: "export default 1" } });
+    expect(imports.ok ? "completed" : imports.error.code).toBe("ERR_MODULE_NOT_FOUND");
+    await expect(sandbox.prepare({ code: "export default 1" })).rejects.toMatchObject({ code: "ERR_ENGINE_UNAVAILABLE" });
+  });
+
+  it("is only chosen when named: auto never picks it, and it never runs in a worker process", async () => {
+    await using auto = await createSandbox();
+    expect((await auto.run({ code: "export default 1" })).stats.engine).not.toBe("trusted");
+    await expect(createSandbox({ engine: "trusted", host: "process" })).rejects.toThrow(/trusted engine runs in this process/);
+  });
+});
