@@ -67,6 +67,8 @@ export class Sandbox implements AsyncDisposable {
   private readonly backend: PrefixBackend;
   private completedRuns = 0;
   private activeCalls = 0;
+  private working = 0;
+  private keepAlive: NodeJS.Timeout | undefined;
   /** Limits of a call that sets none: resolved once, calls are the hot path. */
   private readonly callLimits: ReturnType<typeof resolveLimits>;
   private disposed = false;
@@ -124,6 +126,15 @@ export class Sandbox implements AsyncDisposable {
    * share an instance. Rejects with a PrepareError when the prefix module fails.
    */
   async prepare(options: PrepareOptions): Promise<Prefix> {
+    this.hold(1);
+    try {
+      return await this.prepareHeld(options);
+    } finally {
+      this.hold(-1);
+    }
+  }
+
+  private async prepareHeld(options: PrepareOptions): Promise<Prefix> {
     this.check();
     checkObject(options, "prepare options");
     checkKnownKeys(options, PREPARE_KEYS, "prepare options");
@@ -222,7 +233,12 @@ export class Sandbox implements AsyncDisposable {
     if (this.disposed) return;
     this.disposed = true;
     this.prefixes.clear();
-    await this.engine.dispose();
+    this.hold(1);
+    try {
+      await this.engine.dispose();
+    } finally {
+      this.hold(-1);
+    }
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -256,6 +272,7 @@ export class Sandbox implements AsyncDisposable {
     // Calls do not take run slots: the prefix bounds its own instances and queues (and coalesces) the rest.
     const started = performance.now();
     this.activeCalls++;
+    this.hold(1);
     try {
       let argsText: string;
       try {
@@ -267,6 +284,7 @@ export class Sandbox implements AsyncDisposable {
       return await pool.call({ path: options.export, argsText, limits, signal });
     } finally {
       this.activeCalls--;
+      this.hold(-1);
       this.completedRuns++;
     }
   }
@@ -312,11 +330,26 @@ export class Sandbox implements AsyncDisposable {
         message: `the run queue is full (${this.slots.queueDepth} waiting); retry later or raise maxQueuedRuns`,
       });
     }
+    this.hold(1);
     try {
       return await work(started);
     } finally {
+      this.hold(-1);
       this.completedRuns++;
       this.slots.release();
+    }
+  }
+
+  /**
+   * Work in progress keeps the host process alive, as any pending I/O would: engines and worker
+   * processes unref themselves when idle (a sandbox nobody disposed must not hang its process).
+   */
+  private hold(delta: number): void {
+    this.working += delta;
+    if (this.working > 0) this.keepAlive ??= setInterval(() => {}, 1 << 30);
+    else if (this.keepAlive) {
+      clearInterval(this.keepAlive);
+      this.keepAlive = undefined;
     }
   }
 

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { readFileSync, readlinkSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -145,5 +146,29 @@ describe("process host", () => {
     const pids = workerPids(s);
     await s.dispose();
     for (const pid of pids) expect(alive(pid)).toBe(false);
+  });
+});
+
+describe("process host and the host's exit", () => {
+  it("a sandbox nobody disposed does not keep its process alive, and leaves no worker behind", async () => {
+    const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
+    const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
+      const sandbox = await createSandbox({ host: "process" });
+      const result = await sandbox.run({ code: "export default 41 + 1" });
+      console.log(result.ok && result.value, sandbox.stats().workers.map((w) => w.pid).join(","));`;
+    const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(child.status, child.stderr).toBe(0);
+    const [value, pids] = child.stdout.trim().split(" ");
+    expect(value).toBe("42");
+    // The worker sees its stdin close when the host exits, and exits too.
+    await until(() =>
+      pids
+        .split(",")
+        .map(Number)
+        .every((pid) => !alive(pid)),
+    );
   });
 });

@@ -106,6 +106,25 @@ export class WorkerProcess {
       });
     });
     this.child.stdin?.on("error", () => {});
+    // An idle worker must not keep the host process alive: a sandbox someone forgot to dispose
+    // would otherwise hang its process at exit. Starting up and work in flight hold it.
+    this.setHeld(true);
+    this.ready.then(
+      () => {
+        if (this.pending.size === 0) this.setHeld(false);
+      },
+      () => {},
+    );
+  }
+
+  /** Keep the host's event loop alive while this worker has work in flight, and only then. */
+  private setHeld(held: boolean): void {
+    const handles = [this.child, this.child.stdin, this.child.stdout] as ({ ref(): void; unref(): void } | null)[];
+    for (const handle of handles) {
+      if (!handle) continue;
+      if (held) handle.ref();
+      else handle.unref();
+    }
   }
 
   started(): Promise<void> {
@@ -159,6 +178,7 @@ export class WorkerProcess {
         this.kill("ERR_WALL_TIMEOUT", `the worker did not answer within the run's wall time (+1 s)`);
       }, backstopMs);
       this.pending.set(id, pending);
+      if (this.pending.size === 1) this.setHeld(true);
       const onAbort = () => this.send({ t: "abort", id, reason: abortReason(signal?.reason) });
       signal?.addEventListener("abort", onAbort, { once: true });
       const done = pending.resolve;
@@ -193,6 +213,7 @@ export class WorkerProcess {
         backstopMs,
       );
       this.pending.set(id, pending);
+      if (this.pending.size === 1) this.setHeld(true);
       this.send({ ...message, id } as HostRequest);
     });
   }
@@ -210,6 +231,7 @@ export class WorkerProcess {
   /** End the worker. Work inside it fails with `code` (ERR_MEMORY_LIMIT for the watchdog). */
   kill(code: ErrorCode, cause: string): void {
     if (this.dead) return;
+    this.setHeld(true);
     this.deathCode ??= code;
     this.deathCause ||= cause;
     this.child.kill("SIGKILL");
@@ -219,6 +241,8 @@ export class WorkerProcess {
   stop(cause: string): void {
     if (this.dead) return;
     this.deathCause ||= cause;
+    // Whoever stops a worker may wait for its exit: hold the event loop until it happens.
+    this.setHeld(true);
     this.child.stdin?.end();
     const timer = setTimeout(() => this.kill("ERR_INSTANCE_RESET", cause), 1000);
     timer.unref();
@@ -294,6 +318,7 @@ export class WorkerProcess {
     this.pending.delete(id);
     clearTimeout(pending.timer);
     this.lastUsed = performance.now();
+    if (this.pending.size === 0) this.setHeld(false);
     return pending;
   }
 
