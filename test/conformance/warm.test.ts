@@ -75,14 +75,15 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     const first = value(await prefix.call({ export: "mark" }));
     expect(code(await prefix.call({ export: "boom" }))).toBe("ERR_USER_CODE");
     expect(value(await prefix.call({ export: "mark" }))).toBe(first);
-    const limits = { cpuTimeMs: 200, wallTimeMs: 600, maxOutputBytes: 1000 };
+    // Each limit is the only one that can fire first, even on a loaded machine.
+    const generous = { cpuTimeMs: 5000, wallTimeMs: 5000, maxOutputBytes: 1000 };
     let previous = first;
-    for (const [fn, expected] of [
-      ["spin", "ERR_CPU_TIMEOUT"],
-      ["hang", "ERR_WALL_TIMEOUT"],
-      ["grow", "ERR_MEMORY_LIMIT"],
-      ["big", "ERR_OUTPUT_TOO_LARGE"],
-    ]) {
+    for (const [fn, expected, limits] of [
+      ["spin", "ERR_CPU_TIMEOUT", { ...generous, cpuTimeMs: 200 }],
+      ["hang", "ERR_WALL_TIMEOUT", { ...generous, wallTimeMs: 600 }],
+      ["grow", "ERR_MEMORY_LIMIT", generous],
+      ["big", "ERR_OUTPUT_TOO_LARGE", generous],
+    ] as const) {
       expect(code(await prefix.call({ export: fn, limits })), fn).toBe(expected);
       const after = value(await prefix.call({ export: "mark" }));
       expect(after, `a fresh instance after ${fn}`).not.toBe(previous);

@@ -30,12 +30,16 @@ export class QuickJSThread {
     data: QuickJSWorkerData,
     private readonly onExit: (thread: QuickJSThread) => void,
   ) {
-    this.worker = new Worker(`(${quickjsWorkerMain.toString()})(require)`, { eval: true, workerData: data });
-    // The watchdog keeps the host alive while a run is active; an idle worker must not.
-    this.worker.unref();
+    // The worker's source is evaluated as CommonJS (it needs `require`), so it gets none of the
+    // host's node flags: an --input-type=module would make it an ES module (and some flags, like
+    // --no-node-snapshot, are refused in workers). QuickJS needs none of them.
+    this.worker = new Worker(`(${quickjsWorkerMain.toString()})(require)`, { eval: true, workerData: data, execArgv: [] });
     this.worker.on("message", (message: FromWorker) => this.route(message));
     this.worker.on("error", (error) => this.lost(`the QuickJS worker failed: ${error.message}`));
     this.worker.on("exit", (code) => this.lost(`the QuickJS worker exited (code ${code})`));
+    // The sandbox keeps the host alive while work is in progress; an idle worker must not.
+    // (After the listeners: attaching a "message" listener refs the port again.)
+    this.worker.unref();
   }
 
   get load(): number {
