@@ -82,6 +82,7 @@ export class PooledEngine implements Engine {
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: WarmPool; result: RunResult }> {
     const { coalesceAbove, maxInstances, maxQueued } = this.options;
     const pool = new WarmPool(this.name, request, this.spares, this.residency, { coalesceAbove, maxInstances }, maxQueued);
+    pool.onDispose = () => this.pools.delete(pool);
     const { instance, result } = await pool.warmUp();
     if (instance) {
       pool.adopt(instance);

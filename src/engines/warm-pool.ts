@@ -233,9 +233,14 @@ export class WarmPool implements EnginePrefix {
   }
 
   dispose(): void {
+    if (this.disposed) return;
     this.disposed = true;
     for (const instance of this.idle.splice(0)) this.drop(instance);
+    this.onDispose?.();
   }
+
+  /** Called once when the pool is disposed (the engine stops listing it). */
+  onDispose: (() => void) | undefined;
 
   private async acquire(signal?: AbortSignal): Promise<{ instance: EngineInstance; warm: boolean } | { result: RunResult }> {
     // An instance finishing its last run is about to be idle: waiting for it beats a cold start.

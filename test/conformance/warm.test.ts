@@ -282,3 +282,15 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     ]);
   });
 });
+
+describe.each(COMBINATIONS)("disposed prefixes on $name", (combo) => {
+  it("leave the stats once disposed", async () => {
+    await using sandbox = await createSandbox(combo.options);
+    const prefix = await sandbox.prepare({ code: "export const f = () => 1", partitionKey: "gone" });
+    await prefix.call({ export: "f" });
+    await prefix.dispose();
+    // The process host's workers report their stats with their next answer.
+    await sandbox.run({ code: "export default 0" });
+    expect(sandbox.stats().prefixes.find((p) => p.key === prefix.key.slice(0, 16))).toBeUndefined();
+  });
+});
