@@ -103,6 +103,21 @@ describe("process host", () => {
     expect(workerPids(s)).not.toContain(first);
   });
 
+  it("grows past one busy worker, and ends idle workers beyond the minimum after their TTL", async () => {
+    const s = await sandbox({ workers: { min: 1, max: 2, idleTtlMs: 300 } });
+    await s.run({ code: "export default 0" });
+    const slow = { code: "export default () => new Promise((r) => setTimeout(() => r(1), 600))" };
+    const first = s.run(slow);
+    await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
+    // A run that finds the only worker busy makes the pool start a second one (for the runs after it).
+    const second = s.run(slow);
+    await until(() => workerPids(s).length === 2, 10_000);
+    expect((await Promise.all([first, second])).map((r) => r.ok && r.value)).toEqual([1, 1]);
+    // Both idle now; past the TTL the pool goes back to its minimum of one.
+    await until(() => workerPids(s).length === 1, 5000);
+    expect((await s.run({ code: "export default 'still serving'" })).ok).toBe(true);
+  });
+
   it("a worker that writes garbage on its pipe is retired and only its request fails", async () => {
     const entry = fileURLToPath(new URL("../fixtures/garbage-worker.mjs", import.meta.url));
     const s = await sandbox({ workers: { entry } as never });
