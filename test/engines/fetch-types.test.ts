@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
 import vm from "node:vm";
 import { describe, expect, it } from "vitest";
+import { createHostServices } from "../../src/engines/host-services.js";
 import { type FetchWire, installFetchTypes } from "../../src/engines/guest/fetch-types.js";
 import { installWebApis, type WebApiDeps } from "../../src/engines/guest/web-apis.js";
 
@@ -9,28 +9,8 @@ import { installWebApis, type WebApiDeps } from "../../src/engines/guest/web-api
 // async snippet in that realm and in Node itself (undici's Headers/Request/Response) and compares
 // the JSON results.
 
-function components(u: URL): string {
-  const { href, origin, protocol, username, password, host, hostname, port, pathname, search, hash } = u;
-  return JSON.stringify({ href, origin, protocol, username, password, host, hostname, port, pathname, search, hash });
-}
-
-const deps: WebApiDeps = {
-  parseUrl(input, base) {
-    try {
-      return components(base === undefined ? new URL(input) : new URL(input, base));
-    } catch {
-      return "";
-    }
-  },
-  setUrlPart(href, part, value) {
-    if (part === "href") return deps.parseUrl(value);
-    const u = new URL(href);
-    (u as unknown as Record<string, string>)[part] = value;
-    return components(u);
-  },
-  randomBytes: (n) => new Uint8Array(randomBytes(n)),
-  clone: (v) => structuredClone(v),
-};
+// The host side is the engines' own: the same URL parsing and random bytes they lend a guest.
+const deps: WebApiDeps = { ...createHostServices(), clone: (v) => structuredClone(v) };
 
 interface Realm {
   ctx: vm.Context;
