@@ -1,6 +1,9 @@
 /** cordon: run JavaScript and TypeScript you did not write, with hard limits. Public API only. */
 export { createSandbox, Sandbox } from "./sandbox.js";
 export { Prefix, PrepareError } from "./prefix.js";
+export { createRpcHandler } from "./hosts/remote/rpc.js";
+export type { RpcHandler } from "./hosts/remote/rpc.js";
+export { GrantError } from "./hosts/remote/grant.js";
 export type { PrefixCallOptions, PrefixRunOptions } from "./prefix.js";
 export { CordonError, ERROR_CODES } from "./core/errors.js";
 export type { ErrorCode, RunError } from "./core/errors.js";

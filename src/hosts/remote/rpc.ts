@@ -1,0 +1,76 @@
+import { randomUUID } from "node:crypto";
+import type { BindingsLike } from "../../core/bindings.js";
+import { GrantError, checkGrantKey, signGrant, verifyGrant } from "./grant.js";
+
+/** A run's bindings, as the host registers them for an executor to call back. */
+interface Registered {
+  bindings: BindingsLike;
+  /** Binding name → function id in `bindings`. */
+  names: Map<string, number>;
+  expires: number;
+}
+
+export interface RpcHandler {
+  /** Register a run's bindings; returns its id and the grant the executor presents. */
+  register(
+    bindings: BindingsLike,
+    names: Map<string, number>,
+    options: { subject: string; ttlMs: number },
+  ): { run: string; grant: string; unregister(): void };
+  /** Answer one callback: POST `{ run, name, argsText }` with `authorization: Bearer <grant>`. */
+  handle(request: Request): Promise<Response>;
+}
+
+const MAX_BODY = 64 * 1024 * 1024;
+
+function answer(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+}
+
+/**
+ * The host's side of bindings over the wire: mount `handle` in your own app (`createRpcHandler`),
+ * or let cordon's callback server do it. It verifies the grant's signature, expiry and run id,
+ * and dispatches only names granted to that run; everything else is refused without a call.
+ */
+export function createRpcHandler(options: { key: Uint8Array | string }): RpcHandler {
+  const key = checkGrantKey(options.key);
+  const runs = new Map<string, Registered>();
+
+  return {
+    register(bindings, names, { subject, ttlMs }) {
+      const run = randomUUID();
+      const expires = Date.now() + ttlMs;
+      runs.set(run, { bindings, names, expires });
+      const grant = signGrant(key, { run, sub: subject, names: [...names.keys()], exp: expires });
+      return { run, grant, unregister: () => void runs.delete(run) };
+    },
+
+    async handle(request) {
+      if (request.method !== "POST") return answer(405, { error: "POST only" });
+      const auth = request.headers.get("authorization") ?? "";
+      if (!auth.startsWith("Bearer ")) return answer(401, { error: "a grant is required" });
+      const length = Number(request.headers.get("content-length") ?? 0);
+      if (length > MAX_BODY) return answer(413, { error: "the call is too large" });
+      let call: { run?: unknown; name?: unknown; argsText?: unknown };
+      try {
+        call = (await request.json()) as typeof call;
+      } catch {
+        return answer(400, { error: "the body is not JSON" });
+      }
+      if (typeof call?.run !== "string" || typeof call.name !== "string" || typeof call.argsText !== "string") {
+        return answer(400, { error: "the body must be { run, name, argsText }" });
+      }
+      try {
+        verifyGrant(key, auth.slice("Bearer ".length), { run: call.run, name: call.name });
+      } catch (error) {
+        if (error instanceof GrantError) return answer(error.reason === "name" ? 403 : 401, { error: error.message });
+        throw error;
+      }
+      const registered = runs.get(call.run);
+      if (!registered || registered.expires <= Date.now()) return answer(404, { error: "the run is over" });
+      const fnId = registered.names.get(call.name);
+      if (fnId === undefined) return answer(403, { error: "the name is not bound for this run" });
+      return answer(200, await registered.bindings.dispatch(fnId, call.argsText));
+    },
+  };
+}

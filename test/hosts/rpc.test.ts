@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { Bindings, sharedCodec } from "../../src/core/bindings.js";
+import { GrantError, signGrant, verifyGrant } from "../../src/hosts/remote/grant.js";
+import { createRpcHandler } from "../../src/hosts/remote/rpc.js";
+
+const KEY = "k".repeat(32);
+const OTHER_KEY = "o".repeat(32);
+const codec = sharedCodec();
+
+function call(grant: string, body: Record<string, unknown>): Request {
+  return new Request("http://host.test/rpc", {
+    method: "POST",
+    headers: { authorization: `Bearer ${grant}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+describe("grants", () => {
+  const payload = { run: "r1", sub: "tenant-a", names: ["lookup"], exp: Date.now() + 60_000 };
+
+  it("verify what was signed, and nothing else", () => {
+    const grant = signGrant(KEY, payload);
+    expect(verifyGrant(KEY, grant, { run: "r1", name: "lookup" })).toMatchObject({ run: "r1", sub: "tenant-a" });
+    const reason = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (error) {
+        return error instanceof GrantError ? error.reason : "other";
+      }
+      return "accepted";
+    };
+    expect(reason(() => verifyGrant(OTHER_KEY, grant, { run: "r1" }))).toBe("signature");
+    const [body, sig] = grant.split(".");
+    const forged = Buffer.from(JSON.stringify({ ...payload, names: ["lookup", "deleteAll"] })).toString("base64url");
+    expect(reason(() => verifyGrant(KEY, `${forged}.${sig}`, { run: "r1", name: "deleteAll" }))).toBe("signature");
+    expect(reason(() => verifyGrant(KEY, `${body}.`, { run: "r1" }))).toBe("malformed");
+    expect(reason(() => verifyGrant(KEY, "nonsense", { run: "r1" }))).toBe("malformed");
+    expect(reason(() => verifyGrant(KEY, grant, { run: "r2" }))).toBe("run");
+    expect(reason(() => verifyGrant(KEY, grant, { run: "r1", name: "deleteAll" }))).toBe("name");
+    expect(reason(() => verifyGrant(KEY, grant, { run: "r1", now: payload.exp }))).toBe("expired");
+  });
+
+  it("refuses a key shorter than 32 bytes", () => {
+    expect(() => signGrant("short", payload)).toThrow(/at least 32 bytes/);
+  });
+});
+
+describe("createRpcHandler", () => {
+  const lookup = async (id: number) => ({ id, name: "ada" });
+  const remove = async () => "removed everything";
+  const bindings = new Bindings({ lookup, remove });
+  const names = new Map([["lookup", 0]]); // remove is bound on the host but not granted
+
+  it("dispatches a granted name for its run", async () => {
+    const rpc = createRpcHandler({ key: KEY });
+    const { run, grant } = rpc.register(bindings, names, { subject: "tenant-a", ttlMs: 60_000 });
+    const response = await rpc.handle(call(grant, { run, name: "lookup", argsText: codec.encode([7]) }));
+    expect(response.status).toBe(200);
+    const { ok, text } = (await response.json()) as { ok: boolean; text: string };
+    expect(ok).toBe(true);
+    expect(codec.decode(text)).toEqual({ id: 7, name: "ada" });
+  });
+
+  it("refuses what the grant does not cover, without calling anything", async () => {
+    let removed = false;
+    const guarded = new Bindings({ lookup, remove: async () => (removed = true) });
+    const rpc = createRpcHandler({ key: KEY });
+    const a = rpc.register(guarded, new Map([["lookup", 0]]), { subject: "tenant-a", ttlMs: 60_000 });
+    const b = rpc.register(guarded, new Map([["lookup", 0]]), { subject: "tenant-b", ttlMs: 60_000 });
+    const args = codec.encode([1]);
+    expect((await rpc.handle(call(a.grant, { run: a.run, name: "remove", argsText: args }))).status).toBe(403);
+    // A's grant presented for B's run: bound to one run.
+    expect((await rpc.handle(call(a.grant, { run: b.run, name: "lookup", argsText: args }))).status).toBe(401);
+    const forged = signGrant(OTHER_KEY, { run: a.run, sub: "x", names: ["remove"], exp: Date.now() + 1000 });
+    expect((await rpc.handle(call(forged, { run: a.run, name: "remove", argsText: args }))).status).toBe(401);
+    expect((await rpc.handle(new Request("http://host.test/rpc", { method: "POST", body: "{}" }))).status).toBe(401);
+    a.unregister();
+    expect((await rpc.handle(call(a.grant, { run: a.run, name: "lookup", argsText: args }))).status).toBe(404);
+    expect(removed).toBe(false);
+  });
+
+  it("an expired grant is worth nothing", async () => {
+    const rpc = createRpcHandler({ key: KEY });
+    const { run, grant } = rpc.register(bindings, names, { subject: "tenant-a", ttlMs: 1 });
+    await new Promise((r) => setTimeout(r, 10));
+    expect((await rpc.handle(call(grant, { run, name: "lookup", argsText: codec.encode([1]) }))).status).toBe(401);
+  });
+});
