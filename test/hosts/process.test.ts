@@ -118,6 +118,22 @@ describe("process host", () => {
     expect((await s.run({ code: "export default 'still serving'" })).ok).toBe(true);
   });
 
+  it("past the soft cap the pool grows rather than failing, then ends idle workers down to its minimum; prefixes come back cold", async () => {
+    const s = await sandbox({ isolateProcesses: "partition", workers: { min: 1, max: 1 } });
+    const code = "export function who() { return 'here' }";
+    const prefixes = [];
+    for (const tenant of ["a", "b", "c"]) {
+      const prefix = await s.prepare({ code, partitionKey: tenant });
+      await prefix.call({ export: "who" });
+      prefixes.push(prefix);
+    }
+    // The pool grew past its cap rather than failing anything; idle, it shrinks back.
+    await until(() => (s.stats().workers ?? []).filter((w) => w.partition !== "").length === 0, 5000);
+    const again = await prefixes[0].call({ export: "who" });
+    expect(again.ok && again.value).toBe("here");
+    expect(again.stats.warm).toBe(false);
+  });
+
   it("a worker that writes garbage on its pipe is retired and only its request fails", async () => {
     const entry = fileURLToPath(new URL("../fixtures/garbage-worker.mjs", import.meta.url));
     const s = await sandbox({ workers: { entry } as never });
