@@ -38,6 +38,8 @@ export const runRequestSchema = z.strictObject({
   input: z.unknown().optional(),
   filename: z.string().min(1).max(REQUEST_BOUNDS.maxFilenameChars).optional(),
   limits: limitsSchema.optional(),
+  /** Tenants that must never share a warm instance (or its module state) name themselves here. */
+  partitionKey: z.string().min(1).max(256).optional(),
   imports: z
     .record(z.string().min(1).max(REQUEST_BOUNDS.maxSpecifierChars), z.string().max(REQUEST_BOUNDS.maxCodeChars))
     .refine((imports) => Object.keys(imports).length <= REQUEST_BOUNDS.maxImports, {

@@ -21,8 +21,8 @@ interface Entry {
  * shapes the evaluated module: code, filename, imports and memoryMb (the warm instances' heap).
  *
  * What this means for the guest: module state persists between requests, as it does on any
- * warm-instance platform (Workers, Lambda). Every caller of the service holds the one admission
- * secret, so they are one tenant: there is no partition key to separate them.
+ * warm-instance platform (Workers, Lambda). Requests with different `partitionKey`s never share a
+ * warm instance; requests without one (everyone holding the admission secret) share by code.
  *
  * A module whose default export is not a function (`ERR_CALL_TARGET_NOT_FOUND`) is remembered as
  * such and runs with `sandbox.run`, whose `value` is then the default export itself.
@@ -40,9 +40,17 @@ export class WarmRunner {
   }
 
   async run(request: RunRequest, signal: AbortSignal): Promise<RunResult> {
-    const { code, input, filename, imports, limits } = request;
+    const { code, input, filename, imports, limits, partitionKey } = request;
     const key = createHash("sha256")
-      .update(JSON.stringify([code, filename ?? null, imports ? Object.entries(imports).sort() : null, limits?.memoryMb ?? null]))
+      .update(
+        JSON.stringify([
+          code,
+          filename ?? null,
+          imports ? Object.entries(imports).sort() : null,
+          limits?.memoryMb ?? null,
+          partitionKey ?? null,
+        ]),
+      )
       .digest("hex");
     let entry = this.entries.get(key);
     const cold = entry === undefined;
@@ -52,7 +60,12 @@ export class WarmRunner {
       this.entries.delete(key);
       this.entries.set(key, entry);
     } else {
-      entry = { prefix: this.sandbox.prepare({ code, filename, imports, limits }), callable: true, users: 0, retired: false };
+      entry = {
+        prefix: this.sandbox.prepare({ code, filename, imports, limits, partitionKey }),
+        callable: true,
+        users: 0,
+        retired: false,
+      };
       this.entries.set(key, entry);
       this.evictOverflow();
     }

@@ -25,6 +25,13 @@ describe("warm reuse: a module is prepared once and its default export called pe
     expect(await t.runResult(withImports)).toMatchObject({ value: 2, stats: { warm: false } });
   });
 
+  it("different partition keys never share a warm module or its state", async () => {
+    const counter = { code: "let n = 0; export default () => ++n", filename: "counter.js" };
+    expect(await t.runResult({ ...counter, partitionKey: "tenant-a" })).toMatchObject({ value: 1 });
+    expect(await t.runResult({ ...counter, partitionKey: "tenant-a" })).toMatchObject({ value: 2, stats: { warm: true } });
+    expect(await t.runResult({ ...counter, partitionKey: "tenant-b" })).toMatchObject({ value: 1, stats: { warm: false } });
+  });
+
   it("keeps at most warmModules prepared modules, least recently used out first", async () => {
     // Now warm: other.js and the one with imports (double.js was evicted by them).
     expect(await t.runResult({ ...double, input: 1 })).toMatchObject({ stats: { warm: false } });
