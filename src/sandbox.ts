@@ -6,7 +6,8 @@ import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkSignal, checkString } from "./core/options.js";
 import { readBodies } from "./core/fetch-wire.js";
-import { environmentDefaults } from "./core/selection.js";
+import { abortedResult, failedResult } from "./core/results.js";
+import { ENGINES, environmentDefaults, HOSTS } from "./core/selection.js";
 import { Slots } from "./core/slots.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
@@ -27,8 +28,6 @@ import { brokeredFetch, checkNetPolicy } from "./capabilities.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
-const ENGINES: readonly EngineName[] = ["auto", "v8", "quickjs", "deno", "trusted"];
-const HOSTS: readonly HostName[] = ["auto", "inprocess", "process", "remote"];
 const SANDBOX_KEYS = [
   "workers",
   "isolateProcesses",
@@ -379,18 +378,12 @@ export class Sandbox implements AsyncDisposable {
 
   /** A result for work that ended before reaching the engine (queue, input, compile). */
   private failure(started: number, error: RunError): RunResult & { ok: false } {
-    const stats = {
-      engine: this.engine.name,
-      host: this.hostName,
-      wallMs: Math.round((performance.now() - started) * 1000) / 1000,
-      cpuMs: 0,
-      bridgeCalls: 0,
-      warm: false,
-    };
+    const wallMs = performance.now() - started;
     if (error.code === "ERR_ABORTED") {
-      return { status: "aborted", ok: false, reason: error.message, error: { ...error, code: "ERR_ABORTED" }, logs: [], stats };
+      const aborted = abortedResult(this.engine.name, this.hostName, error.message, wallMs);
+      return { ...aborted, error: { ...error, code: "ERR_ABORTED" } };
     }
-    return { status: "failed", ok: false, error, logs: [], stats };
+    return failedResult(this.engine.name, this.hostName, error, wallMs);
   }
 }
 

@@ -1,7 +1,7 @@
 import type { EngineName, HostName } from "./types.js";
 
-const ENGINES: readonly EngineName[] = ["auto", "v8", "quickjs", "deno", "trusted"];
-const HOSTS: readonly HostName[] = ["auto", "inprocess", "process", "remote"];
+export const ENGINES: readonly EngineName[] = ["auto", "v8", "quickjs", "deno", "trusted"];
+export const HOSTS: readonly HostName[] = ["auto", "inprocess", "process", "remote"];
 
 /**
  * The defaults the environment chooses: CORDON_ENGINE, CORDON_HOST, CORDON_EXEC_URL. An option

@@ -1,6 +1,7 @@
 import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../core/engine.js";
 import { CordonError } from "../core/errors.js";
 import { Residency } from "../core/residency.js";
+import { failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution } from "./execution.js";
 import type { EngineInstance, RuntimeCaps } from "./instance.js";
@@ -14,17 +15,8 @@ export function instanceFailure(
   error: unknown,
 ): RunResult {
   const code = error instanceof CordonError ? error.code : "ERR_INSTANCE_RESET";
-  return {
-    status: "failed",
-    ok: false,
-    error: {
-      code,
-      name: "CordonError",
-      message: `no ${engine} instance could be started: ${(error as Error)?.message ?? error}`,
-    },
-    logs: [],
-    stats: { engine, host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
-  };
+  const message = `no ${engine} instance could be started: ${(error as Error)?.message ?? error}`;
+  return failedResult(engine, host, { code, name: "CordonError", message });
 }
 
 export interface PooledEngineOptions {

@@ -1,6 +1,7 @@
 import type { EnginePrefix, EnginePrepareRequest, PrefixCallRequest, PrefixCounts, PrefixRunRequest } from "../core/engine.js";
 import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
+import { failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution } from "./execution.js";
 import { instanceFailure } from "./pooled-engine.js";
@@ -29,17 +30,8 @@ function limitsKey(request: PrefixCallRequest): string {
 }
 
 function queueFull(engine: RunResult["stats"]["engine"], host: RunResult["stats"]["host"], depth: number): RunResult {
-  return {
-    status: "failed",
-    ok: false,
-    error: {
-      code: "ERR_QUEUE_FULL",
-      name: "CordonError",
-      message: `the prefix's call queue is full (${depth} waiting); retry later or raise maxQueuedRuns`,
-    },
-    logs: [],
-    stats: { engine, host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
-  };
+  const message = `the prefix's call queue is full (${depth} waiting); retry later or raise maxQueuedRuns`;
+  return failedResult(engine, host, { code: "ERR_QUEUE_FULL", name: "CordonError", message });
 }
 
 /** Measure an idle instance's heap every this many uses (an extra round trip, off the hot path). */

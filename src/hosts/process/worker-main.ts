@@ -13,6 +13,7 @@ import type { Engine, EnginePrefix } from "../../core/engine.js";
 import { readBodies } from "../../core/fetch-wire.js";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
+import { failedResult } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 
@@ -180,13 +181,8 @@ async function main(): Promise<void> {
 }
 
 function gone(engine: "v8" | "quickjs"): RunResult {
-  return {
-    status: "failed",
-    ok: false,
-    error: { code: "ERR_INSTANCE_RESET", name: "CordonError", message: "the prefix is no longer held by this worker" },
-    logs: [],
-    stats: { engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
-  };
+  const message = "the prefix is no longer held by this worker";
+  return failedResult(engine, "process", { code: "ERR_INSTANCE_RESET", name: "CordonError", message });
 }
 
 void main();

@@ -9,6 +9,7 @@ import type { ErrorCode } from "../../core/errors.js";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
+import { abortedResult, failedResult } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import { abortReason } from "../../engines/execution.js";
 import { readRss } from "./rss.js";
@@ -352,15 +353,7 @@ export class WorkerProcess {
   }
 
   private aborted(reason: unknown): RunResult {
-    const text = abortReason(reason);
-    return {
-      status: "aborted",
-      ok: false,
-      reason: text,
-      error: { code: "ERR_ABORTED", name: "AbortError", message: `the run was aborted: ${text}` },
-      logs: [],
-      stats: { engine: this.engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
-    };
+    return abortedResult(this.engine, "process", abortReason(reason));
   }
 
   private failure(
@@ -373,12 +366,6 @@ export class WorkerProcess {
         : code === "ERR_WALL_TIMEOUT"
           ? cause
           : `the worker process running this was lost: ${cause}`;
-    return {
-      status: "failed",
-      ok: false,
-      error: { code, name: "CordonError", message },
-      logs: [],
-      stats: { engine: this.engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: false },
-    };
+    return failedResult(this.engine, "process", { code, name: "CordonError", message });
   }
 }

@@ -1,0 +1,24 @@
+import type { RunError } from "./errors.js";
+import type { AbortedResult, FailedResult, RunStats } from "./types.js";
+
+/** Stats of a run that ended before any guest code ran: nothing used, nothing warm. */
+function emptyStats(engine: RunStats["engine"], host: RunStats["host"], wallMs: number): RunStats {
+  return { engine, host, wallMs: Math.round(wallMs * 1000) / 1000, cpuMs: 0, bridgeCalls: 0, warm: false };
+}
+
+/** A failure decided outside the guest (queue, instance, worker, input): no logs, empty stats. */
+export function failedResult(engine: RunStats["engine"], host: RunStats["host"], error: RunError, wallMs = 0): FailedResult {
+  return { status: "failed", ok: false, error, logs: [], stats: emptyStats(engine, host, wallMs) };
+}
+
+/** An abort that arrived before any guest code ran. */
+export function abortedResult(engine: RunStats["engine"], host: RunStats["host"], reason: string, wallMs = 0): AbortedResult {
+  return {
+    status: "aborted",
+    ok: false,
+    reason,
+    error: { code: "ERR_ABORTED", name: "AbortError", message: `the run was aborted: ${reason}` },
+    logs: [],
+    stats: emptyStats(engine, host, wallMs),
+  };
+}
