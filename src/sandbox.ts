@@ -21,6 +21,7 @@ import type {
   SandboxStats,
   PrepareOptions,
   ReadExportsResult,
+  RemoteOptions,
 } from "./core/types.js";
 import type { PooledEngineOptions } from "./engines/pooled-engine.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
@@ -39,6 +40,7 @@ const SANDBOX_KEYS = [
   "maxQueuedRuns",
   "policy",
   "spareInstances",
+  "remote",
 ];
 const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities"];
 const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities"];
@@ -52,6 +54,14 @@ type ConcreteHost = Exclude<HostName, "auto">;
 interface SharedPrefix {
   pool: Promise<{ pool: EnginePrefix; exports: Record<string, unknown>; skippedExports: string[] }>;
   handles: number;
+}
+
+/** Each sandbox's engine, for cordon's own executor (which serves remote hosts from the same engines). */
+const engines = new WeakMap<Sandbox, Engine>();
+export function engineOf(sandbox: Sandbox): Engine {
+  const engine = engines.get(sandbox);
+  if (!engine) throw new CordonError("ERR_INTERNAL", "cordon: not a sandbox");
+  return engine;
 }
 
 /**
@@ -78,6 +88,7 @@ export class Sandbox implements AsyncDisposable {
     private readonly policy: SandboxPolicy,
     options: SandboxOptions,
   ) {
+    engines.set(this, engine);
     this.slots = new Slots(options.maxConcurrentRuns ?? availableParallelism() * 4, options.maxQueuedRuns ?? 10_000);
     this.defaults = options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb };
     this.callLimits = resolveLimits({}, this.defaults, policy);
@@ -424,7 +435,22 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     const { TrustedEngine } = await import("./engines/trusted/engine.js");
     return new Sandbox(new TrustedEngine(), "inprocess", policy, checked);
   }
-  const host = selectHost(hostName, fromEnvironment.execUrl);
+  const remote = checkRemote(checked.remote, fromEnvironment);
+  const host = selectHost(hostName, remote);
+  if (host === "remote" && remote) {
+    const { ExecutorClient } = await import("./hosts/remote/client.js");
+    const { Callbacks } = await import("./hosts/remote/callbacks.js");
+    const { RemoteHost } = await import("./hosts/remote/host.js");
+    const client = new ExecutorClient(remote.url, remote.secret);
+    // "auto" is the executor's choice: asked once, or guessed from what loads here when it is down.
+    let name: "v8" | "quickjs";
+    if (engineName === "v8" || engineName === "quickjs") name = engineName;
+    else if (engineName === "auto") {
+      const reported = await client.engine();
+      name = reported === "v8" || reported === "quickjs" ? reported : isolatedVmAvailable() ? "v8" : "quickjs";
+    } else throw new TypeError(`cordon: the remote host runs the v8 or quickjs engine, not "${engineName}"`);
+    return new Sandbox(new RemoteHost(name, client, new Callbacks(remote.callback)), "remote", policy, checked);
+  }
   const engineChoice = resolveEngine(engineName);
   const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;
   const budgetMb = checked.memoryBudgetMb ?? Math.min(1024, Math.floor(totalmem() / 1024 / 1024 / 4));
@@ -455,23 +481,49 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   return new Sandbox(engine, host, policy, checked);
 }
 
-/** "auto": remote when an executor URL is set, else the process host (a guest can then kill at most a worker). */
-function selectHost(name: HostName, execUrl: string | undefined): ConcreteHost {
-  if (name === "remote" && !execUrl) {
-    throw new CordonError("ERR_ENGINE_UNAVAILABLE", 'cordon: host "remote" needs CORDON_EXEC_URL (and CORDON_EXEC_SECRET)');
-  }
-  if (name === "remote" || (name === "auto" && execUrl)) {
+/** "auto": remote when an executor is configured, else the process host (a guest can then kill at most a worker). */
+function selectHost(name: HostName, remote: RemoteOptions | undefined): ConcreteHost {
+  if (name === "remote" && !remote) {
     throw new CordonError(
       "ERR_ENGINE_UNAVAILABLE",
-      `cordon: the remote host (CORDON_EXEC_URL=${execUrl}) is not available in this version; unset CORDON_EXEC_URL or use host "process"`,
+      'cordon: host "remote" needs an executor: options.remote ({ url, secret }) or CORDON_EXEC_URL and CORDON_EXEC_SECRET',
     );
   }
+  if (name === "remote" || (name === "auto" && remote)) return "remote";
   if (name === "auto" || name === "process") return "process";
   if (name === "inprocess") return "inprocess";
   throw new CordonError(
     "ERR_ENGINE_UNAVAILABLE",
-    `cordon: host "${name}" is not available in this version; use "process" or "inprocess"`,
+    `cordon: host "${name}" is not available in this version; use "process", "inprocess" or "remote"`,
   );
+}
+
+/** `options.remote`, else the environment's executor; a URL without a usable secret is misconfiguration. */
+function checkRemote(value: unknown, env: { execUrl?: string; execSecret?: string }): RemoteOptions | undefined {
+  if (value === undefined) {
+    if (!env.execUrl) return undefined;
+    value = { url: env.execUrl, secret: env.execSecret };
+  }
+  checkObject(value, "options.remote");
+  checkKnownKeys(value, ["url", "secret", "callback"], "options.remote");
+  const url = checkString(value.url, "options.remote.url (or CORDON_EXEC_URL)", 2048);
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`cordon: options.remote.url must be an http(s) URL, got ${JSON.stringify(url.slice(0, 80))}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
+    throw new TypeError(`cordon: options.remote.url must be an http(s) URL, got ${JSON.stringify(url.slice(0, 80))}`);
+  if (typeof value.secret !== "string" || Buffer.byteLength(value.secret) < 32) {
+    // Never the secret itself in the message: it may end up in a log.
+    throw new TypeError("cordon: options.remote.secret (or CORDON_EXEC_SECRET) must be the executor's secret, at least 32 bytes");
+  }
+  if (value.callback !== undefined) {
+    checkObject(value.callback, "options.remote.callback");
+    checkKnownKeys(value.callback, ["url", "rpc", "host", "port"], "options.remote.callback");
+  }
+  return value as unknown as RemoteOptions;
 }
 
 /** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). */

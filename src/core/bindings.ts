@@ -183,29 +183,29 @@ export function splitImports(imports: unknown): {
 export async function dispatchBridgeCall(bindings: Bindings, fnId: number, argsText: string): Promise<BridgeAnswer> {
   const codec = sharedCodec();
   const target = bindings.functions[fnId];
-  if (!target) return { ok: false, text: errorText(new TypeError("unknown host function")) };
+  if (!target) return { ok: false, text: bridgeErrorText(new TypeError("unknown host function")) };
   let args: unknown;
   try {
     args = codec.decode(argsText);
   } catch {
-    return { ok: false, text: errorText(new TypeError("malformed arguments")) };
+    return { ok: false, text: bridgeErrorText(new TypeError("malformed arguments")) };
   }
   let result: unknown;
   try {
     result = await target.fn.apply(target.owner, Array.isArray(args) ? args : []);
   } catch (error) {
-    return { ok: false, text: errorText(error) };
+    return { ok: false, text: bridgeErrorText(error) };
   }
   try {
     if (result !== null && typeof result === "object") await readBodies([result]);
     return { ok: true, text: codec.encode(result, `${target.label}() result`) };
   } catch (error) {
-    return { ok: false, text: errorText(error) };
+    return { ok: false, text: bridgeErrorText(error) };
   }
 }
 
 /** Encode a host error for the guest without stacks (host frames never reach the guest). */
-function errorText(error: unknown): string {
+export function bridgeErrorText(error: unknown): string {
   const stripStacks = (value: unknown): void => {
     if (value === null || typeof value !== "object") return;
     const record = value as Record<string, unknown>;

@@ -62,3 +62,58 @@ export type HostEvent =
   /** A guest called a host binding of run (or prefix) `id`. */
   | { t: "bridge-call"; id: number; cid: number; fnId: number; argsText: string }
   | { t: "stats"; id: number; stats: EngineStats };
+
+/**
+ * Where an executor calls back for a request's host bindings (the remote host): POST
+ * `{ run, name, argsText }` to `url` with `authorization: Bearer <grant>`. `names[fnId]` is the
+ * binding name of function `fnId` in the bindings descriptor; the host dispatches by name, and
+ * only the names its grant lists.
+ */
+export interface RemoteCallback {
+  url: string;
+  run: string;
+  grant: string;
+  names: string[];
+}
+
+/**
+ * Client → executor (`POST /host`, admitted by the executor's bearer secret): the host protocol's
+ * requests, one per HTTP request, with the engine to run them on. The answer to run, prefix-run
+ * and prefix-call is the RunResult as codec text; to prepare, the same with the prefix's handle in
+ * the `cordon-prefix` header when it evaluated. Bridge calls travel the other way, as callbacks.
+ * Closing the HTTP request aborts an `abortable` request.
+ */
+export type RemoteRequest = { engine: "v8" | "quickjs"; callback?: RemoteCallback } & (
+  | {
+      t: "run";
+      source: GuestSource;
+      sourceImports: Record<string, string>;
+      bindingsText: string;
+      inputText: string;
+      limits: ResolvedLimits;
+      mode?: "run" | "prepare";
+      abortable?: boolean;
+    }
+  | {
+      t: "prepare";
+      key: string;
+      partitionKey?: string;
+      source: GuestSource;
+      sourceImports: Record<string, string>;
+      bindingsText: string;
+      limits: ResolvedLimits;
+    }
+  | { t: "prefix-run"; prefix: string; source: GuestSource; inputText: string; limits: ResolvedLimits; abortable?: boolean }
+  | { t: "prefix-call"; prefix: string; path: string; argsText: string; limits: ResolvedLimits; abortable?: boolean }
+  | { t: "prefix-dispose"; prefix: string }
+);
+
+/**
+ * The header that carries the executor engine's load with every answer, as numbers joined by
+ * commas: warm instances, idle instances, idle heap bytes, budget bytes, spare instances.
+ */
+export const LOAD_HEADER = "cordon-load";
+/** The header that carries a prepared prefix's handle on the executor. */
+export const PREFIX_HEADER = "cordon-prefix";
+/** The code of a 404 for a prefix the executor no longer holds: the client prepares it again. */
+export const PREFIX_GONE = "ERR_PREFIX_GONE";

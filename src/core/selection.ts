@@ -12,6 +12,7 @@ export function environmentDefaults(env: NodeJS.ProcessEnv = process.env): {
   engine: EngineName;
   host: HostName;
   execUrl?: string;
+  execSecret?: string;
 } {
   const pick = <T extends string>(name: string, allowed: readonly T[]): T => {
     const value = env[name];
@@ -23,5 +24,6 @@ export function environmentDefaults(env: NodeJS.ProcessEnv = process.env): {
     return "auto" as T;
   };
   const execUrl = env.CORDON_EXEC_URL || undefined;
-  return { engine: pick("CORDON_ENGINE", ENGINES), host: pick("CORDON_HOST", HOSTS), execUrl };
+  const execSecret = env.CORDON_EXEC_SECRET || undefined;
+  return { engine: pick("CORDON_ENGINE", ENGINES), host: pick("CORDON_HOST", HOSTS), execUrl, execSecret };
 }

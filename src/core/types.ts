@@ -1,4 +1,5 @@
 import type { RunError } from "./errors.js";
+import type { RpcHandler } from "../hosts/remote/rpc.js";
 
 export type EngineName = "auto" | "v8" | "quickjs" | "deno" | "trusted";
 export type HostName = "auto" | "inprocess" | "process" | "remote";
@@ -61,6 +62,23 @@ export interface SandboxOptions {
   /** Runs waiting for a slot. Default 10 000; past it a run fails at once with ERR_QUEUE_FULL. */
   maxQueuedRuns?: number;
   policy?: SandboxPolicy;
+  /** The remote host's executor. Default: CORDON_EXEC_URL and CORDON_EXEC_SECRET. */
+  remote?: RemoteOptions;
+}
+
+/** Where `host: "remote"` runs guests: an executor service (`cordon serve`). */
+export interface RemoteOptions {
+  /** The executor's base URL, e.g. `http://127.0.0.1:8787`. */
+  url: string;
+  /** The executor's admission secret (at least 32 bytes). It never reaches a guest. */
+  secret: string;
+  /**
+   * Where the executor calls back for host functions, host imports and brokered fetch. Default:
+   * cordon's own callback server on 127.0.0.1 and a free port, which an executor on this machine
+   * reaches. Elsewhere: `host`/`port` to listen on and the `url` the executor reaches it by; or
+   * mount `createRpcHandler(...).handle` in your own app and pass it as `rpc` with its `url`.
+   */
+  callback?: { url?: string; rpc?: RpcHandler; host?: string; port?: number };
 }
 
 /** Per-run limits. Omitted fields take the defaults; all are clamped by the policy. */

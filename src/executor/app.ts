@@ -1,16 +1,18 @@
 import type { HttpBindings } from "@hono/node-server";
 import { Hono } from "hono";
 import type { Logger } from "pino";
-import { sharedCodec } from "../core/bindings.js";
 import { CordonError } from "../core/errors.js";
-import { readBodies } from "../core/fetch-wire.js";
+import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER } from "../core/protocol.js";
 import type { RunResult } from "../core/types.js";
 import type { Sandbox } from "../sandbox.js";
 import type { Admission } from "./admission.js";
 import { readCappedBody } from "./body.js";
 import { ServiceError } from "./errors.js";
+import { parseRemoteRequest } from "./host-schema.js";
+import { answerHostRequest, type HostRouteDeps } from "./host-route.js";
 import type { InFlight } from "./inflight.js";
 import { logRefusal, logRun } from "./log.js";
+import { encodeResult } from "./result-text.js";
 import { parseRunRequest } from "./schema.js";
 import type { WarmRunner } from "./warm.js";
 
@@ -25,12 +27,15 @@ export interface AppDeps {
   /** Where guests run: "process" (the service's default) or "inprocess". */
   hostName: string;
   draining: () => boolean;
+  /** The remote host's requests (`POST /host`). */
+  host: HostRouteDeps;
 }
 
 type Env = { Bindings: HttpBindings };
 
 /**
- * The routes: `GET /health` (open) and `POST /run` (admitted by the bearer secret). Anything
+ * The routes: `GET /health` (open), `POST /run` and `POST /host` (the remote host's protocol,
+ * src/core/protocol.ts), both admitted by the bearer secret. Anything
  * else is a 404. Refusals are `{ error: { code, message } }` with a 4xx/5xx status; a run always
  * answers 200 with its RunResult, whether the guest completed, failed or was aborted.
  *
@@ -94,8 +99,35 @@ export function createApp(deps: AppDeps): Hono<Env> {
     return c.body(await encodeResult(result), 200, headers);
   });
 
+  app.post("/host", async (c) => {
+    const { incoming, outgoing } = c.env;
+    if (deps.draining()) throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
+    const admission = deps.admit(c.req.header("authorization"));
+    if (admission !== "admitted") throw new ServiceError("ERR_UNAUTHORIZED", "send authorization: Bearer <secret>");
+    const request = parseRemoteRequest(await readCappedBody(incoming, deps.maxBodyBytes));
+    const controller = new AbortController();
+    const release = deps.inflight.add(controller);
+    outgoing.once("close", () => {
+      if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
+      release();
+    });
+    const started = performance.now();
+    const answer = await answerHostRequest(deps.host, request, controller.signal);
+    if ("gone" in answer) throw new ServiceError(PREFIX_GONE, "this executor no longer holds that prefix; prepare it again");
+    if ("done" in answer) return c.body(null, 204);
+    logRun(deps.logger, answer.result, performance.now() - started);
+    const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+    if (answer.prefix) headers[PREFIX_HEADER] = answer.prefix;
+    if (answer.load) headers[LOAD_HEADER] = answer.load;
+    if (deps.draining()) headers.connection = "close";
+    return c.body(await encodeResult(answer.result), 200, headers);
+  });
+
   app.notFound((c) => {
-    const error = new ServiceError("ERR_NOT_FOUND", `no route for ${c.req.method} ${c.req.path}; routes: GET /health, POST /run`);
+    const error = new ServiceError(
+      "ERR_NOT_FOUND",
+      `no route for ${c.req.method} ${c.req.path}; routes: GET /health, POST /run, POST /host`,
+    );
     logRefusal(deps.logger, error.status, error.code, c.req.method, c.req.path);
     return c.json(error.toJSON(), error.status);
   });
@@ -112,37 +144,4 @@ export function createApp(deps: AppDeps): Hono<Env> {
   });
 
   return app;
-}
-
-/** The RunResult as codec text (see above). Request/Response bodies are read first: the codec is synchronous. */
-async function encodeResult(result: RunResult): Promise<string> {
-  const codec = sharedCodec();
-  try {
-    if (result.ok) await readBodies([result.value, result.exports]);
-    return codec.encode(withoutUndefinedFields(result), "result");
-  } catch (error) {
-    const failed: RunResult = {
-      status: "failed",
-      ok: false,
-      error: { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message },
-      logs: result.logs,
-      stats: result.stats,
-    };
-    return codec.encode(withoutUndefinedFields(failed), "result");
-  }
-}
-
-/**
- * The envelope's optional fields (`stats.heapUsedBytes`, `error.stack`, …) are left out when
- * undefined rather than sent as `{"$":"u"}`, so a plain JSON client sees plain stats. The guest's
- * own values (`value`, `exports`, `error.fields`) are untouched: there undefined is data.
- */
-function withoutUndefinedFields(result: RunResult): RunResult {
-  const stats = dropUndefined(result.stats);
-  if (result.ok) return { ...result, stats };
-  return { ...result, error: dropUndefined(result.error), stats } as RunResult;
-}
-
-function dropUndefined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }

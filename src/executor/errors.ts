@@ -7,6 +7,8 @@ export const SERVICE_ERRORS = {
   ERR_BAD_REQUEST: 400,
   ERR_UNAUTHORIZED: 401,
   ERR_NOT_FOUND: 404,
+  /** A remote host's prefix this executor no longer holds (evicted, idle, or the executor restarted). */
+  ERR_PREFIX_GONE: 404,
   ERR_BODY_TOO_LARGE: 413,
   ERR_INTERNAL: 500,
   ERR_SHUTTING_DOWN: 503,

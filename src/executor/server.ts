@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
@@ -6,10 +7,13 @@ import type { Logger } from "pino";
 import { pino } from "pino";
 import { checkKnownKeys, checkObject } from "../core/options.js";
 import type { SandboxOptions } from "../core/types.js";
-import { createSandbox, type Sandbox } from "../sandbox.js";
+import type { Engine } from "../core/engine.js";
+import { Slots } from "../core/slots.js";
+import { createSandbox, engineOf, type Sandbox } from "../sandbox.js";
 import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
 import { InFlight } from "./inflight.js";
+import { RemotePrefixes } from "./remote-prefixes.js";
 import { createServiceLogger } from "./log.js";
 import { WarmRunner } from "./warm.js";
 
@@ -69,12 +73,28 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : nonNegative(options.shutdownGraceMs, "shutdownGraceMs");
   const logger = options.logger === false ? pino({ enabled: false }) : (options.logger ?? createServiceLogger());
 
-  const sandbox = await createSandbox({
-    host: "process",
-    ...options.sandbox,
-    policy: { ...SERVICE_POLICY, ...options.sandbox?.policy },
-  });
+  if (options.sandbox?.host === "remote" || options.sandbox?.remote !== undefined)
+    throw new TypeError('cordon: an executor runs guests itself: executor options.sandbox.host must be "process" or "inprocess"');
+  const policy = { ...SERVICE_POLICY, ...options.sandbox?.policy };
+  const sandbox = await createSandbox({ host: "process", ...options.sandbox, policy });
   const hostName = options.sandbox?.host === "inprocess" ? "inprocess" : "process";
+  // Remote hosts name their engine; the other one is made on first use, on the same host.
+  const others = new Map<string, Promise<Sandbox>>();
+  const engineFor = async (name: "v8" | "quickjs"): Promise<Engine> => {
+    if (name === sandbox.engineName) return engineOf(sandbox);
+    let other = others.get(name);
+    if (!other) {
+      other = createSandbox({ ...options.sandbox, host: hostName, engine: name, policy });
+      others.set(name, other);
+      other.catch(() => others.delete(name));
+    }
+    return engineOf(await other);
+  };
+  const prefixes = new RemotePrefixes();
+  const slots = new Slots(
+    options.sandbox?.maxConcurrentRuns ?? availableParallelism() * 4,
+    options.sandbox?.maxQueuedRuns ?? 10_000,
+  );
   const runner = new WarmRunner(sandbox, warmModules);
   const inflight = new InFlight();
   let draining = false;
@@ -88,6 +108,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     version: packageVersion(),
     hostName,
     draining: () => draining,
+    host: { engine: engineFor, policy, prefixes, slots },
   });
   // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and
   // Response, which the sandbox's own fetch wire recognises by class.
@@ -95,6 +116,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   try {
     await listen(server, port, host);
   } catch (error) {
+    prefixes.disposeAll();
     await sandbox.dispose();
     throw error;
   }
@@ -121,6 +143,15 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
         await inflight.idle(ABORT_SETTLE_MS);
       }
       await runner.dispose();
+      prefixes.disposeAll();
+      await Promise.all(
+        [...others.values()].map((other) =>
+          other.then(
+            (s) => s.dispose(),
+            () => {},
+          ),
+        ),
+      );
       await sandbox.dispose();
       server.closeAllConnections();
       await closed;

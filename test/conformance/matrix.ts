@@ -1,3 +1,4 @@
+import { inject } from "vitest";
 import type { EngineName, HostName, SandboxOptions } from "../../src/index.js";
 
 /**
@@ -16,7 +17,14 @@ export const COMBINATIONS: Combination[] = [
   { name: "quickjs/inprocess", engine: "quickjs", host: "inprocess", options: { engine: "quickjs", host: "inprocess" } },
   { name: "v8/process", engine: "v8", host: "process", options: { engine: "v8", host: "process" } },
   { name: "quickjs/process", engine: "quickjs", host: "process", options: { engine: "quickjs", host: "process" } },
+  { name: "v8/remote", engine: "v8", host: "remote", options: { engine: "v8", host: "remote", remote: remote() } },
+  { name: "quickjs/remote", engine: "quickjs", host: "remote", options: { engine: "quickjs", host: "remote", remote: remote() } },
 ];
+
+/** The executor that test/remote-executor.setup.ts started for this run. */
+function remote(): SandboxOptions["remote"] {
+  return { url: inject("executorUrl"), secret: inject("executorSecret") };
+}
 
 /**
  * Behaviours an engine cannot provide, with the reason. The suites assert the documented
@@ -30,6 +38,12 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   "prepare-stack-trace": {
     "quickjs/inprocess":
       "Error.prepareStackTrace and CallSite objects are V8 APIs. QuickJS has neither: a stack is a string, so no CallSite can hand out a function or a receiver, and the hook is never called.",
+  },
+  "client-budget": {
+    "v8/remote":
+      "On the remote host, warm instances live on the executor, under the executor's own memoryBudgetMb (set where `cordon serve` runs); a client's memoryBudgetMb cannot resize a budget it shares with every other client. stats report the executor's budget and idle heap.",
+    "quickjs/remote":
+      "On the remote host, warm instances live on the executor, under the executor's own memoryBudgetMb (set where `cordon serve` runs); a client's memoryBudgetMb cannot resize a budget it shares with every other client. stats report the executor's budget and idle heap.",
   },
   "dynamic-import": {
     "quickjs/inprocess":

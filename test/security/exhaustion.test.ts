@@ -174,7 +174,8 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
     expect(allowed, JSON.stringify(result.ok ? result.stats : result.error)).toContain(outcome(result));
     expect(elapsed).toBeLessThan((bomb.withinMs ?? LIMITS.wallTimeMs) + SLACK_MS);
     // The host's event loop kept running while the guest spun.
-    if (elapsed > 200) expect(ticks).toBeGreaterThan(elapsed / 10 / 4);
+    // Generous: a shared 2-core machine may starve the timer, but a frozen loop shows no ticks at all.
+    if (elapsed > 200) expect(ticks).toBeGreaterThan(elapsed / 10 / 8);
     const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
     expect(next.ok && next.value).toBe(2);
   });

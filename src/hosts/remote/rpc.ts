@@ -8,6 +8,7 @@ interface Registered {
   /** Binding name → function id in `bindings`. */
   names: Map<string, number>;
   expires: number;
+  subject: string;
 }
 
 export interface RpcHandler {
@@ -17,6 +18,12 @@ export interface RpcHandler {
     names: Map<string, number>,
     options: { subject: string; ttlMs: number },
   ): { run: string; grant: string; unregister(): void };
+  /**
+   * A fresh grant for a registered run, valid `ttlMs` from now, and the registration kept that
+   * long: a prefix gets one per call, so each grant stays short-lived while the prefix lives on.
+   * Undefined when the run is not (or no longer) registered.
+   */
+  renew(run: string, ttlMs: number): string | undefined;
   /** Answer one callback: POST `{ run, name, argsText }` with `authorization: Bearer <grant>`. */
   handle(request: Request): Promise<Response>;
 }
@@ -40,9 +47,16 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
     register(bindings, names, { subject, ttlMs }) {
       const run = randomUUID();
       const expires = Date.now() + ttlMs;
-      runs.set(run, { bindings, names, expires });
+      runs.set(run, { bindings, names, expires, subject });
       const grant = signGrant(key, { run, sub: subject, names: [...names.keys()], exp: expires });
       return { run, grant, unregister: () => void runs.delete(run) };
+    },
+
+    renew(run, ttlMs) {
+      const registered = runs.get(run);
+      if (!registered) return undefined;
+      registered.expires = Math.max(registered.expires, Date.now() + ttlMs);
+      return signGrant(key, { run, sub: registered.subject, names: [...registered.names.keys()], exp: Date.now() + ttlMs });
     },
 
     async handle(request) {
@@ -53,7 +67,9 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (length > MAX_BODY) return answer(413, { error: "the call is too large" });
       let call: { run?: unknown; name?: unknown; argsText?: unknown };
       try {
-        call = (await request.json()) as typeof call;
+        const text = await readCapped(request, MAX_BODY);
+        if (text === undefined) return answer(413, { error: "the call is too large" });
+        call = JSON.parse(text) as typeof call;
       } catch {
         return answer(400, { error: "the body is not JSON" });
       }
@@ -73,4 +89,23 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       return answer(200, await registered.bindings.dispatch(fnId, call.argsText));
     },
   };
+}
+
+/** The body as text, or undefined past `max` bytes: a chunked body has no content-length to trust. */
+async function readCapped(request: Request, max: number): Promise<string | undefined> {
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }

@@ -1,0 +1,103 @@
+import { Pool } from "undici";
+import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
+import { sharedCodec } from "../core/bindings.js";
+import type { RemoteCallback } from "../core/protocol.js";
+
+/** A callback that has not answered in this long fails the guest's call (the run's own wall limit is usually first). */
+const CALLBACK_TIMEOUT_MS = 120_000;
+
+/**
+ * A remote run's bindings on the executor: the descriptor the client sent, and a dispatch that
+ * calls back to the client's host with the run's grant. The executor holds no host function and
+ * no signing key: it can only present the grant it was given, for the names it lists.
+ */
+export class CallbackBindings implements BindingsLike {
+  /** Callbacks in flight: a run that ended (or a prefix that went) abandons them at once. */
+  private readonly inFlight = new Set<AbortController>();
+  private closed = false;
+
+  constructor(
+    readonly text: string,
+    private callback: RemoteCallback | undefined,
+  ) {}
+
+  /** A prefix's later requests bring fresh grants (each expires soon after its request). */
+  renew(callback: RemoteCallback | undefined): void {
+    if (callback) this.callback = callback;
+  }
+
+  /**
+   * End every callback in flight. A guest may leave hundreds of host calls pending (a function
+   * that never settles) when its run is killed; left alone, they would hold the connections to
+   * that host for other runs.
+   */
+  close(): void {
+    this.closed = true;
+    for (const controller of this.inFlight) controller.abort();
+    this.inFlight.clear();
+  }
+
+  async dispatch(fnId: number, argsText: string): Promise<BridgeAnswer> {
+    const callback = this.callback;
+    const name = callback?.names[fnId];
+    if (!callback || name === undefined) return failure(new TypeError("unknown host function"));
+    if (this.closed) return failure(new Error("the run is over"));
+    const controller = new AbortController();
+    this.inFlight.add(controller);
+    try {
+      return await this.call(callback, name, argsText, controller.signal);
+    } finally {
+      this.inFlight.delete(controller);
+    }
+  }
+
+  private async call(callback: RemoteCallback, name: string, argsText: string, signal: AbortSignal): Promise<BridgeAnswer> {
+    let status: number;
+    let body: unknown;
+    try {
+      const url = new URL(callback.url);
+      const response = await poolFor(url.origin).request({
+        path: url.pathname + url.search,
+        method: "POST",
+        headers: { authorization: `Bearer ${callback.grant}`, "content-type": "application/json" },
+        body: JSON.stringify({ run: callback.run, name, argsText }),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(CALLBACK_TIMEOUT_MS)]),
+      });
+      status = response.statusCode;
+      body = await response.body.json().catch(() => undefined);
+    } catch {
+      // The guest learns that the host did not answer, never the address it was called at.
+      return failure(new Error(`the host's binding ${name} could not be reached`));
+    }
+    if (status !== 200) {
+      const message = (body as { error?: unknown } | undefined)?.error;
+      return failure(new Error(`the host refused the call to ${name}: ${typeof message === "string" ? message : status}`));
+    }
+    const answer = body as Partial<BridgeAnswer>;
+    if (typeof answer?.ok !== "boolean" || typeof answer.text !== "string") {
+      return failure(new Error(`the host's binding ${name} answered with something that is not a bridge answer`));
+    }
+    return { ok: answer.ok, text: answer.text };
+  }
+}
+
+function failure(error: Error): BridgeAnswer {
+  return { ok: false, text: sharedCodec().encodeError(error) };
+}
+
+/** Keep-alive connections per callback origin (a few hosts call one executor); the oldest goes past the cap. */
+const pools = new Map<string, Pool>();
+function poolFor(origin: string): Pool {
+  let pool = pools.get(origin);
+  if (!pool) {
+    // A guest may hold up to 256 host calls pending (MAX_PENDING_HOST_CALLS): room for a few such runs.
+    pool = new Pool(origin, { connections: 1024, keepAliveTimeout: 4_000 });
+    pools.set(origin, pool);
+    if (pools.size > 64) {
+      const [oldest, old] = pools.entries().next().value as [string, Pool];
+      pools.delete(oldest);
+      void old.close().catch(() => {});
+    }
+  }
+  return pool;
+}

@@ -1,0 +1,141 @@
+import { randomUUID } from "node:crypto";
+import type { Engine } from "../core/engine.js";
+import { resolveLimits } from "../core/limits.js";
+import type { RemoteRequest } from "../core/protocol.js";
+import { abortedResult, failedResult } from "../core/results.js";
+import type { Slots } from "../core/slots.js";
+import type { RunResult, SandboxPolicy } from "../core/types.js";
+import { CallbackBindings } from "./callback-bindings.js";
+import type { RemotePrefixes } from "./remote-prefixes.js";
+
+export interface HostRouteDeps {
+  /** The engine of that name on this executor's host (made on first use). */
+  engine(name: RemoteRequest["engine"]): Promise<Engine>;
+  /** The executor's ceilings: a client's limits are clamped again here, never widened. */
+  policy: SandboxPolicy;
+  prefixes: RemotePrefixes;
+  /** Runs (not calls) hold a slot, as they do in a sandbox. */
+  slots: Slots;
+}
+
+/** What `POST /host` answers: a RunResult (with a prefix handle after a prepare that evaluated), a gone prefix, or nothing. */
+export type HostAnswer = { result: RunResult; prefix?: string; load?: string } | { gone: true } | { done: true };
+
+/**
+ * One remote-host request on this executor: the same Engine seam the sandbox drives locally,
+ * with bindings that call back to the client's host. `signal` is the HTTP request's: a client
+ * that goes away aborts its run — when it said the run may be aborted (calls that cannot be
+ * aborted may coalesce in the engine).
+ */
+export async function answerHostRequest(deps: HostRouteDeps, request: RemoteRequest, signal: AbortSignal): Promise<HostAnswer> {
+  const answer = await answerOne(deps, request, signal);
+  if ("result" in answer) {
+    try {
+      const stats = (await deps.engine(request.engine)).stats();
+      answer.load = [stats.warmInstances, stats.idleInstances, stats.idleHeapBytes, stats.budgetBytes, stats.spareInstances].join(
+        ",",
+      );
+    } catch {}
+  }
+  return answer;
+}
+
+async function answerOne(deps: HostRouteDeps, request: RemoteRequest, signal: AbortSignal): Promise<HostAnswer> {
+  const started = performance.now();
+  if (request.t === "prefix-dispose") {
+    deps.prefixes.dispose(request.prefix);
+    return { done: true };
+  }
+  let engine: Engine;
+  try {
+    engine = await deps.engine(request.engine);
+  } catch (error) {
+    return {
+      result: failedResult(request.engine, "remote", {
+        code: "ERR_ENGINE_UNAVAILABLE",
+        name: "CordonError",
+        message: `the executor cannot run the ${request.engine} engine: ${(error as Error).message}`,
+      }),
+    };
+  }
+  const limits = resolveLimits(request.limits, {}, deps.policy);
+  const runSignal = "abortable" in request && request.abortable ? signal : undefined;
+
+  switch (request.t) {
+    case "run": {
+      const bindings = new CallbackBindings(request.bindingsText, request.callback);
+      const { source, sourceImports, inputText, mode } = request;
+      try {
+        const result = await withSlot(deps.slots, engine, runSignal, started, () =>
+          engine.run({ source, sourceImports, bindings, inputText, limits, signal: runSignal, host: "remote", mode }),
+        );
+        return { result };
+      } finally {
+        bindings.close();
+      }
+    }
+    case "prepare": {
+      const bindings = new CallbackBindings(request.bindingsText, request.callback);
+      // Never the client's key alone: two clients' prefixes with equal keys call back to
+      // different hosts, so they must never share a warm instance.
+      const key = `${request.key}/${randomUUID()}`;
+      const { source, sourceImports, partitionKey } = request;
+      const { prefix, result } = await engine.prepare({
+        key,
+        partitionKey,
+        source,
+        sourceImports,
+        bindings,
+        limits,
+        host: "remote",
+      });
+      if (!result.ok) {
+        prefix.dispose();
+        bindings.close();
+        return { result };
+      }
+      return { result, prefix: deps.prefixes.add(prefix, bindings) };
+    }
+    case "prefix-run": {
+      const answer = await deps.prefixes.use(request.prefix, (held) => {
+        held.bindings.renew(request.callback);
+        return withSlot(deps.slots, engine, runSignal, started, () =>
+          held.prefix.run({ source: request.source, sourceImports: {}, inputText: request.inputText, limits, signal: runSignal }),
+        );
+      });
+      return answer ? { result: answer } : { gone: true };
+    }
+    case "prefix-call": {
+      const answer = await deps.prefixes.use(request.prefix, (held) => {
+        held.bindings.renew(request.callback);
+        return held.prefix.call({ path: request.path, argsText: request.argsText, limits, signal: runSignal });
+      });
+      return answer ? { result: answer } : { gone: true };
+    }
+  }
+}
+
+async function withSlot(
+  slots: Slots,
+  engine: Engine,
+  signal: AbortSignal | undefined,
+  started: number,
+  work: () => Promise<RunResult>,
+): Promise<RunResult> {
+  const held = await slots.acquire(signal);
+  if (!held) {
+    const wallMs = performance.now() - started;
+    if (signal?.aborted) return abortedResult(engine.name, "remote", "the client went away while the run was queued", wallMs);
+    return failedResult(
+      engine.name,
+      "remote",
+      { code: "ERR_QUEUE_FULL", name: "CordonError", message: "the executor's run queue is full; retry later" },
+      wallMs,
+    );
+  }
+  try {
+    return await work();
+  } finally {
+    slots.release();
+  }
+}

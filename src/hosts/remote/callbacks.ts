@@ -1,0 +1,95 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { randomBytes } from "node:crypto";
+import { Bindings, type BindingsLike } from "../../core/bindings.js";
+import type { RemoteCallback } from "../../core/protocol.js";
+import { createRpcHandler, type RpcHandler } from "./rpc.js";
+
+export interface CallbackOptions {
+  /** The URL the executor calls back at. With `rpc`: where you mounted its `handle`. */
+  url?: string;
+  /** Your own `createRpcHandler(...)`, mounted in your app at `url`: cordon then starts no server. */
+  rpc?: RpcHandler;
+  /** Where cordon's callback server listens. Default 127.0.0.1 (reachable by an executor on this machine). */
+  host?: string;
+  /** Default 0: a free port. */
+  port?: number;
+}
+
+export interface Registration {
+  callback: RemoteCallback;
+  /** A fresh grant for the next request of a prefix (each expires soon after it). */
+  renew(ttlMs: number): RemoteCallback;
+  unregister(): void;
+}
+
+/**
+ * The host's end of bindings over the wire: it registers a run's host functions (globals, host
+ * imports, brokered fetch) with an RPC handler and hands the executor a grant for exactly those
+ * names. By default cordon serves the handler itself, on 127.0.0.1 and a free port, started on
+ * the first run that has a function to call back; the signing key is random per sandbox and
+ * never leaves this process.
+ */
+export class Callbacks {
+  private readonly rpc: RpcHandler;
+  private server: Promise<{ server: Server; url: string }> | undefined;
+
+  constructor(private readonly options: CallbackOptions = {}) {
+    if (options.rpc && !options.url) throw new TypeError("cordon: remote.callback.url is required with remote.callback.rpc");
+    this.rpc = options.rpc ?? createRpcHandler({ key: randomBytes(32) });
+  }
+
+  /** Register `bindings` for one run or prefix; undefined when there is nothing to call back. */
+  async register(bindings: BindingsLike, subject: string, ttlMs: number): Promise<Registration | undefined> {
+    if (!(bindings instanceof Bindings) || bindings.size === 0) return undefined;
+    const url = this.options.rpc ? (this.options.url as string) : (await this.start()).url;
+    const names = new Map<string, number>();
+    const list = bindings.functions.map((f, fnId) => {
+      names.set(f.label, fnId);
+      return f.label;
+    });
+    const { run, grant, unregister } = this.rpc.register(bindings, names, { subject, ttlMs });
+    return {
+      callback: { url, run, grant, names: list },
+      renew: (ttl) => ({ url, run, grant: this.rpc.renew(run, ttl) ?? grant, names: list }),
+      unregister,
+    };
+  }
+
+  async close(): Promise<void> {
+    const started = this.server;
+    this.server = undefined;
+    if (!started) return;
+    const { server } = await started.catch(() => ({ server: undefined }));
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  }
+
+  private start(): Promise<{ server: Server; url: string }> {
+    this.server ??= (async () => {
+      const { createAdaptorServer } = await import("@hono/node-server");
+      // overrideGlobalObjects: false keeps the global Request/Response that the fetch wire recognises.
+      const server = createAdaptorServer({
+        fetch: (request: Request) => this.rpc.handle(request),
+        overrideGlobalObjects: false,
+      }) as Server;
+      const host = this.options.host ?? "127.0.0.1";
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen(this.options.port ?? 0, host, () => resolve());
+      });
+      // Idle keep-alive sockets must not hold the process open.
+      server.unref();
+      const port = (server.address() as AddressInfo).port;
+      const url = this.options.url ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}/`;
+      return { server, url };
+    })();
+    this.server.catch(() => {
+      this.server = undefined;
+    });
+    return this.server;
+  }
+}

@@ -1,0 +1,138 @@
+import { Pool } from "undici";
+import { sharedCodec } from "../../core/bindings.js";
+import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
+import { abortedResult, failedResult } from "../../core/results.js";
+import type { RunResult } from "../../core/types.js";
+
+/** The request deadline past the run's own wall time: queueing, transfer and a cold prepare. */
+export const DEADLINE_SLACK_MS = 10_000;
+
+export type ExecutorAnswer = { result: RunResult; prefix?: string } | { gone: true };
+
+/**
+ * The remote host's HTTP client: one `POST /host` per request, admitted by the executor's
+ * secret. Whatever goes wrong on the way — refused connection, timeout, a refusal, an answer
+ * that is not a result — comes back as a RunResult with ERR_EXECUTOR_UNREACHABLE naming the
+ * URL; nothing throws. Aborting `signal` closes the request, which aborts the run there.
+ */
+export class ExecutorClient {
+  /** The path of `/host` under the executor's URL (which may carry a path prefix). */
+  private readonly hostPath: string;
+  private readonly healthPath: string;
+  /**
+   * undici's pool rather than global fetch: on Node 20 a loopback round trip through fetch costs
+   * about 1.3 ms, through a pool's `request` about 0.4 ms (measured here, same server).
+   */
+  private readonly pool: Pool;
+  private readonly headers: Record<string, string>;
+  /** The executor engine's load as its last answer reported it (see LOAD_HEADER). */
+  load: number[] = [0, 0, 0, 0, 0];
+
+  constructor(
+    readonly url: string,
+    secret: string,
+  ) {
+    const base = new URL(url.endsWith("/") ? url : `${url}/`);
+    this.hostPath = new URL("host", base).pathname;
+    this.healthPath = new URL("health", base).pathname;
+    this.pool = new Pool(base.origin, { connections: 128, keepAliveTimeout: 10_000 });
+    this.headers = { authorization: `Bearer ${secret}`, "content-type": "application/json" };
+  }
+
+  async send(request: RemoteRequest, wallTimeMs: number, signal?: AbortSignal): Promise<ExecutorAnswer> {
+    const started = performance.now();
+    const deadlineMs = wallTimeMs + DEADLINE_SLACK_MS;
+    const timeout = AbortSignal.timeout(deadlineMs);
+    const unreachable = (why: string): ExecutorAnswer => ({
+      result: failedResult(
+        request.engine,
+        "remote",
+        { code: "ERR_EXECUTOR_UNREACHABLE", name: "CordonError", message: `the executor at ${this.url} ${why}` },
+        performance.now() - started,
+      ),
+    });
+    let status: number;
+    let prefix: string | undefined;
+    let text: string;
+    try {
+      const response = await this.pool.request({
+        path: this.hostPath,
+        method: "POST",
+        headers: this.headers,
+        body: JSON.stringify(request),
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+      status = response.statusCode;
+      const header = response.headers[PREFIX_HEADER];
+      prefix = typeof header === "string" ? header : undefined;
+      const load = response.headers[LOAD_HEADER];
+      if (typeof load === "string") this.load = load.split(",").map((n) => Number(n) || 0);
+      text = await response.body.text();
+    } catch (error) {
+      if (signal?.aborted) {
+        const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "aborted");
+        return { result: abortedResult(request.engine, "remote", reason, performance.now() - started) };
+      }
+      if (timeout.aborted)
+        return unreachable(`did not answer within ${deadlineMs} ms (the run's wall time + ${DEADLINE_SLACK_MS} ms)`);
+      return unreachable(`could not be reached: ${describeFailure(error)}`);
+    }
+    if (status === 404 && text.includes(PREFIX_GONE)) return { gone: true };
+    if (status !== 200) return unreachable(`refused the request: ${status} ${refusalText(text)}`);
+    let result: RunResult;
+    try {
+      result = sharedCodec().decode(text) as RunResult;
+      if (typeof result?.ok !== "boolean" || typeof result.stats !== "object") throw new Error("not a result");
+    } catch {
+      return unreachable("answered with something that is not a run result");
+    }
+    result.stats.host = "remote";
+    return { result, prefix };
+  }
+
+  /** Fire and forget (prefix disposal): failures only mean the executor ends it later by itself. */
+  notify(request: RemoteRequest): void {
+    this.pool
+      .request({
+        path: this.hostPath,
+        method: "POST",
+        headers: this.headers,
+        body: JSON.stringify(request),
+        signal: AbortSignal.timeout(DEADLINE_SLACK_MS),
+      })
+      .then(
+        (response) => response.body.dump(),
+        () => {},
+      );
+  }
+
+  /** The executor's default engine, when it answers `/health` quickly; undefined otherwise. */
+  async engine(): Promise<string | undefined> {
+    try {
+      const response = await this.pool.request({ path: this.healthPath, method: "GET", signal: AbortSignal.timeout(2000) });
+      const body = (await response.body.json()) as { engine?: unknown };
+      return typeof body.engine === "string" ? body.engine : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Close idle connections; requests still in flight finish. */
+  async close(): Promise<void> {
+    await this.pool.close().catch(() => {});
+  }
+}
+
+function describeFailure(error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
+  return cause?.code ?? cause?.message ?? (error as Error)?.message ?? String(error);
+}
+
+/** `{ error: { code, message } }` of a refusal, or the first characters of whatever came. */
+function refusalText(text: string): string {
+  try {
+    const body = JSON.parse(text) as { error?: { code?: string; message?: string } };
+    if (body.error?.code) return `${body.error.code}: ${body.error.message ?? ""}`;
+  } catch {}
+  return text.slice(0, 200);
+}

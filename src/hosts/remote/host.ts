@@ -1,0 +1,260 @@
+import type {
+  Engine,
+  EnginePrefix,
+  EnginePrepareRequest,
+  EngineRunRequest,
+  EngineStats,
+  PrefixCallRequest,
+  PrefixCounts,
+  PrefixRunRequest,
+} from "../../core/engine.js";
+import type { RemoteRequest } from "../../core/protocol.js";
+import { failedResult } from "../../core/results.js";
+import type { RunResult } from "../../core/types.js";
+import type { Callbacks, Registration } from "./callbacks.js";
+import { DEADLINE_SLACK_MS, type ExecutorClient } from "./client.js";
+
+type RemoteEngine = RemoteRequest["engine"];
+
+/**
+ * The remote host: every engine request goes to an executor service (`cordon serve`) over HTTP,
+ * and the guest's calls to host functions come back as callbacks carrying a per-run grant. It
+ * implements the same Engine seam as the local hosts, so every API of the sandbox works the same.
+ */
+export class RemoteHost implements Engine {
+  private readonly prefixes = new Set<RemotePrefix>();
+
+  constructor(
+    readonly name: RemoteEngine,
+    private readonly client: ExecutorClient,
+    private readonly callbacks: Callbacks,
+  ) {}
+
+  async run(request: EngineRunRequest): Promise<RunResult> {
+    const { source, sourceImports, bindings, inputText, limits, mode, signal } = request;
+    let registration: Registration | undefined;
+    try {
+      registration = await this.callbacks.register(bindings, "run", limits.wallTimeMs + DEADLINE_SLACK_MS);
+    } catch (error) {
+      return callbackFailure(this.name, error);
+    }
+    try {
+      const answer = await this.client.send(
+        {
+          engine: this.name,
+          t: "run",
+          source,
+          sourceImports,
+          bindingsText: bindings.text,
+          inputText,
+          limits,
+          mode,
+          abortable: signal !== undefined,
+          callback: registration?.callback,
+        },
+        limits.wallTimeMs,
+        signal,
+      );
+      return "result" in answer ? answer.result : goneFailure(this.name);
+    } finally {
+      registration?.unregister();
+    }
+  }
+
+  async prepare(request: EnginePrepareRequest): Promise<{ prefix: EnginePrefix; result: RunResult }> {
+    const prefix = new RemotePrefix(this.name, this.client, this.callbacks, request, () => this.prefixes.delete(prefix));
+    const result = await prefix.ensure();
+    if (result.ok) this.prefixes.add(prefix);
+    else prefix.dispose();
+    return { prefix, result };
+  }
+
+  /**
+   * The executor engine's instances and budget as its last answer reported them (shared by every
+   * client of that executor), and this client's own prefixes.
+   */
+  stats(): EngineStats {
+    const [warmInstances, idleInstances, idleHeapBytes, budgetBytes, spareInstances] = this.client.load;
+    return {
+      warmInstances,
+      idleInstances,
+      idleHeapBytes,
+      budgetBytes,
+      spareInstances,
+      prefixes: [...this.prefixes].map((p) => p.counts()),
+    };
+  }
+
+  async dispose(): Promise<void> {
+    for (const prefix of this.prefixes) prefix.dispose();
+    this.prefixes.clear();
+    await Promise.all([this.client.close(), this.callbacks.close()]);
+  }
+}
+
+/**
+ * A prefix held by the executor under an unguessable handle. When the executor no longer holds
+ * it (restarted, idle too long), the next request prepares it again, cold, and goes on.
+ */
+class RemotePrefix implements EnginePrefix {
+  private handle: string | undefined;
+  private registration: Registration | undefined;
+  private preparing: Promise<RunResult> | undefined;
+  private busy = 0;
+  private disposed = false;
+
+  constructor(
+    private readonly engine: RemoteEngine,
+    private readonly client: ExecutorClient,
+    private readonly callbacks: Callbacks,
+    private readonly request: EnginePrepareRequest,
+    private readonly onDispose: () => void,
+  ) {}
+
+  ensure(): Promise<RunResult> {
+    if (this.handle !== undefined) return Promise.resolve(okResult(this.engine));
+    this.preparing ??= this.prepareOnce().finally(() => {
+      this.preparing = undefined;
+    });
+    return this.preparing;
+  }
+
+  private async prepareOnce(): Promise<RunResult> {
+    const { key, partitionKey, source, sourceImports, bindings, limits } = this.request;
+    const ttl = limits.wallTimeMs + DEADLINE_SLACK_MS;
+    try {
+      this.registration ??= await this.callbacks.register(bindings, partitionKey || "prefix", ttl);
+    } catch (error) {
+      return callbackFailure(this.engine, error);
+    }
+    const answer = await this.client.send(
+      {
+        engine: this.engine,
+        t: "prepare",
+        key,
+        partitionKey,
+        source,
+        sourceImports,
+        bindingsText: bindings.text,
+        limits,
+        callback: this.registration?.renew(ttl),
+      },
+      limits.wallTimeMs,
+    );
+    if (!("result" in answer)) return goneFailure(this.engine);
+    if (answer.prefix !== undefined) {
+      this.handle = answer.prefix;
+    }
+    // Disposed while preparing: the executor's copy goes too, and the grant's registration.
+    if (this.disposed) {
+      this.release();
+      this.registration?.unregister();
+      this.registration = undefined;
+    }
+    return answer.result;
+  }
+
+  run(request: PrefixRunRequest): Promise<RunResult> {
+    return this.send(request.limits.wallTimeMs, request.signal, (prefix, callback) => ({
+      engine: this.engine,
+      t: "prefix-run",
+      prefix,
+      source: request.source,
+      inputText: request.inputText,
+      limits: request.limits,
+      abortable: request.signal !== undefined,
+      callback,
+    }));
+  }
+
+  call(request: PrefixCallRequest): Promise<RunResult> {
+    return this.send(request.limits.wallTimeMs, request.signal, (prefix, callback) => ({
+      engine: this.engine,
+      t: "prefix-call",
+      prefix,
+      path: request.path,
+      argsText: request.argsText,
+      limits: request.limits,
+      abortable: request.signal !== undefined,
+      callback,
+    }));
+  }
+
+  private async send(
+    wallTimeMs: number,
+    signal: AbortSignal | undefined,
+    message: (prefix: string, callback: RemoteRequest["callback"]) => RemoteRequest,
+  ): Promise<RunResult> {
+    this.busy++;
+    try {
+      // Once more after the executor lost the prefix: prepared again, that request is cold.
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const warm = this.handle !== undefined;
+        const prepared = await this.ensure();
+        if (!prepared.ok) return prepared;
+        const handle = this.handle;
+        if (handle === undefined) return goneFailure(this.engine);
+        const callback = this.registration?.renew(wallTimeMs + DEADLINE_SLACK_MS);
+        const answer = await this.client.send(message(handle, callback), wallTimeMs, signal);
+        if ("result" in answer) {
+          if (!warm) answer.result.stats.warm = false;
+          return answer.result;
+        }
+        if (this.handle === handle) this.handle = undefined;
+      }
+      return goneFailure(this.engine);
+    } finally {
+      this.busy--;
+    }
+  }
+
+  counts(): PrefixCounts {
+    const held = this.handle !== undefined ? 1 : 0;
+    return { key: this.request.key.slice(0, 16), warm: held, idle: this.busy === 0 ? held : 0, busy: this.busy, queued: 0 };
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.release();
+    this.onDispose();
+  }
+
+  private release(): void {
+    const handle = this.handle;
+    this.handle = undefined;
+    if (handle !== undefined) this.client.notify({ engine: this.engine, t: "prefix-dispose", prefix: handle });
+    if (!this.preparing) {
+      this.registration?.unregister();
+      this.registration = undefined;
+    }
+  }
+}
+
+function okResult(engine: RemoteEngine): RunResult {
+  return {
+    status: "completed",
+    ok: true,
+    value: undefined,
+    exports: {},
+    skippedExports: [],
+    logs: [],
+    stats: { engine, host: "remote", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: true },
+  };
+}
+
+function goneFailure(engine: RemoteEngine): RunResult {
+  return failedResult(engine, "remote", {
+    code: "ERR_INSTANCE_RESET",
+    name: "CordonError",
+    message: "the executor lost this prefix twice in a row; prepare it again",
+  });
+}
+
+function callbackFailure(engine: RemoteEngine, error: unknown): RunResult {
+  return failedResult(engine, "remote", {
+    code: "ERR_INTERNAL",
+    name: "CordonError",
+    message: `the callback server for host bindings could not start: ${(error as Error)?.message ?? error}`,
+  });
+}
