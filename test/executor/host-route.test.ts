@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_LIMITS } from "../../src/core/limits.js";
+import { normalizeSource } from "../../src/core/source.js";
+import { refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
+
+let service: TestExecutor;
+beforeAll(async () => {
+  service = await startExecutor();
+});
+afterAll(async () => {
+  await service.executor.close({ graceMs: 0 });
+});
+
+function post(body: unknown, secret: string | null = SECRET): Promise<Response> {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (secret !== null) headers.authorization = `Bearer ${secret}`;
+  return fetch(`${service.url}/host`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+}
+
+async function runRequest(code: string) {
+  return {
+    engine: "v8",
+    t: "run",
+    source: await normalizeSource(code, "<guest>"),
+    sourceImports: {},
+    bindingsText: JSON.stringify({ globals: {}, modules: {} }),
+    inputText: "null",
+    limits: DEFAULT_LIMITS,
+  };
+}
+
+describe("POST /host (the remote host's protocol)", () => {
+  it("runs an admitted, well-formed request", async () => {
+    const response = await post(await runRequest("export default 6 * 7"));
+    expect(response.status).toBe(200);
+    expect(response.headers.get("cordon-load")).toMatch(/^\d+,\d+,\d+,\d+,\d+$/);
+    expect(JSON.parse(await response.text())).toMatchObject({ ok: true, value: 42 });
+  });
+
+  it("refuses without the secret, or with a wrong one, before reading the body", async () => {
+    const body = await runRequest("export default 1");
+    expect((await refusal(await post(body, null))).code).toBe("ERR_UNAUTHORIZED");
+    expect((await refusal(await post(body, "x".repeat(48)))).status).toBe(401);
+  });
+
+  it("refuses what is not exactly the schema, naming the field", async () => {
+    const body = await runRequest("export default 1");
+    const cases: [unknown, RegExp][] = [
+      [{ ...body, extra: 1 }, /extra|Unrecognized/i],
+      [{ ...body, engine: "deno" }, /engine/],
+      [{ ...body, limits: { ...DEFAULT_LIMITS, wallTimeMs: -1 } }, /limits\.wallTimeMs/],
+      [{ ...body, bindingsText: "not json" }, /bindingsText/],
+      [{ ...body, t: "exec" }, /t/],
+      [{ ...body, callback: { url: "not a url", run: "r", grant: "g", names: [] } }, /callback\.url/],
+      ["{", /UTF-8 JSON/],
+    ];
+    for (const [bad, message] of cases) {
+      const answer = await refusal(await post(bad));
+      expect(answer.status, JSON.stringify(bad).slice(0, 80)).toBe(400);
+      expect(answer.message).toMatch(message);
+    }
+  });
+
+  it("a prefix handle it does not hold is ERR_PREFIX_GONE (the client prepares again)", async () => {
+    const answer = await refusal(
+      await post({
+        engine: "v8",
+        t: "prefix-call",
+        prefix: "no-such-prefix",
+        path: "default",
+        argsText: "[]",
+        limits: DEFAULT_LIMITS,
+      }),
+    );
+    expect(answer).toMatchObject({ status: 404, code: "ERR_PREFIX_GONE" });
+  });
+
+  it("clamps a client's limits with the service's policy, never widening them", async () => {
+    const strict = await startExecutor({ sandbox: { policy: { maxWallTimeMs: 500 } } });
+    try {
+      const body = await runRequest("export default () => new Promise(() => {})");
+      const started = performance.now();
+      const response = await fetch(`${strict.url}/host`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${SECRET}`, "content-type": "application/json" },
+        body: JSON.stringify({ ...body, limits: { ...DEFAULT_LIMITS, wallTimeMs: 1e9, cpuTimeMs: 1e9 } }),
+      });
+      const result = JSON.parse(await response.text()) as { error: { code: string } };
+      expect(result.error.code).toBe("ERR_WALL_TIMEOUT");
+      expect(performance.now() - started).toBeLessThan(10_000);
+    } finally {
+      await strict.executor.close({ graceMs: 0 });
+    }
+  });
+});
