@@ -134,6 +134,18 @@ describe("process host", () => {
     expect(again.stats.warm).toBe(false);
   });
 
+  it("a worker still starting is never ended as idle past the soft cap: the run waiting for it succeeds", async () => {
+    const entry = fileURLToPath(new URL("../fixtures/slow-start-worker.mjs", import.meta.url));
+    const s = await sandbox({ isolateProcesses: "partition", workers: { min: 1, max: 1, entry } as never });
+    // Tenant a's worker is busy, so tenant b's new worker takes the pool past its cap while it starts.
+    const busy = s.run({ code: "export default () => new Promise((r) => setTimeout(r, 4000))", limits: { wallTimeMs: 10_000 } });
+    await until(() => (s.stats().workers ?? []).some((w) => w.busy > 0), 10_000);
+    const prefix = await s.prepare({ code: "export const who = () => 'b'", partitionKey: "b" });
+    const result = await prefix.call({ export: "who" });
+    expect(result.ok && result.value).toBe("b");
+    expect((await busy).ok).toBe(true);
+  }, 30_000);
+
   it("a worker that writes garbage on its pipe is retired and only its request fails", async () => {
     const entry = fileURLToPath(new URL("../fixtures/garbage-worker.mjs", import.meta.url));
     const s = await sandbox({ workers: { entry } as never });
