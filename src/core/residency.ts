@@ -15,7 +15,9 @@ export interface Resident {
  * next run of its prefix is simply cold).
  */
 export class Residency {
-  private readonly idle = new Set<Resident>();
+  /** Each idle instance and the heap it was counted with: admit and leave keep `total` in step. */
+  private readonly idle = new Map<Resident, number>();
+  private total = 0;
 
   constructor(readonly budgetBytes: number) {}
 
@@ -23,41 +25,48 @@ export class Residency {
     return this.idle.size;
   }
 
+  /** Heap of the idle instances, as counted when each went idle (or at the last rebalance). */
   get idleBytes(): number {
-    let total = 0;
-    for (const resident of this.idle) total += resident.heapBytes();
-    return total;
+    return this.total;
   }
 
-  /** Offer an instance going idle. Returns false when it must not be kept. */
+  /** Offer an instance going idle: O(1) unless the budget is full. Returns false when it must not be kept. */
   admit(resident: Resident): boolean {
     const needed = resident.heapBytes();
     if (needed > this.budgetBytes) return false;
     this.evictUntil(this.budgetBytes - needed);
-    this.idle.add(resident);
+    this.idle.set(resident, needed);
+    this.total += needed;
     return true;
   }
 
-  /** Heap figures changed: evict until the idle instances fit the budget again. */
+  /** Heap figures changed (a re-measurement): count them again, and evict until they fit. */
   rebalance(): void {
+    this.total = 0;
+    for (const resident of this.idle.keys()) {
+      const bytes = resident.heapBytes();
+      this.idle.set(resident, bytes);
+      this.total += bytes;
+    }
     this.evictUntil(this.budgetBytes);
   }
 
   private evictUntil(limit: number): void {
-    let used = this.idleBytes;
-    if (used <= limit) return;
+    if (this.total <= limit) return;
     const now = performance.now();
-    const score = (r: Resident) => r.heapBytes() * (now - r.idleSince() + 1);
-    for (const victim of [...this.idle].sort((a, b) => score(b) - score(a))) {
-      if (used <= limit) break;
-      used -= victim.heapBytes();
-      this.idle.delete(victim);
+    const score = (r: Resident) => (this.idle.get(r) ?? 0) * (now - r.idleSince() + 1);
+    for (const victim of [...this.idle.keys()].sort((a, b) => score(b) - score(a))) {
+      if (this.total <= limit) break;
+      this.leave(victim);
       victim.evict();
     }
   }
 
   /** The instance left idleness (taken for a run, or disposed by its prefix). */
   leave(resident: Resident): void {
+    const counted = this.idle.get(resident);
+    if (counted === undefined) return;
     this.idle.delete(resident);
+    this.total -= counted;
   }
 }
