@@ -146,6 +146,45 @@ describe("process host", () => {
     expect((await busy).ok).toBe(true);
   }, 30_000);
 
+  it("a worker that is slow but still talking is not ended at the backstop: its late answer arrives", async () => {
+    const entry = fileURLToPath(new URL("../fixtures/fake-worker.mjs", import.meta.url));
+    const s = await sandbox({ workers: { entry } as never });
+    // Wall 200 ms: the backstop comes at 1.2 s, the answer at 2.5 s; stats polls are answered meanwhile.
+    const result = await s.run({ code: "export default 1", limits: { wallTimeMs: 200 } });
+    expect(result.ok && result.value).toBe("late");
+  }, 20_000);
+
+  it("a hung worker is ended: the overdue run fails with ERR_WALL_TIMEOUT, the others in it with ERR_INSTANCE_RESET", async () => {
+    const entry = fileURLToPath(new URL("../fixtures/hung-worker.mjs", import.meta.url));
+    const s = await sandbox({ workers: { entry } as never });
+    const [overdue, bystander] = await Promise.all([
+      s.run({ code: "export default 1", limits: { wallTimeMs: 200 } }),
+      s.run({ code: "export default 2", limits: { wallTimeMs: 20_000 } }),
+    ]);
+    expect(code(overdue)).toBe("ERR_WALL_TIMEOUT");
+    if (!overdue.ok) expect(overdue.error.message).toMatch(/stopped answering/);
+    expect(code(bystander)).toBe("ERR_INSTANCE_RESET");
+    if (!bystander.ok) expect(bystander.error.message).toMatch(/another run in this worker stopped answering/);
+  }, 20_000);
+
+  it("warm calls keep succeeding across recycles: a prefix moves off a retiring worker before it ends", async () => {
+    const s = await sandbox({ workers: { min: 1, max: 2, maxRunsPerWorker: 100 } });
+    await using prefix = await s.prepare({ code: "export const add = (a, b) => a + b" });
+    const pids = new Set<number>();
+    const failures: string[] = [];
+    // Calls arrive as separate events (as requests to a service do), so the pool's lifecycle turn
+    // runs between them: it ends a retiring worker the moment it is idle.
+    const until = performance.now() + 3500;
+    for (let i = 0; performance.now() < until; i++) {
+      const result = await prefix.call({ export: "add", args: [i, 1] });
+      if (!result.ok) failures.push(result.error.message);
+      for (const pid of workerPids(s)) pids.add(pid);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(failures).toEqual([]);
+    expect(pids.size).toBeGreaterThan(2);
+  }, 30_000);
+
   it("a worker that writes garbage on its pipe is retired and only its request fails", async () => {
     const entry = fileURLToPath(new URL("../fixtures/garbage-worker.mjs", import.meta.url));
     const s = await sandbox({ workers: { entry } as never });

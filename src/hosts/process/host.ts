@@ -112,8 +112,19 @@ class ProcessPrefix implements EnginePrefix {
   ) {}
 
   /** Make sure a live worker holds this prefix; the prepare's result says whether it evaluated. */
+  /** A live worker that is not retiring holds it: a recycled worker gets no new work, so its prefixes move. */
+  private held(): boolean {
+    return this.worker?.alive === true && !this.worker.retiring && this.handle !== undefined;
+  }
+
   ensure(): Promise<RunResult> {
-    if (this.worker?.alive && this.handle !== undefined) return Promise.resolve(okResult(this.engine));
+    if (this.held()) return Promise.resolve(okResult(this.engine));
+    if (this.worker?.alive && this.handle !== undefined) {
+      // Retiring: prepare elsewhere. Calls already sent there finish (with their bindings); the
+      // worker ends, and its copy of the prefix with it, once it has none left.
+      this.worker = undefined;
+      this.handle = undefined;
+    }
     this.preparing ??= this.prepareOnce().finally(() => {
       this.preparing = undefined;
     });
@@ -167,7 +178,7 @@ class ProcessPrefix implements EnginePrefix {
     signal: AbortSignal | undefined,
     message: (handle: number) => Parameters<WorkerProcess["request"]>[0],
   ): Promise<RunResult> {
-    const warm = this.worker?.alive === true && this.handle !== undefined;
+    const warm = this.held();
     const prepared = await this.ensure();
     if (!prepared.ok) return prepared;
     const worker = this.worker;
@@ -184,7 +195,7 @@ class ProcessPrefix implements EnginePrefix {
   }
 
   counts(): PrefixCounts {
-    const held = this.worker?.alive === true && this.handle !== undefined ? 1 : 0;
+    const held = this.held() ? 1 : 0;
     return { key: this.request.key.slice(0, 16), warm: held, idle: this.busy === 0 ? held : 0, busy: this.busy, queued: 0 };
   }
 

@@ -18,6 +18,10 @@ import type { WorkerConfig } from "./worker-main.js";
 /** The worker entry runs from dist/ (child processes run JavaScript; `npm test` builds first). */
 const WORKER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/worker-main.js", import.meta.url));
 const START_TIMEOUT_MS = 15_000;
+/** A worker that sent nothing for this long while a request is overdue is taken as hung. */
+const SILENT_MS = 2_000;
+const EXTENSION_STEP_MS = 1_000;
+const MAX_EXTENSION_MS = 30_000;
 
 /** A request without its id (the worker process numbers requests itself), per union member. */
 type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
@@ -60,6 +64,10 @@ export class WorkerProcess {
   private readonly prefixBindings = new Map<number, BindingsLike>();
   private nextId = 0;
   private deathCode: ErrorCode | undefined;
+  /** The request whose silence ended the worker: it alone fails with the timeout's code. */
+  private culprit: number | undefined;
+  /** When the worker last sent anything: a slow worker still talks, a hung one does not. */
+  private lastHeard = performance.now();
   private deathCause = "";
   private dead = false;
   private corked = false;
@@ -82,6 +90,7 @@ export class WorkerProcess {
       const timer = setTimeout(() => reject(new Error("the worker did not start in time")), START_TIMEOUT_MS);
       const reader = new FrameReader(
         (message) => {
+          this.lastHeard = performance.now();
           const event = message as HostEvent;
           if (event.t === "ready" && !this.pid) {
             clearTimeout(timer);
@@ -175,10 +184,8 @@ export class WorkerProcess {
       this.runs++;
       this.lastUsed = performance.now();
       const pending: Pending = { resolve, bindings, memoryMb };
-      pending.timer = setTimeout(() => {
-        this.kill("ERR_WALL_TIMEOUT", `the worker did not answer within the run's wall time (+1 s)`);
-      }, backstopMs);
       this.pending.set(id, pending);
+      this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
       if (this.pending.size === 1) this.setHeld(true);
       const onAbort = () => this.send({ t: "abort", id, reason: abortReason(signal?.reason) });
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -209,14 +216,34 @@ export class WorkerProcess {
           resolve({ prefix, result, owner: id });
         },
       };
-      pending.timer = setTimeout(
-        () => this.kill("ERR_WALL_TIMEOUT", "the worker did not finish preparing within the prefix's wall time (+1 s)"),
-        backstopMs,
-      );
       this.pending.set(id, pending);
+      this.backstop(id, pending, backstopMs, "the worker did not finish preparing within the prefix's wall time");
       if (this.pending.size === 1) this.setHeld(true);
       this.send({ ...message, id } as HostRequest);
     });
+  }
+
+  /**
+   * The host's last word on a request the worker's own limits should have ended: past the run's
+   * wall time (+1 s) the worker is ended — unless it is still talking (it answers the pool's stats
+   * polls every second). A worker starved of CPU by guests that spin in it answers late, not never;
+   * ending it would fail every other run inside it. A worker silent for 2 s, or still not done
+   * 30 s past the deadline, is ended, and only `id` fails with ERR_WALL_TIMEOUT.
+   */
+  private backstop(id: number, pending: Pending, ms: number, cause: string, extendedMs = 0): void {
+    pending.timer = setTimeout(() => {
+      if (!this.pending.has(id)) return;
+      const talking = performance.now() - this.lastHeard < SILENT_MS;
+      if (talking && extendedMs < MAX_EXTENSION_MS) {
+        this.backstop(id, pending, EXTENSION_STEP_MS, cause, extendedMs + EXTENSION_STEP_MS);
+        return;
+      }
+      this.culprit = id;
+      const why = talking
+        ? ` (+1 s, and ${MAX_EXTENSION_MS / 1000} s more while it still answered)`
+        : " (+1 s), and it stopped answering";
+      this.kill("ERR_WALL_TIMEOUT", `${cause}${why}`);
+    }, ms);
   }
 
   /** Ask for the warm heap figure (part of this worker's memory budget); the answer updates it. */
@@ -343,7 +370,10 @@ export class WorkerProcess {
     for (const [id, pending] of this.pending) {
       clearTimeout(pending.timer);
       this.pending.delete(id);
-      pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
+      if (this.culprit !== undefined && id !== this.culprit) {
+        // Ended for another run's silence: this run did nothing wrong.
+        pending.resolve(this.failure("ERR_INSTANCE_RESET", `another run in this worker stopped answering: ${cause}`));
+      } else pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
     }
     this.prefixBindings.clear();
     try {
