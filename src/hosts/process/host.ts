@@ -81,7 +81,7 @@ export class ProcessHost implements Engine {
       budgetBytes: this.budgetBytes,
       spareInstances: sum((s) => s.spareInstances),
       prefixes: reported.flatMap((s) => s.prefixes),
-      workers: workers.map((w) => ({ pid: w.pid, partition: w.partition, busy: w.busy, runs: w.runs, rssBytes: w.rss() ?? 0 })),
+      workers: workers.map((w) => ({ pid: w.pid, partition: w.partition, busy: w.busy, runs: w.runs, rssBytes: w.lastRss || (w.rss() ?? 0) })),
     };
   }
 

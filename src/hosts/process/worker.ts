@@ -160,9 +160,15 @@ export class WorkerProcess {
     return total;
   }
 
+  /** Read the resident size now (the watchdog does, every 25 ms); `lastRss` keeps the figure. */
   rss(): number | undefined {
-    return this.pid ? readRss(this.pid) : undefined;
+    const rss = this.pid ? readRss(this.pid) : undefined;
+    if (rss !== undefined) this.lastRss = rss;
+    return rss;
   }
+
+  /** The watchdog's last reading: what stats report, without reading /proc on every call. */
+  lastRss = 0;
 
   /** Heap of the worker's idle warm instances: part of its memory budget. */
   get warmHeapBytes(): number {
