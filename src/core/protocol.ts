@@ -14,39 +14,46 @@ import type { GuestSource } from "./source.js";
  * to an unknown id is a protocol error and the peer is retired.
  */
 
+/** The bodies of the requests that run guest code, shared by every host; `H` is a prefix's handle. */
+interface RunBody {
+  source: GuestSource;
+  sourceImports: Record<string, string>;
+  bindingsText: string;
+  inputText: string;
+  limits: ResolvedLimits;
+  /** "prepare" evaluates the module and reports its exports without calling the default export. */
+  mode?: "run" | "prepare";
+  /** The caller holds a signal, so an abort may follow (calls without one can be coalesced). */
+  abortable?: boolean;
+}
+interface PrepareBody {
+  key: string;
+  source: GuestSource;
+  sourceImports: Record<string, string>;
+  bindingsText: string;
+  limits: ResolvedLimits;
+}
+interface PrefixRunBody<H> {
+  prefix: H;
+  source: GuestSource;
+  inputText: string;
+  limits: ResolvedLimits;
+  abortable?: boolean;
+}
+interface PrefixCallBody<H> {
+  prefix: H;
+  path: string;
+  argsText: string;
+  limits: ResolvedLimits;
+  abortable?: boolean;
+}
+
 /** Sandbox → worker. */
 export type HostRequest =
-  | {
-      t: "run";
-      id: number;
-      source: GuestSource;
-      sourceImports: Record<string, string>;
-      bindingsText: string;
-      inputText: string;
-      limits: ResolvedLimits;
-      mode?: "run" | "prepare";
-      abortable?: boolean;
-    }
-  | {
-      t: "prepare";
-      id: number;
-      key: string;
-      source: GuestSource;
-      sourceImports: Record<string, string>;
-      bindingsText: string;
-      limits: ResolvedLimits;
-    }
-  | {
-      t: "prefix-run";
-      id: number;
-      prefix: number;
-      source: GuestSource;
-      inputText: string;
-      limits: ResolvedLimits;
-      abortable?: boolean;
-    }
-  /** `abortable`: the caller holds a signal, so an abort may follow (calls without one can be coalesced). */
-  | { t: "prefix-call"; id: number; prefix: number; path: string; argsText: string; limits: ResolvedLimits; abortable?: boolean }
+  | ({ t: "run"; id: number } & RunBody)
+  | ({ t: "prepare"; id: number } & PrepareBody)
+  | ({ t: "prefix-run"; id: number } & PrefixRunBody<number>)
+  | ({ t: "prefix-call"; id: number } & PrefixCallBody<number>)
   | { t: "prefix-dispose"; prefix: number }
   | { t: "abort"; id: number; reason: string }
   | { t: "bridge-result"; cid: number; ok: boolean; text: string }
@@ -84,27 +91,10 @@ export interface RemoteCallback {
  * Closing the HTTP request aborts an `abortable` request.
  */
 export type RemoteRequest = { engine: "v8" | "quickjs"; callback?: RemoteCallback } & (
-  | {
-      t: "run";
-      source: GuestSource;
-      sourceImports: Record<string, string>;
-      bindingsText: string;
-      inputText: string;
-      limits: ResolvedLimits;
-      mode?: "run" | "prepare";
-      abortable?: boolean;
-    }
-  | {
-      t: "prepare";
-      key: string;
-      partitionKey?: string;
-      source: GuestSource;
-      sourceImports: Record<string, string>;
-      bindingsText: string;
-      limits: ResolvedLimits;
-    }
-  | { t: "prefix-run"; prefix: string; source: GuestSource; inputText: string; limits: ResolvedLimits; abortable?: boolean }
-  | { t: "prefix-call"; prefix: string; path: string; argsText: string; limits: ResolvedLimits; abortable?: boolean }
+  | ({ t: "run" } & RunBody)
+  | ({ t: "prepare"; partitionKey?: string } & PrepareBody)
+  | ({ t: "prefix-run" } & PrefixRunBody<string>)
+  | ({ t: "prefix-call" } & PrefixCallBody<string>)
   | { t: "prefix-dispose"; prefix: string }
 );
 

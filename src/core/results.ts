@@ -1,5 +1,5 @@
 import type { RunError } from "./errors.js";
-import type { AbortedResult, FailedResult, RunStats } from "./types.js";
+import type { AbortedResult, CompletedResult, FailedResult, RunStats } from "./types.js";
 
 /** Stats of a run that ended before any guest code ran: nothing used, nothing warm. */
 function emptyStats(engine: RunStats["engine"], host: RunStats["host"], wallMs: number): RunStats {
@@ -20,5 +20,18 @@ export function abortedResult(engine: RunStats["engine"], host: RunStats["host"]
     error: { code: "ERR_ABORTED", name: "AbortError", message: `the run was aborted: ${reason}` },
     logs: [],
     stats: emptyStats(engine, host, wallMs),
+  };
+}
+
+/** A prefix that is already held (warm): what `ensure` answers without asking anyone. */
+export function heldPrefixResult(engine: RunStats["engine"], host: RunStats["host"]): CompletedResult {
+  return {
+    status: "completed",
+    ok: true,
+    value: undefined,
+    exports: {},
+    skippedExports: [],
+    logs: [],
+    stats: { engine, host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: true },
   };
 }

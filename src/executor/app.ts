@@ -1,5 +1,5 @@
 import type { HttpBindings } from "@hono/node-server";
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import type { Logger } from "pino";
 import { CordonError } from "../core/errors.js";
 import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER } from "../core/protocol.js";
@@ -67,25 +67,12 @@ export function createApp(deps: AppDeps): Hono<Env> {
   });
 
   app.post("/run", async (c) => {
-    const { incoming, outgoing } = c.env;
-    if (deps.draining()) throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
-    // Admission before a byte of the body is read.
-    const admission = deps.admit(c.req.header("authorization"));
-    if (admission === "missing") throw new ServiceError("ERR_UNAUTHORIZED", "send authorization: Bearer <secret>");
-    if (admission === "wrong") throw new ServiceError("ERR_UNAUTHORIZED", "the bearer secret is not this executor's");
-    const request = parseRunRequest(await readCappedBody(incoming, deps.maxBodyBytes));
-
-    const controller = new AbortController();
-    const release = deps.inflight.add(controller);
-    // The run counts until its response is out; a client that goes away aborts its run.
-    outgoing.once("close", () => {
-      if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
-      release();
-    });
+    const { body, signal } = await admitted(c, deps);
+    const request = parseRunRequest(body);
     const started = performance.now();
     let result: RunResult;
     try {
-      result = await deps.runner.run(request, controller.signal);
+      result = await deps.runner.run(request, signal);
     } catch (error) {
       // The sandbox throws only for misconfiguration (a TypeError naming the option) or disposal.
       if (error instanceof TypeError) throw new ServiceError("ERR_BAD_REQUEST", error.message);
@@ -94,32 +81,20 @@ export function createApp(deps: AppDeps): Hono<Env> {
       throw error;
     }
     logRun(deps.logger, result, performance.now() - started);
-    const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
-    if (deps.draining()) headers.connection = "close";
-    return c.body(await encodeResult(result), 200, headers);
+    return c.body(await encodeResult(result), 200, resultHeaders(deps));
   });
 
   app.post("/host", async (c) => {
-    const { incoming, outgoing } = c.env;
-    if (deps.draining()) throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
-    const admission = deps.admit(c.req.header("authorization"));
-    if (admission !== "admitted") throw new ServiceError("ERR_UNAUTHORIZED", "send authorization: Bearer <secret>");
-    const request = parseRemoteRequest(await readCappedBody(incoming, deps.maxBodyBytes));
-    const controller = new AbortController();
-    const release = deps.inflight.add(controller);
-    outgoing.once("close", () => {
-      if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
-      release();
-    });
+    const { body, signal } = await admitted(c, deps);
+    const request = parseRemoteRequest(body);
     const started = performance.now();
-    const answer = await answerHostRequest(deps.host, request, controller.signal);
+    const answer = await answerHostRequest(deps.host, request, signal);
     if ("gone" in answer) throw new ServiceError(PREFIX_GONE, "this executor no longer holds that prefix; prepare it again");
     if ("done" in answer) return c.body(null, 204);
     logRun(deps.logger, answer.result, performance.now() - started);
-    const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+    const headers = resultHeaders(deps);
     if (answer.prefix) headers[PREFIX_HEADER] = answer.prefix;
     if (answer.load) headers[LOAD_HEADER] = answer.load;
-    if (deps.draining()) headers.connection = "close";
     return c.body(await encodeResult(answer.result), 200, headers);
   });
 
@@ -144,4 +119,31 @@ export function createApp(deps: AppDeps): Hono<Env> {
   });
 
   return app;
+}
+
+/**
+ * The steps every run route takes before its own: refuse while draining, admit by the bearer
+ * secret before a byte of the body is read, read the body under the cap, and count the request
+ * in flight until its response is out — a client that goes away aborts its run.
+ */
+async function admitted(c: Context<Env>, deps: AppDeps): Promise<{ body: Buffer; signal: AbortSignal }> {
+  const { incoming, outgoing } = c.env;
+  if (deps.draining()) throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
+  const admission = deps.admit(c.req.header("authorization"));
+  if (admission === "missing") throw new ServiceError("ERR_UNAUTHORIZED", "send authorization: Bearer <secret>");
+  if (admission === "wrong") throw new ServiceError("ERR_UNAUTHORIZED", "the bearer secret is not this executor's");
+  const body = await readCappedBody(incoming, deps.maxBodyBytes);
+  const controller = new AbortController();
+  const release = deps.inflight.add(controller);
+  outgoing.once("close", () => {
+    if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
+    release();
+  });
+  return { body, signal: controller.signal };
+}
+
+function resultHeaders(deps: AppDeps): Record<string, string> {
+  const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+  if (deps.draining()) headers.connection = "close";
+  return headers;
 }

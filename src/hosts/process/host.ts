@@ -8,6 +8,7 @@ import type {
   PrefixCounts,
   PrefixRunRequest,
 } from "../../core/engine.js";
+import { heldPrefixResult } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 import { instanceFailure } from "../../engines/pooled-engine.js";
@@ -81,7 +82,13 @@ export class ProcessHost implements Engine {
       budgetBytes: this.budgetBytes,
       spareInstances: sum((s) => s.spareInstances),
       prefixes: reported.flatMap((s) => s.prefixes),
-      workers: workers.map((w) => ({ pid: w.pid, partition: w.partition, busy: w.busy, runs: w.runs, rssBytes: w.lastRss || (w.rss() ?? 0) })),
+      workers: workers.map((w) => ({
+        pid: w.pid,
+        partition: w.partition,
+        busy: w.busy,
+        runs: w.runs,
+        rssBytes: w.lastRss || (w.rss() ?? 0),
+      })),
     };
   }
 
@@ -118,7 +125,7 @@ class ProcessPrefix implements EnginePrefix {
   }
 
   ensure(): Promise<RunResult> {
-    if (this.held()) return Promise.resolve(okResult(this.engine));
+    if (this.held()) return Promise.resolve(heldPrefixResult(this.engine, "process"));
     if (this.worker?.alive && this.handle !== undefined) {
       // Retiring: prepare elsewhere. Calls already sent there finish (with their bindings); the
       // worker ends, and its copy of the prefix with it, once it has none left.
@@ -205,16 +212,4 @@ class ProcessPrefix implements EnginePrefix {
     if (this.worker?.alive && this.handle !== undefined) this.worker.disposePrefix(this.handle, this.owner);
     this.onDispose();
   }
-}
-
-function okResult(engine: Exclude<EngineName, "auto">): RunResult {
-  return {
-    status: "completed",
-    ok: true,
-    value: undefined,
-    exports: {},
-    skippedExports: [],
-    logs: [],
-    stats: { engine, host: "process", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: true },
-  };
 }

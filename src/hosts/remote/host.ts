@@ -9,7 +9,7 @@ import type {
   PrefixRunRequest,
 } from "../../core/engine.js";
 import type { RemoteRequest } from "../../core/protocol.js";
-import { failedResult } from "../../core/results.js";
+import { failedResult, heldPrefixResult } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 import type { Callbacks, Registration } from "./callbacks.js";
 import { DEADLINE_SLACK_MS, type ExecutorClient } from "./client.js";
@@ -112,7 +112,7 @@ class RemotePrefix implements EnginePrefix {
   ) {}
 
   ensure(): Promise<RunResult> {
-    if (this.handle !== undefined) return Promise.resolve(okResult(this.engine));
+    if (this.handle !== undefined) return Promise.resolve(heldPrefixResult(this.engine, "remote"));
     this.preparing ??= this.prepareOnce().finally(() => {
       this.preparing = undefined;
     });
@@ -229,18 +229,6 @@ class RemotePrefix implements EnginePrefix {
       this.registration = undefined;
     }
   }
-}
-
-function okResult(engine: RemoteEngine): RunResult {
-  return {
-    status: "completed",
-    ok: true,
-    value: undefined,
-    exports: {},
-    skippedExports: [],
-    logs: [],
-    stats: { engine, host: "remote", wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: true },
-  };
 }
 
 function goneFailure(engine: RemoteEngine): RunResult {
