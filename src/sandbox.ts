@@ -39,9 +39,10 @@ const SANDBOX_KEYS = [
   "maxQueuedRuns",
   "policy",
   "spareInstances",
+  "deno",
 ];
-const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities"];
-const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities"];
+const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
+const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 const CALL_KEYS = ["export", "args", "limits", "signal"];
 const MAX_CODE_LENGTH = 16 * 1024 * 1024;
@@ -100,7 +101,16 @@ export class Sandbox implements AsyncDisposable {
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
-    return this.runFresh(checked, options.input, bindings, sources, "run");
+    const files = await this.checkFiles(options.files);
+    return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", importHosts(options.capabilities));
+  }
+
+  /** A multi-file source's other modules: the deno engine writes them beside the entry. */
+  private async checkFiles(files: unknown): Promise<Record<string, string>> {
+    if (files === undefined) return {};
+    if (this.engine.name !== "deno") throw new TypeError('cordon: files (a multi-file source) needs engine "deno"');
+    const { checkFiles } = await import("./engines/deno/modules.js");
+    return checkFiles(files);
   }
 
   /** A run on a fresh instance, holding a run slot: `sandbox.run` and `readExports`. */
@@ -110,12 +120,14 @@ export class Sandbox implements AsyncDisposable {
     bindings: Bindings,
     sourceImports: Record<string, string>,
     mode: "run" | "prepare",
+    imports?: string[],
   ): Promise<RunResult> {
     return this.withSlot(checked.signal, async (started) => {
       const prepared = await this.sourceAndInput(started, checked.code, checked.filename, input);
       if ("result" in prepared) return prepared.result;
       const { limits, signal } = checked;
-      return this.engine.run({ ...prepared, sourceImports, bindings, limits, signal, host: this.hostName, mode });
+      const host = this.hostName;
+      return this.engine.run({ ...prepared, sourceImports, bindings, limits, signal, host, mode, importHosts: imports });
     });
   }
 
@@ -145,6 +157,7 @@ export class Sandbox implements AsyncDisposable {
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
+    Object.assign(sources, await this.checkFiles(options.files));
     const key = createHash("sha256")
       .update(
         JSON.stringify([
@@ -181,6 +194,7 @@ export class Sandbox implements AsyncDisposable {
           bindings,
           limits,
           host: this.hostName,
+          importHosts: importHosts(options.capabilities),
         });
         if (!result.ok) throw new PrepareError(result);
         return { pool: prefix, exports: result.exports, skippedExports: result.skippedExports };
@@ -424,7 +438,16 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     const { TrustedEngine } = await import("./engines/trusted/engine.js");
     return new Sandbox(new TrustedEngine(), "inprocess", policy, checked);
   }
-  const host = selectHost(hostName, fromEnvironment.execUrl);
+  if (engineName === "deno") {
+    // Each function gets Deno processes of its own, supervised from this process: the deno engine
+    // is its own process host. "auto" means that; cordon's worker processes ("process") do not host it.
+    if (hostName !== "auto" && hostName !== "inprocess") {
+      throw new TypeError(
+        `cordon: the deno engine runs every function in Deno processes of its own, supervised from this process; host must be "inprocess" or "auto", got "${hostName}"`,
+      );
+    }
+  }
+  const host = engineName === "deno" ? "inprocess" : selectHost(hostName, fromEnvironment.execUrl);
   const engineChoice = resolveEngine(engineName);
   const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;
   const budgetMb = checked.memoryBudgetMb ?? Math.min(1024, Math.floor(totalmem() / 1024 / 1024 / 4));
@@ -437,9 +460,13 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     maxQueued: checked.maxQueuedRuns ?? 10_000,
   };
   let engine: Engine;
-  if (host === "process") {
+  if (engineChoice === "deno") {
+    const deno = checkDeno(checked.deno);
+    const { createDenoEngine } = await import("./engines/deno/engine.js");
+    engine = createDenoEngine({ ...engineOptions, functions: deno });
+  } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
-    engine = new ProcessHost(engineChoice, engineOptions, {
+    engine = new ProcessHost(engineChoice as "v8" | "quickjs", engineOptions, {
       min: workers.min ?? 1,
       softCap: workers.max ?? availableParallelism(),
       idleTtlMs: workers.idleTtlMs ?? 60_000,
@@ -450,7 +477,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
       entry: workers.entry,
     });
   } else {
-    engine = await createInProcessEngine(engineChoice, engineOptions);
+    engine = await createInProcessEngine(engineChoice as "v8" | "quickjs", engineOptions);
   }
   return new Sandbox(engine, host, policy, checked);
 }
@@ -474,8 +501,9 @@ function selectHost(name: HostName, execUrl: string | undefined): ConcreteHost {
   );
 }
 
-/** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). */
-function resolveEngine(name: EngineName): "v8" | "quickjs" {
+/** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). Never deno: only when named. */
+function resolveEngine(name: EngineName): "v8" | "quickjs" | "deno" {
+  if (name === "deno") return "deno";
   if (name === "v8") {
     if (!isolatedVmAvailable())
       throw new CordonError("ERR_ENGINE_UNAVAILABLE", 'cordon: engine "v8" needs isolated-vm, which did not load here');
@@ -498,6 +526,22 @@ async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngi
   if (!quickjsAvailable()) throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: the quickjs engine's packages did not load");
   const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
   return createQuickJSEngine(options);
+}
+
+/** `capabilities.import`: checked where the capabilities are (src/capabilities.ts); here only read. */
+function importHosts(capabilities: unknown): string[] | undefined {
+  const hosts = (capabilities as { import?: unknown } | undefined)?.import;
+  return Array.isArray(hosts) ? (hosts as string[]) : undefined;
+}
+
+function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
+  if (value === undefined) return {};
+  checkObject(value, "options.deno");
+  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap"], "options.deno");
+  for (const key of ["idleTtlMs", "maxInvocations", "softCap"]) {
+    if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key]);
+  }
+  return value as NonNullable<SandboxOptions["deno"]>;
 }
 
 const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "entry"];

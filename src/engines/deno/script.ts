@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { builtinModules, createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { createCodec } from "../../core/codec.js";
+import { createFetchWire } from "../../core/fetch-wire.js";
+import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { createInspect } from "../guest/inspect.js";
+import { installRuntime } from "../guest/runtime.js";
+import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
+
+/** Node builtins a guest may import (Deno provides them); loaded by the bootstrap up front. */
+export const NODE_BUILTINS = builtinModules.filter((name) => !name.startsWith("_"));
+
+/**
+ * The bootstrap module a Deno process runs: one indirect eval of the runtime, named `<cordon>`,
+ * so no runtime frame names a host path. Written once per host process into a directory of its
+ * own (the Deno processes may read it; they may write only their private directories).
+ */
+let shared: { dir: string; main: string } | undefined;
+
+export function bootstrapFile(): { dir: string; main: string } {
+  if (shared) return shared;
+  const dir = mkdtempSync(join(tmpdir(), "cordon-deno-"));
+  const script = `(function () {
+"use strict";
+const parts = {
+  createCodec: (${createCodec.toString()}),
+  createInspect: (${createInspect.toString()}),
+  createFetchWire: (${createFetchWire.toString()}),
+  installRuntime: (${installRuntime.toString()}),
+};
+(${denoGuestMain.toString()})(parts, Deno.args[0]);
+})()
+//# sourceURL=<cordon>`;
+  const main = join(dir, "bootstrap.js");
+  writeFileSync(main, `(0, eval)(${JSON.stringify(script)});\n`);
+  shared = { dir, main };
+  process.once("exit", () => {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {}
+  });
+  return shared;
+}
+
+export function guestConfig(memoryMb: number): DenoGuestConfig {
+  return {
+    maxTimers: MAX_PENDING_TIMERS,
+    maxPendingCalls: MAX_PENDING_HOST_CALLS,
+    memoryBytes: memoryMb * 1024 * 1024,
+    nodeBuiltins: NODE_BUILTINS,
+  };
+}
+
+/** The deno binary the `deno` npm package installed (its own copy, or the platform package's). */
+export function denoBinary(): string | undefined {
+  const require = createRequire(import.meta.url);
+  const candidates: string[] = [];
+  try {
+    candidates.push(join(dirname(require.resolve("deno/package.json")), process.platform === "win32" ? "deno.exe" : "deno"));
+  } catch {}
+  const arch = process.arch === "arm64" ? "arm64" : "x64";
+  for (const target of [`linux-${arch}-glibc`, `darwin-${arch}`, `win32-${arch}`]) {
+    try {
+      candidates.push(
+        join(dirname(require.resolve(`@deno/${target}/package.json`)), target.startsWith("win32") ? "deno.exe" : "deno"),
+      );
+    } catch {}
+  }
+  for (const candidate of candidates) {
+    try {
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {}
+  }
+  return undefined;
+}
