@@ -28,6 +28,8 @@ export interface DenoGuestParts {
   createInspect(): FormatLogArgs;
   createFetchWire(): FetchWire;
   installRuntime(host: GuestHostCallbacks, codec: Codec, format: FormatLogArgs, config: GuestRuntimeConfig): GuestInternals;
+  /** `import()`, written as text in the script: a bundler or test runner rewrites it in source. */
+  importModule(specifier: string): Promise<Record<string, unknown>>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the Deno namespace has no types here.
@@ -61,13 +63,29 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const collect = g.gc as (() => void) | undefined;
   deleteProperty(g, "gc");
 
-  function send(message: unknown): void {
-    const body = encoder.encode(stringify(message));
+  const encode = encoder.encode.bind(encoder);
+  const decode = decoder.decode.bind(decoder);
+  const writeSync = stdout.writeSync.bind(stdout);
+  const read = stdin.read.bind(stdin);
+  const ownKeys = Object.keys;
+
+  /**
+   * Frames are built from primitives only: JSON.stringify of an object would consult a toJSON
+   * the guest put on Object.prototype, and forge the frame.
+   */
+  function send(message: Record<string, string | number | boolean | null | undefined>): void {
+    let text = "";
+    for (const key of ownKeys(message)) {
+      const value = message[key];
+      if (value === undefined) continue;
+      text += `${text ? "," : "{"}${stringify(key)}:${stringify(value)}`;
+    }
+    const body = encode(`${text}}`);
     const frame = new U8(4 + body.length);
     new DataViewCtor(frame.buffer).setUint32(0, body.length);
     frame.set(body, 4);
     let written = 0;
-    while (written < frame.length) written += stdout.writeSync(frame.subarray(written));
+    while (written < frame.length) written += writeSync(frame.subarray(written));
   }
 
   const codec = parts.createCodec();
@@ -155,7 +173,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     else internals.begin(message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
     let ns: Record<string, unknown>;
     try {
-      ns = await import(message.url);
+      ns = await parts.importModule(message.url);
     } catch (error) {
       const code = (error as { code?: unknown } | null)?.code;
       if (code === "ERR_MODULE_NOT_FOUND" || code === "ERR_UNSUPPORTED_ESM_URL_SCHEME") {
@@ -244,7 +262,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
 
   async function start(): Promise<void> {
     // Deno's Node compatibility reads some globals when a builtin first loads: load them all now.
-    await PromiseCtor.all(config.nodeBuiltins.map((name) => import(`node:${name}`).catch(() => undefined)));
+    await PromiseCtor.all(config.nodeBuiltins.map((name) => parts.importModule(`node:${name}`).catch(() => undefined)));
     for (const name of [
       "SharedArrayBuffer",
       "Atomics",
@@ -281,7 +299,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     let buffered = new U8(0);
     const chunk = new U8(1 << 16);
     for (;;) {
-      const n = await stdin.read(chunk);
+      const n = await read(chunk);
       if (n === null) exit(0);
       const next = new U8(buffered.length + n);
       next.set(buffered, 0);
@@ -292,7 +310,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
         if (buffered.length < 4 + length) break;
         const body = buffered.subarray(4, 4 + length);
         buffered = buffered.subarray(4 + length);
-        dispatch(parse(decoder.decode(body)));
+        dispatch(parse(decode(body)));
       }
     }
   }

@@ -103,7 +103,14 @@ export class DenoInstance implements EngineInstance {
     this.lastCaps = caps;
     watchRss(this, true);
     const value = await this.request({ t: "call", path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps });
-    return typeof value === "string" ? this.guestNames(value) : "";
+    if (typeof value !== "string") return "";
+    // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
+    return value.includes(this.process.dir)
+      ? value
+          .split("\u0001")
+          .map((outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
+          .join("\u0001")
+      : value;
   }
 
   async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
@@ -190,7 +197,11 @@ export class DenoInstance implements EngineInstance {
         listener?.onTimer(message.timerId as number, message.ms as number);
         return;
       case "done":
-        listener?.onDone(message.kind as string, this.guestNames(String(message.text)), message.index as number | undefined);
+        listener?.onDone(
+          message.kind as string,
+          message.kind === "t" ? this.guestNames(String(message.text)) : String(message.text),
+          message.index as number | undefined,
+        );
         return;
       case "dirty":
         // A global the guest made could not be removed: this process serves no later run.
