@@ -216,11 +216,12 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** Evaluate a module and list its exports: function-valued exports are skipped and named, never an error. */
-  async readExports(options: Pick<RunOptions, "code" | "filename" | "imports" | "limits">): Promise<ReadExportsResult> {
+  async readExports(options: Pick<RunOptions, "code" | "filename" | "imports" | "limits" | "files">): Promise<ReadExportsResult> {
     this.check();
-    const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits"]);
+    const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits", "files"]);
     const { sources, hostModules } = splitImports(options.imports);
-    const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), sources, "prepare");
+    const files = await this.checkFiles(options.files);
+    const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
     if (!outcome.ok) throw new PrepareError(outcome);
     return { exports: outcome.exports, skippedExports: outcome.skippedExports };
   }
