@@ -44,7 +44,7 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   },
   "deno-namespace": {
     "deno/inprocess":
-      "The `Deno` namespace exists (its permission-gated operations throw NotCapable; `Deno.serve` only records the handler) and `import.meta` is Deno's: url, main, filename, dirname and resolve, naming the module's path in the function's private temporary directory.",
+      "The `Deno` namespace exists (its permission-gated operations throw NotCapable; `Deno.serve` only records the handler) and, in a module that imports something (loaded from a file), `import.meta` is Deno's: url, main, filename, dirname and resolve, naming the module's path in the function's private temporary directory. A module without imports runs in its script form, where `import.meta` is empty, as on the other engines.",
   },
   "callsite-files": {
     "deno/inprocess":

@@ -163,7 +163,14 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     "the module has no entry point; add `export default { fetch(request) { … } }`, `export default function (input) { … }`, or call `Deno.serve(handler)`";
   let hasEntry = false;
 
-  /** Load the guest module (a fresh instance per URL) and hand its exports to the runtime's entry. */
+  const indirectEval = g.eval as (code: string) => unknown;
+  const replace = String.prototype.replace as (this: string, pattern: RegExp, by: string) => string;
+
+  /**
+   * Load the guest module and hand its exports to the runtime's entry: a module without imports
+   * in its script form (one eval, no file, named as the caller named it), any other as a file
+   * imported under a URL of its own, so every run gets a fresh module instance.
+   */
   async function evaluate(message: Any): Promise<void> {
     if (message.reset && !resetGlobals()) send({ t: "dirty" });
     served = undefined;
@@ -172,14 +179,24 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       internals.start(message.bindingsText, message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
     else internals.begin(message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
     let ns: Record<string, unknown>;
-    try {
-      ns = await parts.importModule(message.url);
-    } catch (error) {
-      const code = (error as { code?: unknown } | null)?.code;
-      if (code === "ERR_MODULE_NOT_FOUND" || code === "ERR_UNSUPPORTED_ESM_URL_SCHEME") {
-        send({ t: "threw", code: "ERR_MODULE_NOT_FOUND", message: String((error as Error).message) });
-      } else host.done("t", codec.encodeError(error));
-      return;
+    if (typeof message.script === "string") {
+      try {
+        const name = replace.call(message.filename, /[\r\n\u2028\u2029]/g, "_");
+        ns = (indirectEval(`${message.script}\n//# sourceURL=${name}`) as () => Record<string, unknown>)();
+      } catch (error) {
+        host.done("t", codec.encodeError(error));
+        return;
+      }
+    } else {
+      try {
+        ns = await parts.importModule(message.url);
+      } catch (error) {
+        const code = (error as { code?: unknown } | null)?.code;
+        if (code === "ERR_MODULE_NOT_FOUND" || code === "ERR_UNSUPPORTED_ESM_URL_SCHEME") {
+          send({ t: "threw", code: "ERR_MODULE_NOT_FOUND", message: String((error as Error).message) });
+        } else host.done("t", codec.encodeError(error));
+        return;
+      }
     }
     // `export default` wins; otherwise a handler given to Deno.serve answers as `default.fetch`.
     let entryNs = ns;
@@ -294,6 +311,17 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     ]) {
       guardAllocations(name, (args, Ctor) => (typeof args[0] === "number" ? args[0] * Ctor.BYTES_PER_ELEMENT : 0));
     }
+    // Compile the runtime's paths and Deno's module loader now, not on a function's first call.
+    await evaluate({
+      reset: false,
+      bindingsText: '{"globals":{},"modules":{}}',
+      mode: "run",
+      inputText: '{"$":"u"}',
+      caps: [1 << 20, 10, 1 << 16],
+      script: '(function () { "use strict"; return { default: () => ({ warm: [new Date(0), new Map([[1, 2n]])] }) }; })',
+      filename: "<warm-up>",
+    });
+    await parts.importModule("data:text/javascript,export default 1").catch(() => undefined);
     snapshot();
     send({ t: "ready" });
     let buffered = new U8(0);

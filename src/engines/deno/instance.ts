@@ -80,6 +80,22 @@ export class DenoInstance implements EngineInstance {
     const { bindings, mode, inputText, caps, source, sourceImports } = request;
     if (bindings) this.bindings = bindings;
     this.lastCaps = caps;
+    const message = {
+      t: "evaluate",
+      bindingsText: bindings ? bindings.text : null,
+      mode,
+      inputText,
+      caps,
+      reset: this.resetEachRun,
+    };
+    if (source.script && Object.keys(sourceImports).length === 0) {
+      // No imports, no top-level await: one eval, no file (the guest's frames carry its filename).
+      this.lineMaps.set(source.filename, source.script.lineMap);
+      watchRss(this, true);
+      startCpu();
+      this.process.send({ ...message, script: source.script.code, filename: source.filename });
+      return;
+    }
     const graph = await writeGraph(this.process.dir, source, sourceImports, this.bindings?.text);
     for (const [name, map] of graph.lineMaps) this.lineMaps.set(name, map);
     for (const [path, name] of graph.names) this.names.set(path, name);
@@ -87,15 +103,7 @@ export class DenoInstance implements EngineInstance {
     if (this.gone) throw new CordonError("ERR_INSTANCE_RESET", "the Deno process ended before the run started");
     watchRss(this, true);
     startCpu();
-    this.process.send({
-      t: "evaluate",
-      bindingsText: bindings ? bindings.text : null,
-      mode,
-      inputText,
-      caps,
-      url: graph.url,
-      reset: this.resetEachRun,
-    });
+    this.process.send({ ...message, url: graph.url });
   }
 
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
@@ -105,7 +113,7 @@ export class DenoInstance implements EngineInstance {
     const value = await this.request({ t: "call", path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps });
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
-    return value.includes(this.process.dir)
+    return value.includes(this.process.dir) || value.includes(", <anonymous>:")
       ? value
           .split("\u0001")
           .map((outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
@@ -166,6 +174,8 @@ export class DenoInstance implements EngineInstance {
 
   /** Module paths in the private directory read as the guest's own names (`<guest>`, `./lib/a.ts`, `db`). */
   private guestNames(text: string): string {
+    // Deno prints a frame of eval'd code as "(name, <anonymous>:line:column)": read it as V8 does.
+    if (text.includes(", <anonymous>:")) text = text.replace(/([^\s(),]+), <anonymous>:(\d+):(\d+)/g, "$1:$2:$3");
     const dir = this.process.dir;
     if (!text.includes(dir)) return text;
     this.namePattern ??= new RegExp(
