@@ -464,7 +464,8 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   if (engineChoice === "deno") {
     const deno = checkDeno(checked.deno);
     const { createDenoEngine } = await import("./engines/deno/engine.js");
-    engine = createDenoEngine({ ...engineOptions, functions: deno });
+    const { cachedOnly, cacheDir, ...functions } = deno;
+    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir });
   } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
     engine = new ProcessHost(engineChoice as "v8" | "quickjs", engineOptions, {
@@ -538,10 +539,14 @@ function importHosts(capabilities: unknown): string[] | undefined {
 function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
   if (value === undefined) return {};
   checkObject(value, "options.deno");
-  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap"], "options.deno");
+  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir"], "options.deno");
   for (const key of ["idleTtlMs", "maxInvocations", "softCap"]) {
     if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key]);
   }
+  if (value.cachedOnly !== undefined && typeof value.cachedOnly !== "boolean") {
+    throw new TypeError("cordon: options.deno.cachedOnly must be a boolean");
+  }
+  if (value.cacheDir !== undefined) checkString(value.cacheDir, "options.deno.cacheDir", 4096);
   return value as NonNullable<SandboxOptions["deno"]>;
 }
 

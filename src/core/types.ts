@@ -69,6 +69,13 @@ export interface SandboxOptions {
     maxInvocations?: number;
     /** Function processes kept; past it the least recently used idle one ends (a busy one never). Default 16. */
     softCap?: number;
+    /**
+     * Deno loads `npm:` packages and remote modules only from its cache (`--cached-only`), so it
+     * fetches nothing a guest names. Fill the cache ahead (e.g. `cordon check` without it). Default false.
+     */
+    cachedOnly?: boolean;
+    /** Deno's module cache (DENO_DIR). Default: `cordon-deno-cache` in the OS temp directory. */
+    cacheDir?: string;
   };
   /** Runs executing at once. Default: four per core. */
   maxConcurrentRuns?: number;

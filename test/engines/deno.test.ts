@@ -113,6 +113,15 @@ describe("the deno engine", () => {
     );
   });
 
+  it("cachedOnly: an npm package not in the cache fails at once, and Deno fetches nothing", async () => {
+    await using cached = await createSandbox({ engine: "deno", spareInstances: 0, deno: { cachedOnly: true } });
+    const result = failed(await cached.run({ code: "import pad from 'cordon-no-such-package-zz'; export default pad" }));
+    expect(result.error.code).toBe("ERR_MODULE_NOT_FOUND");
+    expect(result.error.message).toContain("cordon-no-such-package-zz");
+    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c", cachedOnly: true }, "/p", "/b.js");
+    expect(args).toContain("--cached-only");
+  });
+
   it("the command line denies what it does not grant", () => {
     const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c" }, "/p", "/b.js");
     expect(args).toContain(`--deny-import=${DENO_DEFAULT_IMPORT_HOSTS.join(",")}`);

@@ -19,6 +19,8 @@ export interface DenoEngineOptions extends PooledEngineOptions {
   functions?: Partial<FunctionPoolOptions>;
   /** Where Deno caches npm packages and remote modules. Default: a `cordon-deno-cache` directory in the OS temp dir. */
   cacheDir?: string;
+  /** Deno loads npm packages and remote modules only from the cache (it fetches nothing itself). */
+  cachedOnly?: boolean;
 }
 
 /** The deno engine: a Deno process per function, with cordon's limits, egress and bridge. */
@@ -59,7 +61,14 @@ export class DenoEngine implements Engine {
 
   private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the deno engine has been disposed");
-    const instance = await DenoInstance.create({ binary: this.binary, memoryMb, importHosts, cacheDir: this.cacheDir });
+    const { cacheDir, options } = this;
+    const instance = await DenoInstance.create({
+      binary: this.binary,
+      memoryMb,
+      importHosts,
+      cacheDir,
+      cachedOnly: options.cachedOnly,
+    });
     this.live.add(instance);
     instance.process.child.once("exit", () => this.live.delete(instance));
     if (this.disposed) instance.dispose();

@@ -29,6 +29,8 @@ export interface DenoProcessOptions {
   importHosts: readonly string[];
   /** Where Deno keeps npm packages and remote modules it downloads (never the guest's to read). */
   cacheDir: string;
+  /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
+  cachedOnly?: boolean;
 }
 
 /** The command line of a guest's Deno process: every permission denied but its private directory. */
@@ -51,6 +53,7 @@ export function denoArgs(options: DenoProcessOptions, dir: string, main: string)
     "--deny-sys",
     "--deny-ffi",
     imports,
+    ...(options.cachedOnly ? ["--cached-only"] : []),
     `--v8-flags=--max-old-space-size=${options.memoryMb + RUNTIME_HEAP_MB},--expose-gc`,
     main,
     JSON.stringify(guestConfig(options.memoryMb)),

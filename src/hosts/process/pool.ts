@@ -136,7 +136,10 @@ export class WorkerPool {
       }
       if (worker.retiring && worker.busy === 0) worker.kill("ERR_INSTANCE_RESET", "recycled after its maximum number of runs");
     }
-    const idle = this.workers.filter((w) => w.alive && w.busy === 0 && !w.retiring).sort((a, b) => a.lastUsed - b.lastUsed);
+    // A worker still starting (no pid until it is ready) is about to take the run it was spawned for: never evict it.
+    const idle = this.workers
+      .filter((w) => w.alive && w.pid && w.busy === 0 && !w.retiring)
+      .sort((a, b) => a.lastUsed - b.lastUsed);
     let alive = this.workers.filter((w) => w.alive).length;
     for (const worker of idle) {
       const shared = this.count("");
