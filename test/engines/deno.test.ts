@@ -230,6 +230,12 @@ describe("the deno engine", () => {
       expect(completed(await sandbox.run({ code: "export default 5" })).value).toBe(5);
     });
 
+    it("the RSS watchdog ends a process that allocates below the per-allocation check", async () => {
+      const code = "export default () => { const a = []; for (;;) a.push(new Uint8Array(1024 * 1023).fill(1)) }";
+      const result = failed(await sandbox.run({ code, limits: { memoryMb: 32, wallTimeMs: 10_000, cpuTimeMs: 10_000 } }));
+      expect(result.error.code).toBe("ERR_MEMORY_LIMIT");
+    });
+
     it("a heap bomb is ERR_MEMORY_LIMIT", async () => {
       const code = "export default () => { const a = []; for (;;) a.push(new Array(4096).fill({ x: Math.random() })) }";
       expect(outcome(await sandbox.run({ code, limits: { memoryMb: 32, wallTimeMs: 10_000, cpuTimeMs: 10_000 } }))).toBe(
@@ -342,6 +348,17 @@ describe("the deno engine's lifecycle", () => {
     expect(functionPids(sandbox).length).toBeLessThanOrEqual(2);
     await new Promise((r) => setTimeout(r, 1500));
     expect(functionPids(sandbox)).toEqual([]);
+  });
+
+  it("a spare killed from outside is never handed a run", async () => {
+    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 1 });
+    completed(await sandbox.run({ code: "export default 0" }));
+    await new Promise((r) => setTimeout(r, 1000));
+    const spare = (sandbox.stats().workers ?? []).find((w) => w.partition === "");
+    expect(spare).toBeDefined();
+    process.kill(spare?.pid ?? 0, "SIGKILL");
+    await new Promise((r) => setTimeout(r, 100));
+    expect(completed(await sandbox.run({ code: "export default 3" })).value).toBe(3);
   });
 
   it("a function process is retired after maxInvocations runs", async () => {

@@ -76,8 +76,14 @@ export class DenoEngine implements Engine {
   }
 
   /** A started process for a new function: a spare when one fits (no start-up on the critical path). */
-  private fresh(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
-    return importHosts.length === 0 ? this.spares.take(memoryMb) : this.create(memoryMb, importHosts);
+  private async fresh(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
+    if (importHosts.length > 0) return this.create(memoryMb, importHosts);
+    // A spare that died while it waited (killed from outside) is skipped, not handed a run.
+    for (let tries = 0; tries < 3; tries++) {
+      const spare = await this.spares.take(memoryMb);
+      if (!spare.disposed) return spare;
+    }
+    return this.create(memoryMb, importHosts);
   }
 
   async run(request: EngineRunRequest): Promise<RunResult> {

@@ -31,7 +31,7 @@ function watchRss(instance: DenoInstance, on: boolean): void {
  * operations every engine instance offers, so executions, spares and warm pools are shared code.
  */
 export class DenoInstance implements EngineInstance {
-  listener: InstanceListener | undefined;
+  private current: InstanceListener | undefined;
   bindings: BindingsLike | undefined;
   tainted = false;
   heapUsedBytes = 0;
@@ -68,6 +68,16 @@ export class DenoInstance implements EngineInstance {
     return this.gone;
   }
 
+  /** The execution that owns this process: the RSS watchdog reads the process while there is one. */
+  get listener(): InstanceListener | undefined {
+    return this.current;
+  }
+
+  set listener(listener: InstanceListener | undefined) {
+    this.current = listener;
+    watchRss(this, listener !== undefined && !this.gone);
+  }
+
   get importHosts(): readonly string[] {
     return this.process.options.importHosts;
   }
@@ -78,6 +88,7 @@ export class DenoInstance implements EngineInstance {
 
   async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
     const { bindings, mode, inputText, caps, source, sourceImports } = request;
+    if (this.gone) throw new CordonError("ERR_INSTANCE_RESET", "the Deno process ended before the run started");
     if (bindings) this.bindings = bindings;
     this.lastCaps = caps;
     const message = {
@@ -91,7 +102,6 @@ export class DenoInstance implements EngineInstance {
     if (source.script && Object.keys(sourceImports).length === 0) {
       // No imports, no top-level await: one eval, no file (the guest's frames carry its filename).
       this.lineMaps.set(source.filename, source.script.lineMap);
-      watchRss(this, true);
       startCpu();
       this.process.send({ ...message, script: source.script.code, filename: source.filename });
       return;
@@ -101,7 +111,6 @@ export class DenoInstance implements EngineInstance {
     for (const [path, name] of graph.names) this.names.set(path, name);
     this.namePattern = undefined;
     if (this.gone) throw new CordonError("ERR_INSTANCE_RESET", "the Deno process ended before the run started");
-    watchRss(this, true);
     startCpu();
     this.process.send({ ...message, url: graph.url });
   }
@@ -109,7 +118,6 @@ export class DenoInstance implements EngineInstance {
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
-    watchRss(this, true);
     const value = await this.request({ t: "call", path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps });
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
@@ -132,9 +140,7 @@ export class DenoInstance implements EngineInstance {
   }
 
   async ping(): Promise<unknown> {
-    const value = await this.request({ t: "ping" });
-    watchRss(this, false);
-    return value;
+    return this.request({ t: "ping" });
   }
 
   async measureHeap(): Promise<number> {
