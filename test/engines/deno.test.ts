@@ -205,6 +205,15 @@ describe("the deno engine", () => {
       expect(new Set(mine.map((w) => w.partition)).size).toBe(mine.length);
     });
 
+    it("a frame the host cannot read retires the process; only that run fails", async () => {
+      const code =
+        'export default () => { Deno.stdout.writeSync(new TextEncoder().encode("garbage, not a frame")); return new Promise(() => {}) }';
+      const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
+      expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+      expect(result.error.message).toMatch(/protocol error/);
+      expect(completed(await sandbox.run({ code: "export default 8" })).value).toBe(8);
+    });
+
     it("a guest that exits its process fails only its run; the next run gets a new process", async () => {
       const result = failed(await sandbox.run({ code: "export default () => Deno.exit(3)" }));
       expect(result.error.code).toBe("ERR_INSTANCE_RESET");
