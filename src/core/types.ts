@@ -216,6 +216,6 @@ export interface SandboxStats {
   spareInstances: number;
   rssBytes: number;
   prefixes: PrefixStats[];
-  /** The process host's workers (absent for the in-process host). */
+  /** The process host's workers, or the deno engine's Deno processes (partition "function:<key>" or "" for spares and prefixes); absent otherwise. */
   workers?: { pid: number; partition: string; busy: number; runs: number; rssBytes: number }[];
 }
