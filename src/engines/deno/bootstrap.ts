@@ -44,6 +44,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const stdout = D.stdout;
   const memoryUsage = D.memoryUsage as () => { heapUsed: number; external: number };
   const exit = D.exit as (code: number) => never;
+  const removeSync = D.removeSync as (path: string, options: { recursive: boolean }) => void;
+  const privateDir = D.cwd() as string;
   const U8 = Uint8Array;
   const DataViewCtor = DataView;
   const encoder = new TextEncoder();
@@ -329,7 +331,13 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     const chunk = new U8(1 << 16);
     for (;;) {
       const n = await read(chunk);
-      if (n === null) exit(0);
+      if (n === null) {
+        // The host is gone (its end of the pipe closed): leave nothing behind in the temp directory.
+        try {
+          removeSync(privateDir, { recursive: true });
+        } catch {}
+        exit(0);
+      }
       const next = new U8(buffered.length + n);
       next.set(buffered, 0);
       next.set(chunk.subarray(0, n), buffered.length);
