@@ -50,18 +50,26 @@ describe("the deno engine", () => {
         osHostname: () => os.hostname(),
         childProcess: () => cp.execSync("ls"),
         spawnNode: () => cp.spawnSync("/bin/sh", ["-c", "id"]),
+        symlinkOut: () => Deno.symlink("/etc/passwd", "passwd-link"),
+        hardlinkOut: () => Deno.link("/etc/passwd", "passwd-hard"),
+        dotdot: () => Deno.readTextFile("../../etc/passwd"),
+        procEnviron: () => Deno.readTextFile("/proc/self/environ"),
+        kill: () => Deno.kill(1, "SIGTERM"),
       };
       export default async () => {
         const out = {};
         for (const [name, attempt] of Object.entries(attempts)) {
           try { await attempt(); out[name] = "allowed"; } catch (e) { out[name] = e.name; }
         }
+        out.execPath = Deno.execPath();
         out.writeInside = await Deno.writeTextFile("scratch.txt", "ok").then(() => Deno.readTextFile("scratch.txt"));
         return out;
       }`;
     const value = completed(await sandbox.run({ code })).value as Record<string, string>;
-    const { writeInside, ...refused } = value;
+    const { writeInside, execPath, ...refused } = value;
     expect(writeInside).toBe("ok");
+    // Deno answers execPath without a permission; cordon's answer names no host path.
+    expect(execPath).toBe("deno");
     for (const [name, result] of Object.entries(refused)) expect(result, name).not.toBe("allowed");
     expect(refused.env).toBe("NotCapable");
     expect(refused.readPasswd).toBe("NotCapable");

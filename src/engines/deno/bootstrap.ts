@@ -131,6 +131,17 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     defineProperty(g, name, { value: guarded, writable: true, configurable: true, enumerable: false });
   }
 
+  // Deno answers execPath without a permission: it would name the host's install path of the
+  // binary. Node compatibility reads it too (process.execPath), so it answers a bare name.
+  defineProperty(D, "execPath", {
+    value: function execPath() {
+      return "deno";
+    },
+    writable: true,
+    configurable: true,
+    enumerable: true,
+  });
+
   // ---- Deno.serve: the handler is captured, no socket is opened -----------------------------------
   let served: ((...args: unknown[]) => unknown) | undefined;
   defineProperty(D, "serve", {
