@@ -102,7 +102,16 @@ export class Sandbox implements AsyncDisposable {
     const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
     const files = await this.checkFiles(options.files);
-    return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", importHosts(options.capabilities));
+    const imports = this.importHosts(options.capabilities);
+    return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", imports);
+  }
+
+  /** `capabilities.import` (checked with the other capabilities): only the deno engine imports remote modules. */
+  private importHosts(capabilities: unknown): string[] | undefined {
+    const hosts = (capabilities as { import?: unknown } | undefined)?.import;
+    if (!Array.isArray(hosts)) return undefined;
+    if (this.engine.name !== "deno") throw new TypeError('cordon: capabilities.import needs engine "deno"');
+    return hosts as string[];
   }
 
   /** A multi-file source's other modules: the deno engine writes them beside the entry. */
@@ -194,7 +203,7 @@ export class Sandbox implements AsyncDisposable {
           bindings,
           limits,
           host: this.hostName,
-          importHosts: importHosts(options.capabilities),
+          importHosts: this.importHosts(options.capabilities),
         });
         if (!result.ok) throw new PrepareError(result);
         return { pool: prefix, exports: result.exports, skippedExports: result.skippedExports };
@@ -528,12 +537,6 @@ async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngi
   if (!quickjsAvailable()) throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: the quickjs engine's packages did not load");
   const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
   return createQuickJSEngine(options);
-}
-
-/** `capabilities.import`: checked where the capabilities are (src/capabilities.ts); here only read. */
-function importHosts(capabilities: unknown): string[] | undefined {
-  const hosts = (capabilities as { import?: unknown } | undefined)?.import;
-  return Array.isArray(hosts) ? (hosts as string[]) : undefined;
 }
 
 function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {

@@ -119,6 +119,10 @@ describe("the deno engine", () => {
     await expect(sandbox.run({ code: "export default 1", capabilities: { import: ["https://x"] } })).rejects.toThrow(
       /capabilities\.import/,
     );
+    await using v8 = await createSandbox({ engine: "v8", host: "inprocess", spareInstances: 0 });
+    await expect(v8.run({ code: "export default 1", capabilities: { import: ["esm.sh"] } })).rejects.toThrow(
+      /capabilities\.import needs engine "deno"/,
+    );
   });
 
   it("cachedOnly: an npm package not in the cache fails at once, and Deno fetches nothing", async () => {
