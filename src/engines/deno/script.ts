@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules, createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -21,14 +22,14 @@ export const NODE_BUILTINS = builtinModules.filter((name) => !name.startsWith("_
 
 /**
  * The bootstrap module a Deno process runs: one indirect eval of the runtime, named `<cordon>`,
- * so no runtime frame names a host path. Written once per host process into a directory of its
- * own (the Deno processes may read it; they may write only their private directories).
+ * so no runtime frame names a host path. Written once, named by the hash of its content, into a
+ * directory every cordon process shares (the Deno processes may read it; they may write only
+ * their private directories), so nothing is left behind per host process.
  */
-let shared: { dir: string; main: string } | undefined;
+let shared: { main: string } | undefined;
 
-export function bootstrapFile(): { dir: string; main: string } {
+export function bootstrapFile(): { main: string } {
   if (shared) return shared;
-  const dir = mkdtempSync(join(tmpdir(), "cordon-deno-"));
   const script = `(function () {
 "use strict";
 const parts = {
@@ -41,14 +42,17 @@ const parts = {
 (${denoGuestMain.toString()})(parts, Deno.args[0]);
 })()
 //# sourceURL=<cordon>`;
-  const main = join(dir, "bootstrap.js");
-  writeFileSync(main, `(0, eval)(${JSON.stringify(script)});\n`);
-  shared = { dir, main };
-  process.once("exit", () => {
-    try {
-      rmSync(dir, { recursive: true, force: true });
-    } catch {}
-  });
+  const text = `(0, eval)(${JSON.stringify(script)});\n`;
+  const dir = join(tmpdir(), "cordon-deno-bootstrap");
+  const main = join(dir, `${createHash("sha256").update(text).digest("hex").slice(0, 32)}.js`);
+  if (!existsSync(main)) {
+    mkdirSync(dir, { recursive: true });
+    // Written aside and renamed: another process starting Deno never reads half a file.
+    const partial = `${main}.${process.pid}.tmp`;
+    writeFileSync(partial, text);
+    renameSync(partial, main);
+  }
+  shared = { main };
   return shared;
 }
 
