@@ -1,14 +1,15 @@
 // npm run bench: cordon beside the raw engines it builds on, measured in the same run.
-// `npm run bench -- --quick` takes fewer samples; `-- v8`, `-- quickjs`, `-- process` or `-- load` runs one part.
+// `npm run bench -- --quick` takes fewer samples; `-- v8`, `-- quickjs`, `-- process`, `-- deno` or `-- load` runs one part.
 // Commit the bench, not its output.
 import { availableParallelism, cpus } from "node:os";
+import { benchDeno } from "./deno.js";
 import { benchLoad } from "./load.js";
 import { benchProcess } from "./process.js";
 import { benchQuickJS } from "./quickjs.js";
 import { benchV8 } from "./v8.js";
 
 const quick = process.argv.includes("--quick");
-const only = ["v8", "quickjs", "process", "load"].filter((name) => process.argv.includes(name));
+const only = ["v8", "quickjs", "process", "deno", "load"].filter((name) => process.argv.includes(name));
 const wanted = (name) => only.length === 0 || only.includes(name);
 console.log(
   `cordon bench — node ${process.version}, ${availableParallelism()} cores (${cpus()[0]?.model ?? "unknown cpu"})${quick ? ", quick" : ""}`,
@@ -16,4 +17,5 @@ console.log(
 if (wanted("v8")) await benchV8({ quick });
 if (wanted("quickjs")) await benchQuickJS({ quick });
 if (wanted("process")) await benchProcess({ quick });
+if (wanted("deno")) await benchDeno({ quick });
 if (wanted("load")) await benchLoad({ quick });

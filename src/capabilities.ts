@@ -17,7 +17,8 @@ export async function brokeredFetch(
 ): Promise<BrokeredFetch | undefined> {
   if (capabilities === undefined) return undefined;
   checkObject(capabilities, "capabilities");
-  checkKnownKeys(capabilities, ["net"], "capabilities");
+  checkKnownKeys(capabilities, ["net", "import"], "capabilities");
+  checkImportHosts(capabilities.import);
   const net = capabilities.net as NetRule[] | undefined;
   if (net === undefined) return undefined;
   const egress = await import("./egress/index.js");
@@ -48,6 +49,16 @@ export async function brokeredFetch(
       const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
       throw new TypeError(`fetch failed${typeof cause?.code === "string" ? ` (${cause.code})` : ""}`);
     });
+}
+
+/** `capabilities.import`: hosts (`"esm.sh"`, `"example.com:8443"`) the deno engine may import remote modules from. */
+function checkImportHosts(hosts: unknown): void {
+  if (hosts === undefined) return;
+  if (!Array.isArray(hosts) || hosts.some((h) => typeof h !== "string" || !/^[a-z0-9.-]+(?::\d{1,5})?$/i.test(h))) {
+    throw new TypeError(
+      'cordon: capabilities.import must be an array of host names, optionally with a port ("esm.sh", "example.com:8443")',
+    );
+  }
 }
 
 /** Check `policy.net` up front: a malformed ceiling or origin is misconfiguration. */

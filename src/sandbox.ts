@@ -41,9 +41,10 @@ const SANDBOX_KEYS = [
   "policy",
   "spareInstances",
   "remote",
+  "deno",
 ];
-const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities"];
-const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities"];
+const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
+const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 const CALL_KEYS = ["export", "args", "limits", "signal"];
 const MAX_CODE_LENGTH = 16 * 1024 * 1024;
@@ -111,7 +112,25 @@ export class Sandbox implements AsyncDisposable {
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
-    return this.runFresh(checked, options.input, bindings, sources, "run");
+    const files = await this.checkFiles(options.files);
+    const imports = this.importHosts(options.capabilities);
+    return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", imports);
+  }
+
+  /** `capabilities.import` (checked with the other capabilities): only the deno engine imports remote modules. */
+  private importHosts(capabilities: unknown): string[] | undefined {
+    const hosts = (capabilities as { import?: unknown } | undefined)?.import;
+    if (!Array.isArray(hosts)) return undefined;
+    if (this.engine.name !== "deno") throw new TypeError('cordon: capabilities.import needs engine "deno"');
+    return hosts as string[];
+  }
+
+  /** A multi-file source's other modules: the deno engine writes them beside the entry. */
+  private async checkFiles(files: unknown): Promise<Record<string, string>> {
+    if (files === undefined) return {};
+    if (this.engine.name !== "deno") throw new TypeError('cordon: files (a multi-file source) needs engine "deno"');
+    const { checkFiles } = await import("./engines/deno/modules.js");
+    return checkFiles(files);
   }
 
   /** A run on a fresh instance, holding a run slot: `sandbox.run` and `readExports`. */
@@ -121,12 +140,14 @@ export class Sandbox implements AsyncDisposable {
     bindings: Bindings,
     sourceImports: Record<string, string>,
     mode: "run" | "prepare",
+    imports?: string[],
   ): Promise<RunResult> {
     return this.withSlot(checked.signal, async (started) => {
       const prepared = await this.sourceAndInput(started, checked.code, checked.filename, input);
       if ("result" in prepared) return prepared.result;
       const { limits, signal } = checked;
-      return this.engine.run({ ...prepared, sourceImports, bindings, limits, signal, host: this.hostName, mode });
+      const host = this.hostName;
+      return this.engine.run({ ...prepared, sourceImports, bindings, limits, signal, host, mode, importHosts: imports });
     });
   }
 
@@ -156,6 +177,7 @@ export class Sandbox implements AsyncDisposable {
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
+    Object.assign(sources, await this.checkFiles(options.files));
     const key = createHash("sha256")
       .update(
         JSON.stringify([
@@ -192,6 +214,7 @@ export class Sandbox implements AsyncDisposable {
           bindings,
           limits,
           host: this.hostName,
+          importHosts: this.importHosts(options.capabilities),
         });
         if (!result.ok) throw new PrepareError(result);
         return { pool: prefix, exports: result.exports, skippedExports: result.skippedExports };
@@ -213,11 +236,12 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** Evaluate a module and list its exports: function-valued exports are skipped and named, never an error. */
-  async readExports(options: Pick<RunOptions, "code" | "filename" | "imports" | "limits">): Promise<ReadExportsResult> {
+  async readExports(options: Pick<RunOptions, "code" | "filename" | "imports" | "limits" | "files">): Promise<ReadExportsResult> {
     this.check();
-    const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits"]);
+    const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits", "files"]);
     const { sources, hostModules } = splitImports(options.imports);
-    const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), sources, "prepare");
+    const files = await this.checkFiles(options.files);
+    const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
     if (!outcome.ok) throw new PrepareError(outcome);
     return { exports: outcome.exports, skippedExports: outcome.skippedExports };
   }
@@ -435,8 +459,18 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     const { TrustedEngine } = await import("./engines/trusted/engine.js");
     return new Sandbox(new TrustedEngine(), "inprocess", policy, checked);
   }
-  const remote = checkRemote(checked.remote, fromEnvironment);
-  const host = selectHost(hostName, remote);
+  if (engineName === "deno") {
+    // Each function gets Deno processes of its own, supervised from this process: the deno engine
+    // is its own process host. "auto" means that; cordon's worker processes ("process") do not host it.
+    if (hostName !== "auto" && hostName !== "inprocess") {
+      throw new TypeError(
+        `cordon: the deno engine runs every function in Deno processes of its own, supervised from this process; host must be "inprocess" or "auto", got "${hostName}"`,
+      );
+    }
+  }
+  // The deno engine never runs remotely: CORDON_EXEC_URL does not apply to it.
+  const remote = engineName === "deno" ? undefined : checkRemote(checked.remote, fromEnvironment);
+  const host = engineName === "deno" ? "inprocess" : selectHost(hostName, remote);
   if (host === "remote" && remote) {
     const { ExecutorClient } = await import("./hosts/remote/client.js");
     const { Callbacks } = await import("./hosts/remote/callbacks.js");
@@ -463,9 +497,14 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     maxQueued: checked.maxQueuedRuns ?? 10_000,
   };
   let engine: Engine;
-  if (host === "process") {
+  if (engineChoice === "deno") {
+    const deno = checkDeno(checked.deno);
+    const { createDenoEngine } = await import("./engines/deno/engine.js");
+    const { cachedOnly, cacheDir, ...functions } = deno;
+    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir });
+  } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
-    engine = new ProcessHost(engineChoice, engineOptions, {
+    engine = new ProcessHost(engineChoice as "v8" | "quickjs", engineOptions, {
       min: workers.min ?? 1,
       softCap: workers.max ?? availableParallelism(),
       idleTtlMs: workers.idleTtlMs ?? 60_000,
@@ -476,7 +515,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
       entry: workers.entry,
     });
   } else {
-    engine = await createInProcessEngine(engineChoice, engineOptions);
+    engine = await createInProcessEngine(engineChoice as "v8" | "quickjs", engineOptions);
   }
   return new Sandbox(engine, host, policy, checked);
 }
@@ -526,8 +565,9 @@ function checkRemote(value: unknown, env: { execUrl?: string; execSecret?: strin
   return value as unknown as RemoteOptions;
 }
 
-/** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). */
-function resolveEngine(name: EngineName): "v8" | "quickjs" {
+/** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). Never deno: only when named. */
+function resolveEngine(name: EngineName): "v8" | "quickjs" | "deno" {
+  if (name === "deno") return "deno";
   if (name === "v8") {
     if (!isolatedVmAvailable())
       throw new CordonError("ERR_ENGINE_UNAVAILABLE", 'cordon: engine "v8" needs isolated-vm, which did not load here');
@@ -550,6 +590,20 @@ async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngi
   if (!quickjsAvailable()) throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: the quickjs engine's packages did not load");
   const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
   return createQuickJSEngine(options);
+}
+
+function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
+  if (value === undefined) return {};
+  checkObject(value, "options.deno");
+  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir"], "options.deno");
+  for (const key of ["idleTtlMs", "maxInvocations", "softCap"]) {
+    if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key]);
+  }
+  if (value.cachedOnly !== undefined && typeof value.cachedOnly !== "boolean") {
+    throw new TypeError("cordon: options.deno.cachedOnly must be a boolean");
+  }
+  if (value.cacheDir !== undefined) checkString(value.cacheDir, "options.deno.cacheDir", 4096);
+  return value as NonNullable<SandboxOptions["deno"]>;
 }
 
 const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "entry"];

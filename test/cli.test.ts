@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,5 +57,26 @@ describe("cordon run", () => {
     const missing = cordon("run", join(dir, "missing.js"));
     expect(missing.status).toBe(2);
     expect(missing.stderr).toContain("cannot read");
+  });
+});
+
+describe("cordon check", () => {
+  it("loads a function in the deno engine and resolves its imports without calling it", () => {
+    const fn = mkdtempSync(join(tmpdir(), "cordon-check-"));
+    writeFileSync(
+      join(fn, "main.ts"),
+      "import { sq } from './lib/m.ts';\nexport const config = { a: 1 };\nexport default (n: number) => { throw new Error('called') }; sq(1);",
+    );
+    mkdirSync(join(fn, "lib"));
+    writeFileSync(join(fn, "lib", "m.ts"), "export const sq = (n: number) => n * n;");
+    const ok = cordon("check", join(fn, "main.ts"));
+    expect(ok.stderr).toBe("");
+    expect(ok.status).toBe(0);
+    expect(ok.stdout).toContain('ok: main.ts exports ["config"]');
+    writeFileSync(join(fn, "bad.ts"), "import x from './nope.js';\nexport default x;");
+    const bad = cordon("check", join(fn, "bad.ts"));
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("ERR_MODULE_NOT_FOUND");
+    expect(bad.stderr).toContain("./nope.js");
   });
 });

@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { createSandbox } from "../sandbox.js";
+import { CHECK_USAGE, check } from "./check.js";
 import { SERVE_USAGE, serve } from "./serve.js";
 
 const RUN_USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--memory mb]
@@ -11,12 +12,13 @@ const RUN_USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--mem
   --memory mb     memory limit (default 128)
 Guest logs go to stderr. A failure prints its code and message and exits 1.`;
 
-const USAGE = `${RUN_USAGE}\n\n${SERVE_USAGE}`;
+const USAGE = `${RUN_USAGE}\n\n${CHECK_USAGE}\n\n${SERVE_USAGE}`;
 
-/** `cordon run` and `cordon serve`: the command line. Returns the exit code. */
+/** `cordon run`, `cordon check` and `cordon serve`: the command line. Returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === "serve") return serve(rest);
+  if (command === "check") return check(rest);
   if (command !== "run") {
     process.stderr.write(`${USAGE}\n`);
     return command === undefined || command === "--help" || command === "help" ? 0 : 2;

@@ -17,6 +17,8 @@ export interface EngineRunRequest {
   host: Exclude<HostName, "auto">;
   /** "prepare" evaluates the module and reports its exports without calling the default export. */
   mode?: "run" | "prepare";
+  /** `capabilities.import`: hosts remote modules may be imported from (the deno engine only). */
+  importHosts?: readonly string[];
 }
 
 /** A prefix as the engine keeps it: warm instances that have evaluated the same module. */
@@ -31,6 +33,8 @@ export interface EnginePrepareRequest {
   /** The budget of the prefix's own evaluation; `memoryMb` is every warm instance's heap limit. */
   limits: ResolvedLimits;
   host: Exclude<HostName, "auto">;
+  /** `capabilities.import` (the deno engine only). */
+  importHosts?: readonly string[];
 }
 
 export interface PrefixRunRequest {

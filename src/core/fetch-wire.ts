@@ -1,68 +1,102 @@
 import type { CodecExtension } from "./codec.js";
 
 /**
- * The host's side of the Request / Response / Headers wire (the guest's side is
- * src/engines/guest/fetch-types.ts). Node's bodies are streams, read asynchronously, while the
- * codec is synchronous: `readBodies` buffers the bodies of the values about to cross first.
+ * The Request / Response / Headers wire for realms with the standard fetch classes: the host
+ * (Node's undici classes) and the deno engine's guest (Deno's own). The v8 and quickjs guests
+ * use their own classes (src/engines/guest/fetch-types.ts). Bodies are streams, read
+ * asynchronously, while the codec is synchronous: `readBodies` buffers the bodies of the values
+ * about to cross first.
  */
-const bodies = new WeakMap<object, Uint8Array | null>();
-// Node loads its fetch implementation (undici) on first touch of these globals, and that load
-// installs a global dispatcher symbol. Touch them at import, not in the middle of a run.
-void [Request, Response, Headers];
-const NULL_BODY_STATUS = new Set([101, 204, 205, 304]);
-
-/** Buffer the bodies of Requests and Responses among `values` (and one level inside arrays and objects). */
-export async function readBodies(values: unknown[]): Promise<void> {
-  const pending: Promise<void>[] = [];
-  const visit = (value: unknown, depth: number) => {
-    if (value instanceof Request || value instanceof Response) {
-      if (!bodies.has(value)) {
-        pending.push(
-          value
-            .clone()
-            .arrayBuffer()
-            .then((buffer) => void bodies.set(value, value.body === null ? null : new Uint8Array(buffer))),
-        );
-      }
-    } else if (depth < 2 && value !== null && typeof value === "object") {
-      for (const item of Array.isArray(value) ? value : Object.values(value)) visit(item, depth + 1);
-    }
-  };
-  for (const value of values) visit(value, 0);
-  await Promise.all(pending);
+export interface FetchWire {
+  /** Buffer the bodies of Requests and Responses among `values` (and one level inside arrays and objects). */
+  readBodies(values: unknown[]): Promise<void>;
+  /** True when `values` hold a Request or Response whose body is not buffered yet (so readBodies is needed). */
+  needsBodies(values: unknown[]): boolean;
+  extension: CodecExtension;
 }
 
-export const hostFetchExtension: CodecExtension = {
-  encode(value) {
-    if (value instanceof Headers) return { $: "H", h: [...value] };
-    if (value instanceof Request) {
-      if (!bodies.has(value)) throw new TypeError("a Request's body must be read before it crosses (internal)");
-      return { $: "Q", m: value.method, u: value.url, h: [...value.headers], b: bodies.get(value) ?? null };
+/**
+ * SELF-CONTAINED: the deno engine injects `createFetchWire.toString()` into its guest, so both
+ * sides of the wire are this one function. It uses only the realm's globals.
+ */
+export function createFetchWire(): FetchWire {
+  const RequestCtor = Request;
+  const ResponseCtor = Response;
+  const HeadersCtor = Headers;
+  const bodies = new WeakMap<object, Uint8Array | null>();
+  const NULL_BODY_STATUS = [101, 204, 205, 304];
+  const isArray = Array.isArray;
+  const values = Object.values;
+
+  function visit(value: unknown, depth: number, found: (message: Request | Response) => void): void {
+    if (value instanceof RequestCtor || value instanceof ResponseCtor) {
+      if (!bodies.has(value)) found(value);
+    } else if (depth < 2 && value !== null && typeof value === "object") {
+      for (const item of isArray(value) ? value : values(value)) visit(item, depth + 1, found);
     }
-    if (value instanceof Response) {
-      if (!bodies.has(value)) throw new TypeError("a Response's body must be read before it crosses (internal)");
-      return { $: "R", s: value.status, t: value.statusText, h: [...value.headers], b: bodies.get(value) ?? null };
-    }
-    return undefined;
-  },
-  decode(tagged, revive) {
-    const headers = revive(tagged.h) as [string, string][];
-    const body = (revive(tagged.b) ?? null) as Uint8Array | null;
-    switch (tagged.$) {
-      case "H":
-        return new Headers(headers);
-      case "Q": {
-        const method = String(tagged.m);
-        const withBody = body !== null && method !== "GET" && method !== "HEAD";
-        return new Request(String(tagged.u), { method, headers, body: withBody ? body : null });
-      }
-      case "R": {
-        const status = Number(tagged.s);
-        if (status === 0) return Response.error();
-        return new Response(NULL_BODY_STATUS.has(status) ? null : body, { status, statusText: String(tagged.t ?? ""), headers });
-      }
-      default:
+  }
+
+  return {
+    async readBodies(list) {
+      const pending: Promise<void>[] = [];
+      const read = (message: Request | Response) => {
+        pending.push(
+          message
+            .clone()
+            .arrayBuffer()
+            .then((buffer) => void bodies.set(message, message.body === null ? null : new Uint8Array(buffer))),
+        );
+      };
+      for (const value of list) visit(value, 0, read);
+      await Promise.all(pending);
+    },
+    needsBodies(list) {
+      let needed = false;
+      for (const value of list) visit(value, 0, () => (needed = true));
+      return needed;
+    },
+    extension: {
+      encode(value) {
+        if (value instanceof HeadersCtor) return { $: "H", h: [...value] };
+        if (value instanceof RequestCtor) {
+          if (!bodies.has(value)) throw new TypeError("a Request's body must be read before it crosses (internal)");
+          return { $: "Q", m: value.method, u: value.url, h: [...value.headers], b: bodies.get(value) ?? null };
+        }
+        if (value instanceof ResponseCtor) {
+          if (!bodies.has(value)) throw new TypeError("a Response's body must be read before it crosses (internal)");
+          return { $: "R", s: value.status, t: value.statusText, h: [...value.headers], b: bodies.get(value) ?? null };
+        }
         return undefined;
-    }
-  },
-};
+      },
+      decode(tagged, revive) {
+        const headers = revive(tagged.h) as [string, string][];
+        const body = (revive(tagged.b) ?? null) as Uint8Array | null;
+        switch (tagged.$) {
+          case "H":
+            return new HeadersCtor(headers);
+          case "Q": {
+            const method = String(tagged.m);
+            const withBody = body !== null && method !== "GET" && method !== "HEAD";
+            return new RequestCtor(String(tagged.u), { method, headers, body: withBody ? body : null });
+          }
+          case "R": {
+            const status = Number(tagged.s);
+            if (status === 0) return ResponseCtor.error();
+            const nullBody = NULL_BODY_STATUS.includes(status);
+            return new ResponseCtor(nullBody ? null : body, { status, statusText: String(tagged.t ?? ""), headers });
+          }
+          default:
+            return undefined;
+        }
+      },
+    },
+  };
+}
+
+// Node loads its fetch implementation (undici) on first touch of these globals, and that load
+// installs a global dispatcher symbol. Touch them at import, not in the middle of a run.
+const hostWire = createFetchWire();
+
+/** The host's wire (see createFetchWire). */
+export const readBodies = hostWire.readBodies;
+export const hostFetchExtension: CodecExtension = hostWire.extension;

@@ -14,6 +14,11 @@ export type NetRule = string | { host: string; port?: number; routes?: { path: s
 export interface Capabilities {
   /** Hosts the guest's `fetch` may reach, intersected with `policy.net.allow`. No rule, no `fetch`. */
   net?: NetRule[];
+  /**
+   * Hosts (`"esm.sh"`, `"example.com:8443"`) remote modules may be imported from. The deno engine
+   * only (other engines import nothing remote); without it Deno's default import hosts are denied.
+   */
+  import?: string[];
 }
 
 /** Host ceilings. Every request is clamped to these; none is ever widened. */
@@ -57,6 +62,22 @@ export interface SandboxOptions {
   };
   /** "partition": each partitionKey gets worker processes of its own. Default "shared" (isolates are never shared). */
   isolateProcesses?: "shared" | "partition";
+  /** The deno engine's processes of one-off runs (one per function). */
+  deno?: {
+    /** An idle function process is ended after this long. Default 60 000. */
+    idleTtlMs?: number;
+    /** A function process is retired after this many runs. Default 1000. */
+    maxInvocations?: number;
+    /** Function processes kept; past it the least recently used idle one ends (a busy one never). Default 16. */
+    softCap?: number;
+    /**
+     * Deno loads `npm:` packages and remote modules only from its cache (`--cached-only`), so it
+     * fetches nothing a guest names. Fill the cache ahead (e.g. `cordon check` without it). Default false.
+     */
+    cachedOnly?: boolean;
+    /** Deno's module cache (DENO_DIR). Default: `cordon-deno-cache` in the OS temp directory. */
+    cacheDir?: string;
+  };
   /** Runs executing at once. Default: four per core. */
   maxConcurrentRuns?: number;
   /** Runs waiting for a slot. Default 10 000; past it a run fails at once with ERR_QUEUE_FULL. */
@@ -113,6 +134,11 @@ export interface RunOptions {
   limits?: RunLimits;
   capabilities?: Capabilities;
   signal?: AbortSignal;
+  /**
+   * More modules of a multi-file source, by relative path (`"lib/util.ts"`), imported from the
+   * entry with `./lib/util.ts`. The deno engine only; at most 256 files and 20 MB.
+   */
+  files?: Record<string, string>;
 }
 
 export type LogLevel = "log" | "info" | "warn" | "error" | "debug";
@@ -177,6 +203,8 @@ export interface PrepareOptions {
   partitionKey?: string;
   /** The prefix's capabilities: every run and call on it has them. */
   capabilities?: Capabilities;
+  /** A multi-file source's other modules (the deno engine only; see RunOptions.files). */
+  files?: Record<string, string>;
 }
 
 export interface ReadExportsResult {
@@ -206,6 +234,6 @@ export interface SandboxStats {
   spareInstances: number;
   rssBytes: number;
   prefixes: PrefixStats[];
-  /** The process host's workers (absent for the in-process host). */
+  /** The process host's workers, or the deno engine's Deno processes (partition "function:<key>" or "" for spares and prefixes); absent otherwise. */
   workers?: { pid: number; partition: string; busy: number; runs: number; rssBytes: number }[];
 }

@@ -19,6 +19,7 @@ export const COMBINATIONS: Combination[] = [
   { name: "quickjs/process", engine: "quickjs", host: "process", options: { engine: "quickjs", host: "process" } },
   { name: "v8/remote", engine: "v8", host: "remote", options: { engine: "v8", host: "remote", remote: remote() } },
   { name: "quickjs/remote", engine: "quickjs", host: "remote", options: { engine: "quickjs", host: "remote", remote: remote() } },
+  { name: "deno/inprocess", engine: "deno", host: "inprocess", options: { engine: "deno", host: "inprocess" } },
 ];
 
 /** The executor that test/remote-executor.setup.ts started for this run. */
@@ -48,6 +49,20 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   "dynamic-import": {
     "quickjs/inprocess":
       "QuickJS serves import() from the same loader as static imports, which knows only the modules passed in `imports` (and the guest module itself); every other specifier rejects. V8 under isolated-vm rejects every import().",
+    "deno/inprocess":
+      "Deno's own loader serves import(): Node builtins (`node:fs`, and bare `fs`, `module`) and data: URLs load; files outside the function's private directory are refused by Deno's read permission, remote hosts by its import permission, and unknown schemes and names reject. Specifiers computed at run time are not rewritten, so a bare name given in `imports` (`db`) rejects.",
+  },
+  "node-builtins": {
+    "deno/inprocess":
+      "Deno provides Node's builtins, so `node:fs` (and a bare `fs`, rewritten to `node:fs`) load. What they could reach is refused by Deno's permissions instead: files outside the private directory, processes, sockets, the environment, system information and FFI each throw a catchable NotCapable error (test/engines/deno.test.ts).",
+  },
+  "deno-namespace": {
+    "deno/inprocess":
+      "The `Deno` namespace exists (its permission-gated operations throw NotCapable; `Deno.serve` only records the handler) and, in a module that imports something (loaded from a file), `import.meta` is Deno's: url, main, filename, dirname and resolve, naming the module's path in the function's private temporary directory. A module without imports runs in its script form, where `import.meta` is empty, as on the other engines.",
+  },
+  "callsite-files": {
+    "deno/inprocess":
+      "Guest modules are files in the function's private temporary directory, so a CallSite's getFileName() is that path (and an eval origin may name its file: URL); Deno's own web APIs (URL, structuredClone) are `ext:` modules; the runtime is an eval'd script, so its frames have no file name and the eval origin `<cordon>`. Error stacks that reach the caller are still renamed to the guest's own names (`<guest>`, the `imports` specifier).",
   },
 };
 

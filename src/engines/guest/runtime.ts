@@ -23,6 +23,11 @@ export interface GuestHostCallbacks {
 export interface GuestRuntimeConfig {
   maxTimers: number;
   maxPendingCalls: number;
+  /**
+   * Realms whose Request/Response bodies are streams (the deno engine): buffer the bodies among
+   * `values` before they are encoded. Returns undefined when there is nothing to read.
+   */
+  readBodies?: (values: unknown[]) => Promise<void> | undefined;
 }
 
 /** What the host holds references to. */
@@ -121,6 +126,8 @@ export function installRuntime(
 
   // ---- host calls ---------------------------------------------------------------------------
   function hostCall(fnId: number, args: unknown[]): Promise<unknown> {
+    const reading = config.readBodies?.(args);
+    if (reading) return reading.then(() => hostCall(fnId, args));
     let text: string;
     try {
       text = codec.encode(args, "args");
@@ -269,7 +276,10 @@ export function installRuntime(
 
   async function outcomeOf(work: () => unknown, ns: Record<string, unknown> | undefined): Promise<string> {
     try {
-      return encodeOutcome(await work(), ns);
+      const value = await work();
+      const reading = config.readBodies?.([value]);
+      if (reading) await reading;
+      return encodeOutcome(value, ns);
     } catch (error) {
       return `t${codec.encodeError(error)}`;
     }
@@ -321,6 +331,8 @@ export function installRuntime(
 
   function install(bindingsText: string): void {
     const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc>; fetch?: number };
+    // Host modules belong to the bindings being installed: none of an earlier run's stay.
+    modules.clear();
     for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
     for (const specifier of ownKeys(bindings.modules)) modules.set(specifier, build(bindings.modules[specifier]));
     // No net capability, no fetch at all.
@@ -439,11 +451,21 @@ export function installRuntime(
               deliver(i, outcome, sync);
               continue;
             }
+            // A Response whose body must be read first is settled like a promise.
+            const reading = isThenable(result) ? undefined : config.readBodies?.([result]);
+            if (reading) {
+              const value = result;
+              result = reading.then(() => value);
+            }
             if (isThenable(result)) {
               const index = i;
               PromiseCtor.resolve(result)
                 .then(
-                  (value) => encodeSafely(value),
+                  async (value) => {
+                    const reading = config.readBodies?.([value]);
+                    if (reading) await reading;
+                    return encodeSafely(value);
+                  },
                   (error) => `t${codec.encodeError(error)}`,
                 )
                 .then((settled) => {

@@ -1,0 +1,366 @@
+/**
+ * The Deno side of the deno engine: the code a Deno process runs before any guest code.
+ *
+ * SELF-CONTAINED: `denoGuestMain.toString()` is written into a script with the codec, the log
+ * formatter, the fetch wire and the guest runtime (each stringified, as the other engines inject
+ * them), so the guest runs exactly the code the host's tests exercise. The script is evaluated
+ * with `//# sourceURL=<cordon>`, so runtime frames never name a host path.
+ *
+ * It reads length-prefixed JSON frames on stdin and writes frames on stdout; guest console output
+ * is captured by the runtime and crosses as "log" frames, never as bytes on stdout.
+ */
+import type { Codec } from "../../core/codec.js";
+import type { FetchWire } from "../../core/fetch-wire.js";
+import type { FormatLogArgs } from "../guest/inspect.js";
+import type { GuestHostCallbacks, GuestInternals, GuestRuntimeConfig } from "../guest/runtime.js";
+
+export interface DenoGuestConfig {
+  maxTimers: number;
+  maxPendingCalls: number;
+  /** The guest's memory limit: one ArrayBuffer allocation past it throws a RangeError. */
+  memoryBytes: number;
+  /** Node builtins loaded before the globals they read at load time are removed. */
+  nodeBuiltins: string[];
+}
+
+export interface DenoGuestParts {
+  createCodec(): Codec;
+  createInspect(): FormatLogArgs;
+  createFetchWire(): FetchWire;
+  installRuntime(host: GuestHostCallbacks, codec: Codec, format: FormatLogArgs, config: GuestRuntimeConfig): GuestInternals;
+  /** `import()`, written as text in the script: a bundler or test runner rewrites it in source. */
+  importModule(specifier: string): Promise<Record<string, unknown>>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: the Deno namespace has no types here.
+type Any = any;
+
+export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
+  const g = globalThis as Any;
+  const D = g.Deno as Any;
+  const config = JSON.parse(configText) as DenoGuestConfig;
+  // Everything the bootstrap uses is captured before guest code can replace it.
+  const stdin = D.stdin;
+  const stdout = D.stdout;
+  const memoryUsage = D.memoryUsage as () => { heapUsed: number; external: number };
+  const exit = D.exit as (code: number) => never;
+  const removeSync = D.removeSync as (path: string, options: { recursive: boolean }) => void;
+  const privateDir = D.cwd() as string;
+  const U8 = Uint8Array;
+  const DataViewCtor = DataView;
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder();
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const ReflectConstruct = Reflect.construct;
+  const ReflectOwnKeys = Reflect.ownKeys;
+  const getOwnDesc = Object.getOwnPropertyDescriptor;
+  const defineProperty = Object.defineProperty;
+  const deleteProperty = Reflect.deleteProperty;
+  const RangeErrorCtor = RangeError;
+  const TypeErrorCtor = TypeError;
+  const ProxyCtor = Proxy;
+  const PromiseCtor = Promise;
+  const MapCtor = Map;
+  const collect = g.gc as (() => void) | undefined;
+  deleteProperty(g, "gc");
+
+  const encode = encoder.encode.bind(encoder);
+  const decode = decoder.decode.bind(decoder);
+  const writeSync = stdout.writeSync.bind(stdout);
+  const read = stdin.read.bind(stdin);
+  const ownKeys = Object.keys;
+
+  /**
+   * Frames are built from primitives only: JSON.stringify of an object would consult a toJSON
+   * the guest put on Object.prototype, and forge the frame.
+   */
+  function send(message: Record<string, string | number | boolean | null | undefined>): void {
+    let text = "";
+    for (const key of ownKeys(message)) {
+      const value = message[key];
+      if (value === undefined) continue;
+      text += `${text ? "," : "{"}${stringify(key)}:${stringify(value)}`;
+    }
+    const body = encode(`${text}}`);
+    const frame = new U8(4 + body.length);
+    new DataViewCtor(frame.buffer).setUint32(0, body.length);
+    frame.set(body, 4);
+    let written = 0;
+    while (written < frame.length) written += writeSync(frame.subarray(written));
+  }
+
+  const codec = parts.createCodec();
+  const wire = parts.createFetchWire();
+  codec.extend(wire.extension);
+  const host: GuestHostCallbacks = {
+    log: (level, message, index) => send({ t: "log", level, message, index }),
+    call: (callId, fnId, argsText) => send({ t: "call", callId, fnId, argsText }),
+    timer: (timerId, ms) => send({ t: "timer", timerId, ms }),
+    done: (kind, text, index) => send({ t: "done", kind, text, index }),
+  };
+  const internals = parts.installRuntime(host, codec, parts.createInspect(), {
+    maxTimers: config.maxTimers,
+    maxPendingCalls: config.maxPendingCalls,
+    readBodies: (values) => (wire.needsBodies(values) ? wire.readBodies(values) : undefined),
+  });
+  defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
+
+  // ---- memory: one allocation past the limit is a RangeError, as V8 reports a failed one --------
+  const LARGE = 1 << 20;
+  function checkAllocation(bytes: number): void {
+    if (!(bytes >= LARGE)) return;
+    const used = () => {
+      const m = memoryUsage();
+      return m.heapUsed + m.external;
+    };
+    if (bytes + used() <= config.memoryBytes) return;
+    collect?.();
+    if (bytes + used() > config.memoryBytes) throw new RangeErrorCtor("Array buffer allocation failed");
+  }
+  function guardAllocations(name: string, bytesOf: (args: unknown[], Ctor: Any) => number): void {
+    const Ctor = g[name];
+    if (typeof Ctor !== "function") return;
+    const guarded: Any = new ProxyCtor(Ctor, {
+      construct(target: Any, args: unknown[], newTarget: Any): Any {
+        checkAllocation(bytesOf(args, target));
+        return ReflectConstruct(target, args, newTarget === guarded ? target : newTarget);
+      },
+    });
+    defineProperty(Ctor.prototype, "constructor", { value: guarded, writable: true, configurable: true, enumerable: false });
+    defineProperty(g, name, { value: guarded, writable: true, configurable: true, enumerable: false });
+  }
+
+  // Deno answers execPath without a permission: it would name the host's install path of the
+  // binary. Node compatibility reads it too (process.execPath), so it answers a bare name.
+  defineProperty(D, "execPath", {
+    value: function execPath() {
+      return "deno";
+    },
+    writable: true,
+    configurable: true,
+    enumerable: true,
+  });
+
+  // ---- Deno.serve: the handler is captured, no socket is opened -----------------------------------
+  let served: ((...args: unknown[]) => unknown) | undefined;
+  defineProperty(D, "serve", {
+    value: function serve(a: Any, b: Any) {
+      const handler = typeof a === "function" ? a : typeof b === "function" ? b : (a?.handler ?? b?.handler);
+      if (typeof handler !== "function") throw new TypeErrorCtor("Deno.serve needs a handler function");
+      served = handler;
+      return {
+        finished: new PromiseCtor(() => {}),
+        shutdown: async () => {},
+        ref() {},
+        unref() {},
+        addr: { transport: "tcp", hostname: "0.0.0.0", port: 0 },
+      };
+    },
+    writable: true,
+    configurable: true,
+    enumerable: true,
+  });
+
+  const failures = (reason: unknown) => send({ t: "threw", text: codec.encodeError(reason) });
+  g.addEventListener("unhandledrejection", (event: Any) => {
+    event.preventDefault();
+    failures(event.reason);
+  });
+  g.addEventListener("error", (event: Any) => {
+    event.preventDefault();
+    failures(event.error);
+  });
+
+  const MISSING_ENTRY =
+    "the module has no entry point; add `export default { fetch(request) { … } }`, `export default function (input) { … }`, or call `Deno.serve(handler)`";
+  let hasEntry = false;
+
+  const indirectEval = g.eval as (code: string) => unknown;
+  const replace = String.prototype.replace as (this: string, pattern: RegExp, by: string) => string;
+
+  /**
+   * Load the guest module and hand its exports to the runtime's entry: a module without imports
+   * in its script form (one eval, no file, named as the caller named it), any other as a file
+   * imported under a URL of its own, so every run gets a fresh module instance.
+   */
+  async function evaluate(message: Any): Promise<void> {
+    if (message.reset && !resetGlobals()) send({ t: "dirty" });
+    served = undefined;
+    const [maxOutput, maxEntries, maxBytes] = message.caps as [number, number, number];
+    if (message.bindingsText !== null)
+      internals.start(message.bindingsText, message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
+    else internals.begin(message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
+    let ns: Record<string, unknown>;
+    if (typeof message.script === "string") {
+      try {
+        const name = replace.call(message.filename, /[\r\n\u2028\u2029]/g, "_");
+        ns = (indirectEval(`${message.script}\n//# sourceURL=${name}`) as () => Record<string, unknown>)();
+      } catch (error) {
+        host.done("t", codec.encodeError(error));
+        return;
+      }
+    } else {
+      try {
+        ns = await parts.importModule(message.url);
+      } catch (error) {
+        const code = (error as { code?: unknown } | null)?.code;
+        if (code === "ERR_MODULE_NOT_FOUND" || code === "ERR_UNSUPPORTED_ESM_URL_SCHEME") {
+          send({ t: "threw", code: "ERR_MODULE_NOT_FOUND", message: String((error as Error).message) });
+        } else host.done("t", codec.encodeError(error));
+        return;
+      }
+    }
+    // `export default` wins; otherwise a handler given to Deno.serve answers calls of `default.fetch`
+    // (a one-off run has no request to give it: its value stays the module's default, undefined).
+    let entryNs = ns;
+    if (message.mode === "prepare" && ns.default === undefined && served) {
+      const handler = served;
+      const view: Record<string, unknown> = {};
+      for (const key of ReflectOwnKeys(ns) as string[]) {
+        if (key !== "default") defineProperty(view, key, { get: () => ns[key], enumerable: true, configurable: true });
+      }
+      defineProperty(view, "default", { value: { fetch: handler }, enumerable: true, configurable: true });
+      entryNs = view;
+    }
+    if (message.mode === "prepare") hasEntry = entryNs.default !== undefined;
+    internals.entry(entryNs);
+  }
+
+  function call(message: Any): string {
+    const path = message.path as string;
+    if (!hasEntry && (path === "default" || path.startsWith("default."))) {
+      const count = (message.joined as string).split("\u0001").length;
+      const missing = `m${stringify({ path, hint: MISSING_ENTRY })}`;
+      return Array.from({ length: count }, () => missing).join("\u0001");
+    }
+    return message.caps
+      ? internals.call(path, message.joined, message.caps[0], message.caps[1], message.caps[2])
+      : internals.call(path, message.joined);
+  }
+
+  function dispatch(message: Any): void {
+    try {
+      switch (message.t) {
+        case "evaluate":
+          void evaluate(message).catch(failures);
+          return;
+        case "call":
+          send({ t: "reply", seq: message.seq, value: call(message) });
+          return;
+        case "settle":
+          internals.settle(message.callId, message.ok, message.text);
+          return;
+        case "fire":
+          internals.fire(message.timerId);
+          return;
+        case "ping":
+          send({ t: "reply", seq: message.seq, value: true });
+          return;
+        case "heap":
+          send({ t: "reply", seq: message.seq, value: memoryUsage().heapUsed });
+          return;
+      }
+    } catch (error) {
+      if (message.t === "call") send({ t: "reply", seq: message.seq, value: "" });
+      failures(error);
+    }
+  }
+
+  // ---- per-run reset of a function's process: nothing of one call's globals reaches the next ------
+  let baseline = new MapCtor<PropertyKey, PropertyDescriptor | undefined>();
+  function snapshot(): void {
+    baseline = new MapCtor();
+    for (const key of ReflectOwnKeys(g)) baseline.set(key, getOwnDesc(g, key));
+  }
+  function resetGlobals(): boolean {
+    let clean = true;
+    for (const key of ReflectOwnKeys(g)) {
+      if (!baseline.has(key) && !deleteProperty(g, key)) clean = false;
+    }
+    for (const [key, desc] of baseline) {
+      const now = getOwnDesc(g, key);
+      if (desc && (!now || now.value !== desc.value || now.get !== desc.get || now.set !== desc.set)) {
+        try {
+          defineProperty(g, key, desc);
+        } catch {
+          clean = false;
+        }
+      }
+    }
+    return clean;
+  }
+
+  async function start(): Promise<void> {
+    // Deno's Node compatibility reads some globals when a builtin first loads: load them all now.
+    await PromiseCtor.all(config.nodeBuiltins.map((name) => parts.importModule(`node:${name}`).catch(() => undefined)));
+    for (const name of [
+      "SharedArrayBuffer",
+      "Atomics",
+      "Worker",
+      "WebAssembly",
+      "fetch",
+      "process",
+      "Buffer",
+      "global",
+      "setImmediate",
+      "clearImmediate",
+    ]) {
+      deleteProperty(g, name);
+    }
+    guardAllocations("ArrayBuffer", (args) => Number(args[0]) || 0);
+    for (const name of [
+      "Int8Array",
+      "Uint8Array",
+      "Uint8ClampedArray",
+      "Int16Array",
+      "Uint16Array",
+      "Int32Array",
+      "Uint32Array",
+      "Float16Array",
+      "Float32Array",
+      "Float64Array",
+      "BigInt64Array",
+      "BigUint64Array",
+    ]) {
+      guardAllocations(name, (args, Ctor) => (typeof args[0] === "number" ? args[0] * Ctor.BYTES_PER_ELEMENT : 0));
+    }
+    // Compile the runtime's paths and Deno's module loader now, not on a function's first call.
+    await evaluate({
+      reset: false,
+      bindingsText: '{"globals":{},"modules":{}}',
+      mode: "run",
+      inputText: '{"$":"u"}',
+      caps: [1 << 20, 10, 1 << 16],
+      script: '(function () { "use strict"; return { default: () => ({ warm: [new Date(0), new Map([[1, 2n]])] }) }; })',
+      filename: "<warm-up>",
+    });
+    await parts.importModule("data:text/javascript,export default 1").catch(() => undefined);
+    snapshot();
+    send({ t: "ready" });
+    let buffered = new U8(0);
+    const chunk = new U8(1 << 16);
+    for (;;) {
+      const n = await read(chunk);
+      if (n === null) {
+        // The host is gone (its end of the pipe closed): leave nothing behind in the temp directory.
+        try {
+          removeSync(privateDir, { recursive: true });
+        } catch {}
+        exit(0);
+      }
+      const next = new U8(buffered.length + n);
+      next.set(buffered, 0);
+      next.set(chunk.subarray(0, n), buffered.length);
+      buffered = next;
+      while (buffered.length >= 4) {
+        const length = new DataViewCtor(buffered.buffer, buffered.byteOffset).getUint32(0);
+        if (buffered.length < 4 + length) break;
+        const body = buffered.subarray(4, 4 + length);
+        buffered = buffered.subarray(4 + length);
+        dispatch(parse(decode(body)));
+      }
+    }
+  }
+  void start();
+}

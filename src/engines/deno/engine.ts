@@ -1,0 +1,215 @@
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
+import { CordonError } from "../../core/errors.js";
+import type { ResolvedLimits } from "../../core/limits.js";
+import { Residency } from "../../core/residency.js";
+import type { RunResult, SandboxStats } from "../../core/types.js";
+import { Execution } from "../execution.js";
+import type { RuntimeCaps } from "../instance.js";
+import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
+import { Spares } from "../spares.js";
+import { WarmPool } from "../warm-pool.js";
+import { DenoInstance } from "./instance.js";
+import { FunctionPool, type FunctionPoolOptions } from "./pool.js";
+import { denoBinary } from "./script.js";
+
+export interface DenoEngineOptions extends PooledEngineOptions {
+  functions?: Partial<FunctionPoolOptions>;
+  /** Where Deno caches npm packages and remote modules. Default: a `cordon-deno-cache` directory in the OS temp dir. */
+  cacheDir?: string;
+  /** Deno loads npm packages and remote modules only from the cache (it fetches nothing itself). */
+  cachedOnly?: boolean;
+}
+
+/** The deno engine: a Deno process per function, with cordon's limits, egress and bridge. */
+export function createDenoEngine(options: DenoEngineOptions): DenoEngine {
+  const binary = denoBinary();
+  if (!binary) {
+    throw new CordonError(
+      "ERR_ENGINE_UNAVAILABLE",
+      'cordon: engine "deno" needs the deno npm package (its binary was not found)',
+    );
+  }
+  return new DenoEngine(binary, options);
+}
+
+export class DenoEngine implements Engine {
+  readonly name = "deno" as const;
+  private readonly spares: Spares<DenoInstance>;
+  private readonly residency: Residency;
+  private readonly pools = new Set<WarmPool>();
+  private readonly functions: FunctionPool;
+  private readonly live = new Set<DenoInstance>();
+  private readonly cacheDir: string;
+  private disposed = false;
+
+  constructor(
+    private readonly binary: string,
+    private readonly options: DenoEngineOptions,
+  ) {
+    this.cacheDir = options.cacheDir ?? join(tmpdir(), "cordon-deno-cache");
+    this.spares = new Spares(options.spares, options.memoryMb, (memoryMb) => this.create(memoryMb, []));
+    this.residency = new Residency(options.budgetBytes);
+    this.functions = new FunctionPool({
+      idleTtlMs: options.functions?.idleTtlMs ?? 60_000,
+      maxInvocations: options.functions?.maxInvocations ?? 1000,
+      softCap: options.functions?.softCap ?? 16,
+    });
+  }
+
+  private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
+    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the deno engine has been disposed");
+    const { cacheDir, options } = this;
+    const instance = await DenoInstance.create({
+      binary: this.binary,
+      memoryMb,
+      importHosts,
+      cacheDir,
+      cachedOnly: options.cachedOnly,
+    });
+    this.live.add(instance);
+    instance.process.child.once("exit", () => this.live.delete(instance));
+    if (this.disposed) instance.dispose();
+    return instance;
+  }
+
+  /** A started process for a new function: a spare when one fits (no start-up on the critical path). */
+  private async fresh(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
+    if (importHosts.length > 0) return this.create(memoryMb, importHosts);
+    // A spare that died while it waited (killed from outside) is skipped, not handed a run.
+    for (let tries = 0; tries < 3; tries++) {
+      const spare = await this.spares.take(memoryMb);
+      if (!spare.disposed) return spare;
+    }
+    return this.create(memoryMb, importHosts);
+  }
+
+  async run(request: EngineRunRequest): Promise<RunResult> {
+    const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
+    const importHosts = request.importHosts ?? [];
+    const key = functionKey(source.code, source.filename, sourceImports, limits, importHosts);
+    let taken = this.functions.take(key);
+    while (taken instanceof Promise) {
+      await taken;
+      taken = this.functions.take(key);
+    }
+    let instance: DenoInstance;
+    let warm = false;
+    let ephemeral = false;
+    if (taken && taken !== "busy") {
+      instance = taken;
+      warm = true;
+    } else {
+      try {
+        instance = await this.fresh(limits.memoryMb, importHosts);
+      } catch (error) {
+        return instanceFailure(this.name, host, error);
+      }
+      // The function's process is busy with another run: this one gets a process of its own.
+      ephemeral = taken === "busy" || !this.functions.adopt(key, instance);
+    }
+    instance.resetEachRun = true;
+    const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
+    const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm, guestFiles });
+    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+    instance
+      .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+      .catch((error: unknown) => execution.taskFailed(error));
+    const result = await execution.outcome;
+    instance.listener = undefined;
+    if (ephemeral) instance.dispose();
+    else this.functions.settle(key, instance, this.fence(instance, limits));
+    return result;
+  }
+
+  async prepare(request: EnginePrepareRequest): Promise<{ prefix: WarmPool; result: RunResult }> {
+    const { coalesceAbove, maxInstances, maxQueued } = this.options;
+    const importHosts = request.importHosts ?? [];
+    const spares =
+      importHosts.length === 0
+        ? this.spares
+        : new Spares<DenoInstance>(0, request.limits.memoryMb, (mb) => this.create(mb, importHosts));
+    const pool = new WarmPool(this.name, request, spares, this.residency, { coalesceAbove, maxInstances }, maxQueued);
+    pool.onDispose = () => this.pools.delete(pool);
+    const { instance, result } = await pool.warmUp();
+    if (instance) {
+      pool.adopt(instance);
+      this.pools.add(pool);
+    }
+    return { prefix: pool, result };
+  }
+
+  /** Wait until the process has finished what the run left queued; past the wall time it is retired. */
+  private async fence(instance: DenoInstance, limits: ResolvedLimits): Promise<void> {
+    if (instance.tainted || instance.disposed) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), limits.wallTimeMs);
+    });
+    const outcome = await Promise.race([
+      instance.ping().then(
+        () => "idle" as const,
+        () => "late" as const,
+      ),
+      late,
+    ]);
+    clearTimeout(timer);
+    if (outcome === "late") instance.tainted = true;
+  }
+
+  stats(): EngineStats & { workers: NonNullable<SandboxStats["workers"]> } {
+    const prefixes = [...this.pools].map((p) => p.counts());
+    return {
+      warmInstances: prefixes.reduce((n, p) => n + p.warm, 0) + this.functions.size,
+      idleInstances: this.residency.idleCount + this.functions.idle,
+      idleHeapBytes: this.residency.idleBytes,
+      budgetBytes: this.residency.budgetBytes,
+      spareInstances: this.spares.count,
+      prefixes,
+      workers: [...this.live]
+        .filter((i) => !i.disposed)
+        .map((i) => ({
+          pid: i.process.pid,
+          partition: i.functionKey ? `function:${i.functionKey.slice(0, 16)}` : "",
+          busy: i.listener ? 1 : 0,
+          runs: i.uses,
+          rssBytes: i.process.rss() ?? 0,
+        })),
+    };
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    for (const pool of this.pools) pool.dispose();
+    this.pools.clear();
+    this.functions.dispose();
+    this.spares.dispose();
+    const exits = [...this.live].map(
+      (instance) =>
+        new Promise<void>((resolve) => {
+          if (instance.process.exited) return resolve();
+          instance.process.child.once("exit", () => resolve());
+          instance.dispose();
+          instance.process.kill("disposed");
+          setTimeout(resolve, 3000).unref();
+        }),
+    );
+    await Promise.all(exits);
+    this.live.clear();
+  }
+}
+
+/** A function is its code, its files and imports, its limits and its import hosts: any change is a new process. */
+export function functionKey(
+  code: string,
+  filename: string,
+  sourceImports: Record<string, string>,
+  limits: ResolvedLimits,
+  importHosts: readonly string[],
+): string {
+  return createHash("sha256")
+    .update(JSON.stringify([code, filename, sourceImports, limits, importHosts]))
+    .digest("hex");
+}

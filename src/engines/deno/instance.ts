@@ -1,0 +1,266 @@
+import { type BindingsLike, sharedCodec } from "../../core/bindings.js";
+import { CordonError } from "../../core/errors.js";
+import type { LineMap } from "../../core/source-map.js";
+import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import { writeGraph } from "./modules.js";
+import { DenoProcess, type DenoProcessOptions } from "./process.js";
+
+/** RSS allowed above a process's resident size at start and its memory limit (V8's young generation, code, buffers). */
+const RSS_SLACK_MB = 64;
+const RSS_POLL_MS = 25;
+const watched = new Set<DenoInstance>();
+let rssTimer: NodeJS.Timeout | undefined;
+
+/** The RSS watchdog: the V8 flag bounds the heap, not ArrayBuffers; this bounds the process. */
+function watchRss(instance: DenoInstance, on: boolean): void {
+  if (on) watched.add(instance);
+  else watched.delete(instance);
+  if (watched.size > 0 && !rssTimer) {
+    rssTimer = setInterval(() => {
+      for (const each of watched) each.checkRss();
+    }, RSS_POLL_MS);
+    rssTimer.unref();
+  } else if (watched.size === 0 && rssTimer) {
+    clearInterval(rssTimer);
+    rssTimer = undefined;
+  }
+}
+
+/**
+ * The host's handle on one Deno process with the cordon runtime bootstrapped in it. It offers the
+ * operations every engine instance offers, so executions, spares and warm pools are shared code.
+ */
+export class DenoInstance implements EngineInstance {
+  private current: InstanceListener | undefined;
+  bindings: BindingsLike | undefined;
+  tainted = false;
+  heapUsedBytes = 0;
+  uses = 0;
+  lastUsed = performance.now();
+  readonly lineMaps = new Map<string, LineMap>();
+  /** A function's own process: every run starts from the globals the bootstrap left (secrets never stay). */
+  resetEachRun = false;
+  /** Which function (code, files, limits) this process serves, once it serves one. */
+  functionKey: string | undefined;
+  private gone = false;
+  private seq = 0;
+  private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  private names = new Map<string, string>();
+  private namePattern: RegExp | undefined;
+  private lastCaps: RuntimeCaps | undefined;
+
+  private constructor(
+    readonly process: DenoProcess,
+    readonly memoryMb: number,
+  ) {
+    process.onMessage = (message) => this.route(message);
+    process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
+  }
+
+  static async create(options: DenoProcessOptions): Promise<DenoInstance> {
+    const process = new DenoProcess(options);
+    const instance = new DenoInstance(process, options.memoryMb);
+    await process.ready;
+    return instance;
+  }
+
+  get disposed(): boolean {
+    return this.gone;
+  }
+
+  /** The execution that owns this process: the RSS watchdog reads the process while there is one. */
+  get listener(): InstanceListener | undefined {
+    return this.current;
+  }
+
+  set listener(listener: InstanceListener | undefined) {
+    this.current = listener;
+    watchRss(this, listener !== undefined && !this.gone);
+  }
+
+  get importHosts(): readonly string[] {
+    return this.process.options.importHosts;
+  }
+
+  cpuTimeNs(): bigint {
+    return this.process.cpuTimeNs();
+  }
+
+  async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
+    const { bindings, mode, inputText, caps, source, sourceImports } = request;
+    if (this.gone) throw new CordonError("ERR_INSTANCE_RESET", "the Deno process ended before the run started");
+    if (bindings) this.bindings = bindings;
+    this.lastCaps = caps;
+    const message = {
+      t: "evaluate",
+      bindingsText: bindings ? bindings.text : null,
+      mode,
+      inputText,
+      caps,
+      reset: this.resetEachRun,
+    };
+    if (source.script && Object.keys(sourceImports).length === 0) {
+      // No imports, no top-level await: one eval, no file (the guest's frames carry its filename).
+      this.lineMaps.set(source.filename, source.script.lineMap);
+      startCpu();
+      this.process.send({ ...message, script: source.script.code, filename: source.filename });
+      return;
+    }
+    const graph = await writeGraph(this.process.dir, source, sourceImports, this.bindings?.text);
+    for (const [name, map] of graph.lineMaps) this.lineMaps.set(name, map);
+    for (const [path, name] of graph.names) this.names.set(path, name);
+    this.namePattern = undefined;
+    if (this.gone) throw new CordonError("ERR_INSTANCE_RESET", "the Deno process ended before the run started");
+    startCpu();
+    this.process.send({ ...message, url: graph.url });
+  }
+
+  async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
+    const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
+    this.lastCaps = caps;
+    const value = await this.request({ t: "call", path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps });
+    if (typeof value !== "string") return "";
+    // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
+    return value.includes(this.process.dir) || value.includes(", <anonymous>:")
+      ? value
+          .split("\u0001")
+          .map((outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
+          .join("\u0001")
+      : value;
+  }
+
+  async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
+    this.process.send({ t: "settle", callId, ok, text });
+    return undefined;
+  }
+
+  async fire(timerId: number): Promise<unknown> {
+    this.process.send({ t: "fire", timerId });
+    return undefined;
+  }
+
+  async ping(): Promise<unknown> {
+    return this.request({ t: "ping" });
+  }
+
+  /**
+   * What an idle warm process costs, for the residency budget: its resident size, not its V8
+   * heap (a Deno process holds ~40 MB beyond its heap). The round trip keeps it behind the guest.
+   */
+  async measureHeap(): Promise<number> {
+    try {
+      await this.request({ t: "heap" });
+      this.heapUsedBytes = this.process.rss() ?? this.heapUsedBytes;
+    } catch {}
+    return this.heapUsedBytes;
+  }
+
+  dispose(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.listener = undefined;
+    watchRss(this, false);
+    this.process.kill("disposed");
+  }
+
+  /** Called by the RSS watchdog while work is in flight. */
+  checkRss(): void {
+    const rss = this.process.rss();
+    if (rss === undefined || this.gone) return;
+    const budget = this.process.baseRss + (this.memoryMb + RSS_SLACK_MB) * 1024 * 1024;
+    if (rss > budget) {
+      this.tainted = true;
+      this.process.kill(`over its memory limit (resident ${Math.round(rss / 1048576)} MB)`);
+    }
+  }
+
+  private request(message: Record<string, unknown>): Promise<unknown> {
+    if (this.gone) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the Deno process has ended"));
+    const seq = ++this.seq;
+    return new Promise((resolve, reject) => {
+      this.replies.set(seq, { resolve, reject });
+      this.process.send({ ...message, seq });
+    });
+  }
+
+  /** Module paths in the private directory read as the guest's own names (`<guest>`, `./lib/a.ts`, `db`). */
+  private guestNames(text: string): string {
+    // Deno prints a frame of eval'd code as "(name, <anonymous>:line:column)": read it as V8 does.
+    if (text.includes(", <anonymous>:")) text = text.replace(/([^\s(),]+), <anonymous>:(\d+):(\d+)/g, "$1:$2:$3");
+    const dir = this.process.dir;
+    if (!text.includes(dir)) return text;
+    this.namePattern ??= new RegExp(
+      `(?:file://)?${dir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/([^\\s:)"'?\\\\]+)(?:\\?r=\\d+)?`,
+      "g",
+    );
+    return text.replace(this.namePattern, (_whole, rel: string) => {
+      const path = `${dir}/${rel}`;
+      return this.names.get(path) ?? (rel.startsWith(".cordon/") ? "<cordon>" : `./${rel}`);
+    });
+  }
+
+  private route(message: Record<string, unknown>): void {
+    const listener = this.listener;
+    switch (message.t) {
+      case "reply": {
+        const pending = this.replies.get(message.seq as number);
+        this.replies.delete(message.seq as number);
+        pending?.resolve(message.value);
+        return;
+      }
+      case "log":
+        listener?.onLog(message.level as string, this.guestNames(String(message.message)), message.index as number | undefined);
+        return;
+      case "call":
+        listener?.onCall(message.callId as number, message.fnId as number, message.argsText as string);
+        return;
+      case "timer":
+        listener?.onTimer(message.timerId as number, message.ms as number);
+        return;
+      case "done":
+        listener?.onDone(
+          message.kind as string,
+          message.kind === "t" ? this.guestNames(String(message.text)) : String(message.text),
+          message.index as number | undefined,
+        );
+        return;
+      case "dirty":
+        // A global the guest made could not be removed: this process serves no later run.
+        this.tainted = true;
+        return;
+      case "threw": {
+        if (message.code === "ERR_MODULE_NOT_FOUND") {
+          listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", this.guestNames(String(message.message))));
+          return;
+        }
+        let error: unknown;
+        try {
+          error = sharedCodec().decode(this.guestNames(String(message.text)));
+        } catch {
+          error = new Error("the guest failed with an error that could not be read");
+        }
+        listener?.onFailure?.(error);
+        return;
+      }
+      default:
+        this.process.kill(`protocol error: an unknown frame "${String(message.t)}"`);
+    }
+  }
+
+  private lost(reason: string, outOfMemory: boolean): void {
+    const wasGone = this.gone;
+    this.gone = true;
+    watchRss(this, false);
+    for (const pending of this.replies.values()) pending.reject(new CordonError("ERR_INSTANCE_RESET", reason));
+    this.replies.clear();
+    const listener = this.listener;
+    if (wasGone && reason === "disposed") return;
+    this.tainted = true;
+    const memory = outOfMemory || /over its memory limit/.test(reason);
+    listener?.onFailure?.(
+      memory
+        ? new CordonError("ERR_MEMORY_LIMIT", `the run exceeded its memory limit of ${this.memoryMb} MB (${reason})`)
+        : new CordonError("ERR_INSTANCE_RESET", `the Deno process ended: ${reason}`),
+    );
+  }
+}

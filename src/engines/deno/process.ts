@@ -1,0 +1,184 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { encodeFrame, FrameReader } from "../../core/framing.js";
+import { readRss } from "../../hosts/process/rss.js";
+import { bootstrapFile, guestConfig } from "./script.js";
+
+/** Deno's default `--allow-import` hosts: leaving the flag out allows these, so they are denied by name. */
+export const DENO_DEFAULT_IMPORT_HOSTS = [
+  "deno.land:443",
+  "jsr.io:443",
+  "esm.sh:443",
+  "raw.esm.sh:443",
+  "cdn.jsdelivr.net:443",
+  "raw.githubusercontent.com:443",
+  "gist.githubusercontent.com:443",
+];
+
+/** The V8 heap beyond the guest's memory that Deno and the bootstrap need (its Node builtins included). */
+export const RUNTIME_HEAP_MB = 24;
+const START_TIMEOUT_MS = 20_000;
+const CLOCK_TICK_NS = 10_000_000n;
+
+export interface DenoProcessOptions {
+  binary: string;
+  memoryMb: number;
+  /** Hosts `import` may fetch modules from (`capabilities.import`); none: Deno's defaults denied. */
+  importHosts: readonly string[];
+  /** Where Deno keeps npm packages and remote modules it downloads (never the guest's to read). */
+  cacheDir: string;
+  /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
+  cachedOnly?: boolean;
+}
+
+/** The command line of a guest's Deno process: every permission denied but its private directory. */
+export function denoArgs(options: DenoProcessOptions, dir: string, main: string): string[] {
+  const imports =
+    options.importHosts.length > 0
+      ? `--allow-import=${options.importHosts.join(",")}`
+      : `--deny-import=${DENO_DEFAULT_IMPORT_HOSTS.join(",")}`;
+  return [
+    "run",
+    "--quiet",
+    "--no-prompt",
+    "--no-config",
+    "--no-lock",
+    `--allow-read=${dir}`,
+    `--allow-write=${dir}`,
+    "--deny-net",
+    "--deny-env",
+    "--deny-run",
+    "--deny-sys",
+    "--deny-ffi",
+    imports,
+    ...(options.cachedOnly ? ["--cached-only"] : []),
+    `--v8-flags=--max-old-space-size=${options.memoryMb + RUNTIME_HEAP_MB},--expose-gc`,
+    main,
+    JSON.stringify(guestConfig(options.memoryMb)),
+  ];
+}
+
+/**
+ * One Deno process: spawned with an empty environment in a private temporary directory, spoken
+ * to in length-prefixed JSON frames over its stdin and stdout. A frame it cannot read, or any
+ * exit, ends it for good: `onExit` says why.
+ */
+export class DenoProcess {
+  readonly dir: string;
+  readonly child: ChildProcess;
+  readonly ready: Promise<void>;
+  baseRss = 0;
+  exited = false;
+  /** Why the host ended it (a limit, a protocol error), when it did. */
+  endedBy: string | undefined;
+  private stderrTail = "";
+  onMessage: (message: Record<string, unknown>) => void = () => {};
+  onExit: (reason: string, outOfMemory: boolean) => void = () => {};
+
+  constructor(readonly options: DenoProcessOptions) {
+    const { main } = bootstrapFile();
+    this.dir = mkdtempSync(join(tmpdir(), "cordon-deno-fn-"));
+    mkdirSync(options.cacheDir, { recursive: true });
+    this.child = spawn(options.binary, denoArgs(options, this.dir, main), {
+      cwd: this.dir,
+      // Nothing of the host's environment; Deno itself reads where its cache is.
+      env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let resolveReady!: () => void;
+    let rejectReady!: (error: Error) => void;
+    this.ready = new Promise<void>((resolve, reject) => {
+      resolveReady = resolve;
+      rejectReady = reject;
+    });
+    this.ready.catch(() => {});
+    const timer = setTimeout(() => {
+      rejectReady(new Error("the Deno process did not start in time"));
+      this.kill("start timeout");
+    }, START_TIMEOUT_MS);
+    const reader = new FrameReader(
+      (message) => {
+        if (message.t === "ready") {
+          clearTimeout(timer);
+          this.baseRss = readRss(this.pid) ?? 0;
+          resolveReady();
+          return;
+        }
+        this.onMessage(message);
+      },
+      (reason) => this.kill(`protocol error: ${reason}`),
+    );
+    this.child.stdout?.on("data", (chunk: Buffer) => reader.push(chunk));
+    this.child.stderr?.on("data", (chunk: Buffer) => {
+      this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-4096);
+    });
+    this.child.stdin?.on("error", () => {});
+    this.child.on("error", (error) => {
+      clearTimeout(timer);
+      rejectReady(error);
+      this.finish(`could not start deno: ${error.message}`);
+    });
+    this.child.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      const why = this.endedBy ?? `the Deno process exited (${signal ?? `code ${code}`})`;
+      rejectReady(new Error(`${why}${this.stderrTail ? `: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")}` : ""}`));
+      this.finish(why);
+    });
+    // The kernel's OOM killer picks a guest's Deno process before the host.
+    try {
+      if (this.child.pid) writeFileSync(`/proc/${this.child.pid}/oom_score_adj`, "1000");
+    } catch {}
+    this.child.unref();
+    (this.child.stdout as unknown as { unref?: () => void })?.unref?.();
+    (this.child.stderr as unknown as { unref?: () => void })?.unref?.();
+    (this.child.stdin as unknown as { unref?: () => void })?.unref?.();
+  }
+
+  get pid(): number {
+    return this.child.pid ?? 0;
+  }
+
+  send(message: unknown): void {
+    if (this.exited) return;
+    try {
+      this.child.stdin?.write(encodeFrame(message));
+    } catch (error) {
+      this.kill(`could not write to the Deno process: ${(error as Error).message}`);
+    }
+  }
+
+  /** CPU time of the process's JavaScript thread (the main thread), from /proc. */
+  cpuTimeNs(): bigint {
+    try {
+      const stat = readFileSync(`/proc/${this.pid}/task/${this.pid}/stat`, "latin1");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return (BigInt(fields[11]) + BigInt(fields[12])) * CLOCK_TICK_NS;
+    } catch {
+      return 0n;
+    }
+  }
+
+  rss(): number | undefined {
+    return readRss(this.pid);
+  }
+
+  kill(reason: string): void {
+    if (this.exited) return;
+    this.endedBy ??= reason;
+    try {
+      this.child.kill("SIGKILL");
+    } catch {}
+  }
+
+  private finish(reason: string): void {
+    if (this.exited) return;
+    this.exited = true;
+    const outOfMemory = /out of memory|heap limit|memory limit/i.test(`${this.endedBy ?? ""} ${this.stderrTail}`);
+    try {
+      rmSync(this.dir, { recursive: true, force: true });
+    } catch {}
+    this.onExit(reason, outOfMemory);
+  }
+}

@@ -1,0 +1,89 @@
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { builtinModules, createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { createCodec } from "../../core/codec.js";
+import { createFetchWire } from "../../core/fetch-wire.js";
+import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { createInspect } from "../guest/inspect.js";
+import { installRuntime } from "../guest/runtime.js";
+import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
+
+/**
+ * Deno's Node compatibility reads `Atomics` and `process` when its core modules first load: these
+ * load before the bootstrap removes those globals (every other builtin then loads on demand; a
+ * test imports each one). Loading all of them instead costs ~70 ms of CPU per process.
+ */
+export const PRELOADED_NODE_BUILTINS = ["buffer", "util", "process", "events", "stream", "timers", "domain"];
+
+/** Node builtins a guest may import (Deno provides them). */
+export const NODE_BUILTINS = builtinModules.filter((name) => !name.startsWith("_"));
+
+/**
+ * The bootstrap module a Deno process runs: one indirect eval of the runtime, named `<cordon>`,
+ * so no runtime frame names a host path. Written once, named by the hash of its content, into a
+ * directory every cordon process shares (the Deno processes may read it; they may write only
+ * their private directories), so nothing is left behind per host process.
+ */
+let shared: { main: string } | undefined;
+
+export function bootstrapFile(): { main: string } {
+  if (shared) return shared;
+  const script = `(function () {
+"use strict";
+const parts = {
+  createCodec: (${createCodec.toString()}),
+  createInspect: (${createInspect.toString()}),
+  createFetchWire: (${createFetchWire.toString()}),
+  installRuntime: (${installRuntime.toString()}),
+  importModule: (specifier) => import(specifier),
+};
+(${denoGuestMain.toString()})(parts, Deno.args[0]);
+})()
+//# sourceURL=<cordon>`;
+  const text = `(0, eval)(${JSON.stringify(script)});\n`;
+  const dir = join(tmpdir(), "cordon-deno-bootstrap");
+  const main = join(dir, `${createHash("sha256").update(text).digest("hex").slice(0, 32)}.js`);
+  if (!existsSync(main)) {
+    mkdirSync(dir, { recursive: true });
+    // Written aside and renamed: another process starting Deno never reads half a file.
+    const partial = `${main}.${process.pid}.tmp`;
+    writeFileSync(partial, text);
+    renameSync(partial, main);
+  }
+  shared = { main };
+  return shared;
+}
+
+export function guestConfig(memoryMb: number): DenoGuestConfig {
+  return {
+    maxTimers: MAX_PENDING_TIMERS,
+    maxPendingCalls: MAX_PENDING_HOST_CALLS,
+    memoryBytes: memoryMb * 1024 * 1024,
+    nodeBuiltins: PRELOADED_NODE_BUILTINS,
+  };
+}
+
+/** The deno binary the `deno` npm package installed (its own copy, or the platform package's). */
+export function denoBinary(): string | undefined {
+  const require = createRequire(import.meta.url);
+  const candidates: string[] = [];
+  try {
+    candidates.push(join(dirname(require.resolve("deno/package.json")), process.platform === "win32" ? "deno.exe" : "deno"));
+  } catch {}
+  const arch = process.arch === "arm64" ? "arm64" : "x64";
+  for (const target of [`linux-${arch}-glibc`, `darwin-${arch}`, `win32-${arch}`]) {
+    try {
+      candidates.push(
+        join(dirname(require.resolve(`@deno/${target}/package.json`)), target.startsWith("win32") ? "deno.exe" : "deno"),
+      );
+    } catch {}
+  }
+  for (const candidate of candidates) {
+    try {
+      if (statSync(candidate).isFile()) return candidate;
+    } catch {}
+  }
+  return undefined;
+}

@@ -1,0 +1,397 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { importSpecifiers, replaceSpecifiers, rewriteSpecifier } from "../../src/engines/deno/modules.js";
+import { DENO_DEFAULT_IMPORT_HOSTS, denoArgs } from "../../src/engines/deno/process.js";
+import { NODE_BUILTINS } from "../../src/engines/deno/script.js";
+import { completed, failed } from "../conformance/results.js";
+
+/** The deno engine's own guarantees: permissions, entry points, processes per function, memory. */
+function outcome(result: RunResult): string {
+  return result.ok ? "completed" : result.error.code;
+}
+
+type Workers = NonNullable<ReturnType<Sandbox["stats"]>["workers"]>;
+const functionPids = (sandbox: Sandbox): Workers =>
+  (sandbox.stats().workers ?? []).filter((w) => w.partition.startsWith("function:"));
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("the deno engine", () => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ engine: "deno", spareInstances: 1 });
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it("refuses every permission-gated operation with a catchable error", async () => {
+    const code = `import * as cp from "node:child_process"; import * as os from "node:os"; import * as fs from "node:fs";
+      const attempts = {
+        command: () => new Deno.Command("/bin/ls").outputSync(),
+        commandOnPath: () => new Deno.Command("ls").outputSync(),
+        env: () => Deno.env.get("HOME"),
+        envObject: () => Deno.env.toObject(),
+        connect: () => Deno.connect({ hostname: "1.1.1.1", port: 80 }),
+        listen: () => Deno.listen({ port: 0 }),
+        readPasswd: () => Deno.readTextFile("/etc/passwd"),
+        readPasswdNode: () => fs.readFileSync("/etc/passwd", "utf8"),
+        writeOutside: () => Deno.writeTextFile("/tmp/cordon-deno-escape.txt", "x"),
+        ffi: () => Deno.dlopen("/lib/x86_64-linux-gnu/libc.so.6", {}),
+        hostname: () => Deno.hostname(),
+        osHostname: () => os.hostname(),
+        childProcess: () => cp.execSync("ls"),
+        spawnNode: () => cp.spawnSync("/bin/sh", ["-c", "id"]),
+        symlinkOut: () => Deno.symlink("/etc/passwd", "passwd-link"),
+        hardlinkOut: () => Deno.link("/etc/passwd", "passwd-hard"),
+        dotdot: () => Deno.readTextFile("../../etc/passwd"),
+        procEnviron: () => Deno.readTextFile("/proc/self/environ"),
+        kill: () => Deno.kill(1, "SIGTERM"),
+      };
+      export default async () => {
+        const out = {};
+        for (const [name, attempt] of Object.entries(attempts)) {
+          try { await attempt(); out[name] = "allowed"; } catch (e) { out[name] = e.name; }
+        }
+        out.execPath = Deno.execPath();
+        out.writeInside = await Deno.writeTextFile("scratch.txt", "ok").then(() => Deno.readTextFile("scratch.txt"));
+        return out;
+      }`;
+    const value = completed(await sandbox.run({ code })).value as Record<string, string>;
+    const { writeInside, execPath, ...refused } = value;
+    expect(writeInside).toBe("ok");
+    // Deno answers execPath without a permission; cordon's answer names no host path.
+    expect(execPath).toBe("deno");
+    for (const [name, result] of Object.entries(refused)) expect(result, name).not.toBe("allowed");
+    expect(refused.env).toBe("NotCapable");
+    expect(refused.readPasswd).toBe("NotCapable");
+    expect(refused.writeOutside).toBe("NotCapable");
+    expect(refused.connect).toBe("NotCapable");
+    expect(refused.command).toBe("NotCapable");
+  });
+
+  it("no variable of the host's environment reaches the Deno process", async () => {
+    process.env.CORDON_TEST_SECRET = "hunter2";
+    try {
+      const result = completed(await sandbox.run({ code: "export default () => 1" }));
+      expect(result.value).toBe(1);
+      for (const worker of sandbox.stats().workers ?? []) {
+        const environ = readFileSync(`/proc/${worker.pid}/environ`, "latin1").split("\0").filter(Boolean);
+        expect(environ.map((e) => e.split("=")[0]).sort()).toEqual(["DENO_DIR", "DENO_NO_UPDATE_CHECK", "NO_COLOR"]);
+      }
+    } finally {
+      delete process.env.CORDON_TEST_SECRET;
+    }
+  });
+
+  it("every Node builtin loads (the bootstrap removed no global one needs)", async () => {
+    const code = `export default async () => { const failed = [];
+      for (const name of ${JSON.stringify(NODE_BUILTINS)}) { try { await import("node:" + name) } catch (e) { failed.push(name + ": " + e.message) } }
+      return failed }`;
+    expect(completed(await sandbox.run({ code, limits: { wallTimeMs: 20_000, cpuTimeMs: 20_000 } })).value).toEqual([]);
+  });
+
+  it("SharedArrayBuffer, Atomics, Worker and WebAssembly are gone before guest code loads", async () => {
+    const code =
+      "export default () => [typeof SharedArrayBuffer, typeof Atomics, typeof Worker, typeof WebAssembly, typeof process, typeof Buffer]";
+    expect(completed(await sandbox.run({ code })).value).toEqual(Array(6).fill("undefined"));
+  });
+
+  it("remote imports: Deno's default hosts are denied by name; capabilities.import allows only its hosts", async () => {
+    const code = `export default async () => { const out = [];
+      for (const url of ["https://deno.land/x/a.ts", "https://esm.sh/a", "https://example.com/a.js"]) {
+        try { await import(url); out.push("imported") } catch (e) { out.push(/Requires import access/.test(e.message) ? "denied" : "attempted") } }
+      return out }`;
+    expect(completed(await sandbox.run({ code, limits: { wallTimeMs: 20_000 } })).value).toEqual(["denied", "denied", "denied"]);
+    const granted = completed(
+      await sandbox.run({ code, capabilities: { import: ["example.com"] }, limits: { wallTimeMs: 20_000 } }),
+    ).value as string[];
+    expect(granted.slice(0, 2)).toEqual(["denied", "denied"]);
+    expect(granted[2]).not.toBe("denied");
+    await expect(sandbox.run({ code: "export default 1", capabilities: { import: ["https://x"] } })).rejects.toThrow(
+      /capabilities\.import/,
+    );
+    await using v8 = await createSandbox({ engine: "v8", host: "inprocess", spareInstances: 0 });
+    await expect(v8.run({ code: "export default 1", capabilities: { import: ["esm.sh"] } })).rejects.toThrow(
+      /capabilities\.import needs engine "deno"/,
+    );
+  });
+
+  it("cachedOnly: an npm package not in the cache fails at once, and Deno fetches nothing", async () => {
+    await using cached = await createSandbox({ engine: "deno", spareInstances: 0, deno: { cachedOnly: true } });
+    const result = failed(await cached.run({ code: "import pad from 'cordon-no-such-package-zz'; export default pad" }));
+    expect(result.error.code).toBe("ERR_MODULE_NOT_FOUND");
+    expect(result.error.message).toContain("cordon-no-such-package-zz");
+    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c", cachedOnly: true }, "/p", "/b.js");
+    expect(args).toContain("--cached-only");
+  });
+
+  it("the command line denies what it does not grant", () => {
+    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c" }, "/p", "/b.js");
+    expect(args).toContain(`--deny-import=${DENO_DEFAULT_IMPORT_HOSTS.join(",")}`);
+    expect(args).toEqual(
+      expect.arrayContaining(["--no-config", "--no-lock", "--no-prompt", "--allow-read=/p", "--allow-write=/p"]),
+    );
+    expect(args.some((a) => a.startsWith("--allow-net") || a.startsWith("--allow-env") || a.startsWith("--allow-run"))).toBe(
+      false,
+    );
+    expect(args.find((a) => a.startsWith("--v8-flags"))).toMatch(/--max-old-space-size=\d+/);
+    const granted = denoArgs({ binary: "deno", memoryMb: 64, importHosts: ["esm.sh"], cacheDir: "/c" }, "/p", "/b.js");
+    expect(granted).toContain("--allow-import=esm.sh");
+    expect(granted.some((a) => a.startsWith("--deny-import"))).toBe(false);
+  });
+
+  describe("entry points", () => {
+    it("a handler given to Deno.serve answers default.fetch: the Response comes back verbatim", async () => {
+      await using prefix = await sandbox.prepare({
+        code: `Deno.serve(async (request) => new Response("hi " + new URL(request.url).pathname + " " + (await request.text()), {
+          status: 201, statusText: "Made", headers: { "x-served-by": "deno" } }));`,
+      });
+      const result = await prefix.call({
+        export: "default.fetch",
+        args: [new Request("https://fn.example/path", { method: "POST", body: "body" })],
+      });
+      const response = completed(result).value as Response;
+      expect(response).toBeInstanceOf(Response);
+      expect(response.status).toBe(201);
+      expect(response.statusText).toBe("Made");
+      expect(response.headers.get("x-served-by")).toBe("deno");
+      expect(await response.text()).toBe("hi /path body");
+    });
+
+    it("export default wins over Deno.serve; export default { fetch } answers the same way", async () => {
+      await using prefix = await sandbox.prepare({
+        code: `Deno.serve(() => new Response("serve"));
+          export default { fetch: (request) => new Response("default " + request.method) };`,
+      });
+      const response = completed(await prefix.call({ export: "default.fetch", args: [new Request("https://x.test/")] }))
+        .value as Response;
+      expect(await response.text()).toBe("default GET");
+    });
+
+    it("with neither, calling default says how to add one", async () => {
+      await using prefix = await sandbox.prepare({ code: "export const helper = 1;" });
+      const result = failed(await prefix.call({ export: "default.fetch", args: [] }));
+      expect(result.error.code).toBe("ERR_CALL_TARGET_NOT_FOUND");
+      expect(result.error.message).toMatch(/export default \{ fetch/);
+      expect(result.error.message).toMatch(/Deno\.serve/);
+    });
+  });
+
+  describe("processes", () => {
+    it("one process per function, reused; another function or a limit change gets its own", async () => {
+      const a = "export default (n) => n + 1";
+      const b = "export default (n) => n + 2";
+      const pidsOf = (before: Set<number>) => functionPids(sandbox).filter((w) => !before.has(w.pid));
+      const before = new Set(functionPids(sandbox).map((w) => w.pid));
+      const first = completed(await sandbox.run({ code: a, input: 1 }));
+      expect(first.stats.warm).toBe(false);
+      const [processA] = pidsOf(before);
+      const second = completed(await sandbox.run({ code: a, input: 2 }));
+      expect(second.value).toBe(3);
+      expect(second.stats.warm).toBe(true);
+      expect(pidsOf(before).map((w) => w.pid)).toEqual([processA.pid]);
+      completed(await sandbox.run({ code: b, input: 1 }));
+      completed(await sandbox.run({ code: a, input: 1, limits: { wallTimeMs: 4000 } }));
+      const now = pidsOf(before);
+      expect(now).toHaveLength(3);
+      expect(new Set(now.map((w) => w.partition)).size).toBe(3);
+    });
+
+    it("a concurrent call to a busy function runs in an ephemeral process, ended after it", async () => {
+      const code = "export default async (n) => { await new Promise((r) => setTimeout(r, 300)); return n }";
+      completed(await sandbox.run({ code, input: 0 }));
+      const results = await Promise.all([sandbox.run({ code, input: 1 }), sandbox.run({ code, input: 2 })]);
+      expect(results.map((r) => completed(r).value)).toEqual([1, 2]);
+      expect(results.filter((r) => r.stats.warm)).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 200));
+      const mine = functionPids(sandbox).filter((w) => w.runs >= 1);
+      expect(new Set(mine.map((w) => w.partition)).size).toBe(mine.length);
+    });
+
+    it("a frame the host cannot read retires the process; only that run fails", async () => {
+      const code =
+        'export default () => { Deno.stdout.writeSync(new TextEncoder().encode("garbage, not a frame")); return new Promise(() => {}) }';
+      const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
+      expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+      expect(result.error.message).toMatch(/protocol error/);
+      expect(completed(await sandbox.run({ code: "export default 8" })).value).toBe(8);
+    });
+
+    it("a guest that exits its process fails only its run; the next run gets a new process", async () => {
+      const result = failed(await sandbox.run({ code: "export default () => Deno.exit(3)" }));
+      expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+      expect(completed(await sandbox.run({ code: "export default 7" })).value).toBe(7);
+    });
+  });
+
+  describe("memory", () => {
+    it("a typed array past the limit is ERR_MEMORY_LIMIT", async () => {
+      const result = await sandbox.run({
+        code: "export default () => new Uint8Array(512 * 1024 * 1024).length",
+        limits: { memoryMb: 64 },
+      });
+      expect(outcome(result)).toBe("ERR_MEMORY_LIMIT");
+    });
+
+    it("retained ArrayBuffers past the limit are ERR_MEMORY_LIMIT, and the next run succeeds", async () => {
+      const code =
+        "export default () => { const a = []; for (;;) { const b = new ArrayBuffer(4 << 20); new Uint8Array(b).fill(1); a.push(b) } }";
+      expect(outcome(await sandbox.run({ code, limits: { memoryMb: 48, wallTimeMs: 10_000, cpuTimeMs: 10_000 } }))).toBe(
+        "ERR_MEMORY_LIMIT",
+      );
+      expect(completed(await sandbox.run({ code: "export default 5" })).value).toBe(5);
+    });
+
+    it("the RSS watchdog ends a process that allocates below the per-allocation check", async () => {
+      const code = "export default () => { const a = []; for (;;) a.push(new Uint8Array(1024 * 1023).fill(1)) }";
+      const result = failed(await sandbox.run({ code, limits: { memoryMb: 32, wallTimeMs: 10_000, cpuTimeMs: 10_000 } }));
+      expect(result.error.code).toBe("ERR_MEMORY_LIMIT");
+    });
+
+    it("a heap bomb is ERR_MEMORY_LIMIT", async () => {
+      const code = "export default () => { const a = []; for (;;) a.push(new Array(4096).fill({ x: Math.random() })) }";
+      expect(outcome(await sandbox.run({ code, limits: { memoryMb: 32, wallTimeMs: 10_000, cpuTimeMs: 10_000 } }))).toBe(
+        "ERR_MEMORY_LIMIT",
+      );
+    });
+  });
+
+  describe("state between calls", () => {
+    it("secrets and per-call data never reach the next call of the same function", async () => {
+      const code = `let previous;
+        export default (input) => {
+          const seen = { previous: previous ?? null, global: globalThis.leak ?? null, apiKey: typeof apiKey === "undefined" ? null : apiKey };
+          previous = input; globalThis.leak = input; Object.defineProperty(globalThis, "hidden", { value: input, configurable: true });
+          return { ...seen, hidden: null };
+        }`;
+      const first = completed(await sandbox.run({ code, input: "secret-1", globals: { apiKey: "key-1" } }));
+      expect(first.value).toEqual({ previous: null, global: null, apiKey: "key-1", hidden: null });
+      const second = completed(await sandbox.run({ code, input: "data-2" }));
+      expect(second.stats.warm).toBe(true);
+      expect(second.value).toEqual({ previous: null, global: null, apiKey: null, hidden: null });
+      const third = completed(await sandbox.run({ code: `${code}\nexport const h = () => globalThis.hidden ?? null;` }));
+      expect(third.value).toMatchObject({ global: null });
+    });
+  });
+
+  describe("imports", () => {
+    it("bare specifiers become npm: (node: for Node builtins); granted and relative ones stay the guest's", () => {
+      const local = {
+        sourceImports: new Set(["lib/math", "./rel.ts"]),
+        hostModules: new Set(["db"]),
+        fileUrl: (kind: string, s: string) => `file:///d/${kind}/${s}`,
+      };
+      expect(rewriteSpecifier("lodash", local)).toBe("npm:lodash");
+      expect(rewriteSpecifier("@scope/pkg/sub", local)).toBe("npm:@scope/pkg/sub");
+      expect(rewriteSpecifier("fs", local)).toBe("node:fs");
+      expect(rewriteSpecifier("fs/promises", local)).toBe("node:fs/promises");
+      expect(rewriteSpecifier("node:path", local)).toBe("node:path");
+      expect(rewriteSpecifier("npm:chalk@5", local)).toBe("npm:chalk@5");
+      expect(rewriteSpecifier("jsr:@std/path", local)).toBe("jsr:@std/path");
+      expect(rewriteSpecifier("https://esm.sh/x", local)).toBe("https://esm.sh/x");
+      expect(rewriteSpecifier("./rel.ts", local)).toBe("./rel.ts");
+      expect(rewriteSpecifier("db", local)).toBe("file:///d/h/db");
+      expect(rewriteSpecifier("lib/math", local)).toBe("file:///d/i/lib/math");
+    });
+
+    it("the parser finds the specifiers; only import positions are rewritten", async () => {
+      const code =
+        'import a from "lodash";\nexport * from "fs";\nconst s = "lodash";\nconst m = await import("lodash");\nexport { a, s, m };\n';
+      expect((await importSpecifiers(code)).sort()).toEqual(["fs", "lodash"]);
+      const out = replaceSpecifiers(
+        code,
+        new Map([
+          ["lodash", "npm:lodash"],
+          ["fs", "node:fs"],
+        ]),
+      );
+      expect(out).toBe(
+        'import a from "npm:lodash";\nexport * from "node:fs";\nconst s = "lodash";\nconst m = await import("npm:lodash");\nexport { a, s, m };\n',
+      );
+    });
+
+    it("an npm package that cannot be resolved is ERR_MODULE_NOT_FOUND naming it", async () => {
+      const result = failed(
+        await sandbox.run({
+          code: "import pad from 'cordon-no-such-package-zz'; export default pad",
+          limits: { wallTimeMs: 20_000 },
+        }),
+      );
+      expect(result.error.code).toBe("ERR_MODULE_NOT_FOUND");
+      expect(result.error.message).toContain("cordon-no-such-package-zz");
+    });
+
+    it("a multi-file source: files beside the entry, TypeScript included", async () => {
+      const files = {
+        "lib/math.ts": "export const square = (x: number): number => x * x;",
+        "lib/index.js": "export { square } from './math.ts'; export const twice = (x) => x * 2;",
+      };
+      const code = "import { square, twice } from './lib/index.js';\nexport default (n: number) => twice(square(n));";
+      expect(completed(await sandbox.run({ code, input: 3, files })).value).toBe(18);
+      const thrown = failed(
+        await sandbox.run({
+          code: "import { boom } from './lib/err.ts';\nexport default () => boom()",
+          files: { "lib/err.ts": "export function boom() {\n  throw new Error('deep');\n}" },
+        }),
+      );
+      expect(thrown.error.stack).toContain("./lib/err.ts:2");
+      await expect(sandbox.run({ code: "export default 1", files: { "../x.js": "" } })).rejects.toThrow(/relative path/);
+      const many = Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`f${i}.js`, ""]));
+      await expect(sandbox.run({ code: "export default 1", files: many })).rejects.toThrow(/at most 256/);
+    });
+  });
+});
+
+describe("the deno engine's lifecycle", () => {
+  it("leaves no process behind after dispose", async () => {
+    const sandbox = await createSandbox({ engine: "deno", spareInstances: 2 });
+    await sandbox.run({ code: "export default 1" });
+    await using_prefix(sandbox);
+    const pids = (sandbox.stats().workers ?? []).map((w) => w.pid);
+    expect(pids.length).toBeGreaterThanOrEqual(2);
+    await sandbox.dispose();
+    for (const pid of pids) expect(alive(pid), `pid ${pid}`).toBe(false);
+  });
+
+  it("idle function processes end after their TTL; past the soft cap the least recently used idle one ends", async () => {
+    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 0, deno: { idleTtlMs: 400, softCap: 2 } });
+    for (const n of [1, 2, 3]) completed(await sandbox.run({ code: `export default ${n}` }));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(functionPids(sandbox).length).toBeLessThanOrEqual(2);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(functionPids(sandbox)).toEqual([]);
+  });
+
+  it("a spare killed from outside is never handed a run", async () => {
+    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 1 });
+    completed(await sandbox.run({ code: "export default 0" }));
+    await new Promise((r) => setTimeout(r, 1000));
+    const spare = (sandbox.stats().workers ?? []).find((w) => w.partition === "");
+    expect(spare).toBeDefined();
+    process.kill(spare?.pid ?? 0, "SIGKILL");
+    await new Promise((r) => setTimeout(r, 100));
+    expect(completed(await sandbox.run({ code: "export default 3" })).value).toBe(3);
+  });
+
+  it("a function process is retired after maxInvocations runs", async () => {
+    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 0, deno: { maxInvocations: 2 } });
+    const code = "export default () => 1";
+    const warm = [];
+    for (let i = 0; i < 4; i++) warm.push(completed(await sandbox.run({ code })).stats.warm);
+    expect(warm).toEqual([false, true, false, true]);
+  });
+});
+
+async function using_prefix(sandbox: Sandbox): Promise<void> {
+  const prefix = await sandbox.prepare({ code: "export const f = () => 1" });
+  completed(await prefix.call({ export: "f" }));
+}
