@@ -1,13 +1,15 @@
 import { parseArgs } from "node:util";
 import { createExecutor, type Executor } from "../executor/server.js";
 
-export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--grace-ms 10000]
+export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--grace-ms 10000] [--callback-origin URL]...
 
-  Runs the executor service: POST /run (authorization: Bearer <secret>), GET /health.
+  Runs the executor service: POST /run and POST /host (authorization: Bearer <secret>), GET /health.
   --port N          the port to listen on (default 8787; 0 picks a free one)
   --host H          the address to listen on (default 127.0.0.1: this machine only)
   --max-body-mb N   request bodies over this are refused with 413 (default 32)
   --grace-ms N      on SIGTERM, in-flight runs get this long before they are aborted (default 10000)
+  --callback-origin O  an origin remote hosts may name for their callbacks, besides their own
+                    address and loopback (repeatable)
 The admission secret is CORDON_EXEC_SECRET (at least 32 bytes), or one generated and printed
 for this run. The first line on stdout is the URL. Service logs are JSON lines on stderr.`;
 
@@ -39,6 +41,7 @@ export async function serve(args: string[]): Promise<number> {
       host: parsed.host,
       maxBodyMb: parsed.maxBodyMb,
       shutdownGraceMs: parsed.graceMs,
+      callbackOrigins: parsed.callbackOrigins,
     });
   } catch (error) {
     const message = (error as Error).message.replace(/^cordon: /, "");
@@ -101,6 +104,7 @@ function parseServeArgs(args: string[]) {
       host: { type: "string" },
       "max-body-mb": { type: "string" },
       "grace-ms": { type: "string" },
+      "callback-origin": { type: "string", multiple: true },
     },
   });
   const number = (name: string, text: string | undefined, { zero = false } = {}) => {
@@ -119,5 +123,6 @@ function parseServeArgs(args: string[]) {
     host: values.host,
     maxBodyMb: number("max-body-mb", values["max-body-mb"]),
     graceMs: number("grace-ms", values["grace-ms"], { zero: true }),
+    callbackOrigins: values["callback-origin"],
   };
 }

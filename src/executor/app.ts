@@ -29,6 +29,8 @@ export interface AppDeps {
   draining: () => boolean;
   /** The remote host's requests (`POST /host`). */
   host: HostRouteDeps;
+  /** Why a callback URL is refused (undefined: allowed), given the requester's address. */
+  checkCallback: (url: string, requester: string | undefined) => string | undefined;
 }
 
 type Env = { Bindings: HttpBindings };
@@ -87,6 +89,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
   app.post("/host", async (c) => {
     const { body, signal } = await admitted(c, deps);
     const request = parseRemoteRequest(body);
+    if (request.callback) {
+      const refused = deps.checkCallback(request.callback.url, c.env.incoming.socket.remoteAddress);
+      if (refused) throw new ServiceError("ERR_BAD_REQUEST", refused);
+    }
     const started = performance.now();
     const answer = await answerHostRequest(deps.host, request, signal);
     if ("gone" in answer) throw new ServiceError(PREFIX_GONE, "this executor no longer holds that prefix; prepare it again");

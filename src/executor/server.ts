@@ -12,6 +12,7 @@ import { Slots } from "../core/slots.js";
 import { createSandbox, engineOf, type Sandbox } from "../sandbox.js";
 import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
+import { createCallbackCheck } from "./callback-targets.js";
 import { InFlight } from "./inflight.js";
 import { RemotePrefixes } from "./remote-prefixes.js";
 import { createServiceLogger } from "./log.js";
@@ -32,6 +33,11 @@ export interface ExecutorOptions {
   warmModules?: number;
   /** How long `close()` lets in-flight runs finish before aborting them. Default 10 000 ms. */
   shutdownGraceMs?: number;
+  /**
+   * Origins (`https://app.internal:8443`) a remote host may name as its callback URL besides its
+   * own address and loopback. Default: none.
+   */
+  callbackOrigins?: string[];
   /** The service log (pino). Default: JSON lines on stderr; false: none. */
   logger?: Logger | false;
 }
@@ -54,7 +60,17 @@ export interface Executor extends AsyncDisposable {
  */
 export const SERVICE_POLICY = { maxWallTimeMs: 60_000, maxCpuTimeMs: 60_000 } as const;
 
-const OPTION_KEYS = ["secret", "host", "port", "maxBodyMb", "sandbox", "warmModules", "shutdownGraceMs", "logger"];
+const OPTION_KEYS = [
+  "secret",
+  "host",
+  "port",
+  "maxBodyMb",
+  "sandbox",
+  "warmModules",
+  "shutdownGraceMs",
+  "logger",
+  "callbackOrigins",
+];
 /** After the grace period, aborted runs get this long to send their (aborted) results. */
 const ABORT_SETTLE_MS = 2_000;
 
@@ -109,6 +125,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     hostName,
     draining: () => draining,
     host: { engine: engineFor, policy, prefixes, slots },
+    checkCallback: createCallbackCheck(checkOrigins(options.callbackOrigins)),
   });
   // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and
   // Response, which the sandbox's own fetch wire recognises by class.
@@ -179,6 +196,27 @@ function listen(server: Server, port: number, host: string): Promise<void> {
       resolve();
     });
   });
+}
+
+function checkOrigins(value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw new TypeError("cordon: executor options.callbackOrigins must be an array of origins");
+  for (const origin of value) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(String(origin));
+    } catch {}
+    if (
+      !parsed ||
+      (parsed.protocol !== "http:" && parsed.protocol !== "https:") ||
+      parsed.origin !== String(origin).replace(/\/$/, "")
+    ) {
+      throw new TypeError(
+        `cordon: executor options.callbackOrigins: ${JSON.stringify(origin)} is not an http(s) origin such as https://app.internal:8443`,
+      );
+    }
+  }
+  return value as string[];
 }
 
 function positive(value: unknown, name: string, fallback: number): number {

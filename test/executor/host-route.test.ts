@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_LIMITS } from "../../src/core/limits.js";
 import { normalizeSource } from "../../src/core/source.js";
+import { createCallbackCheck } from "../../src/executor/callback-targets.js";
 import { refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
 
 let service: TestExecutor;
@@ -91,5 +92,41 @@ describe("POST /host (the remote host's protocol)", () => {
     } finally {
       await strict.executor.close({ graceMs: 0 });
     }
+  });
+
+  it("calls back only to the requester, loopback, or an origin the operator named (no SSRF through the executor)", async () => {
+    const body = await runRequest("export default 1");
+    const callback = (url: string) => ({ ...body, callback: { url, run: "r", grant: "g", names: ["globals.f"] } });
+    for (const url of [
+      "http://10.1.2.3:8080/rpc",
+      "http://169.254.169.254/latest",
+      "http://internal.example:80/",
+      "http://u:p@127.0.0.1:1/",
+    ]) {
+      const answer = await refusal(await post(callback(url)));
+      expect(answer.status, url).toBe(400);
+      expect(answer.message).toMatch(/callback\.url/);
+    }
+    expect((await post(callback("http://127.0.0.1:1/rpc"))).status).toBe(200);
+    expect((await post(callback("http://localhost:1/rpc"))).status).toBe(200);
+    const named = await startExecutor({ callbackOrigins: ["http://203.0.113.7:9000"] });
+    try {
+      const response = await fetch(`${named.url}/host`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${SECRET}`, "content-type": "application/json" },
+        body: JSON.stringify(callback("http://203.0.113.7:9000/rpc")),
+      });
+      expect(response.status).toBe(200);
+    } finally {
+      await named.executor.close({ graceMs: 0 });
+    }
+  });
+
+  it("the requester's own address is allowed, v4-mapped or not", () => {
+    const check = createCallbackCheck();
+    expect(check("http://192.0.2.5:8080/rpc", "::ffff:192.0.2.5")).toBeUndefined();
+    expect(check("http://[2001:db8::5]:8080/rpc", "2001:db8::5")).toBeUndefined();
+    expect(check("http://192.0.2.6:8080/rpc", "::ffff:192.0.2.5")).toMatch(/not allowed/);
+    expect(check("ftp://127.0.0.1/", "127.0.0.1")).toMatch(/http/);
   });
 });
