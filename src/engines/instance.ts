@@ -35,6 +35,8 @@ export interface EngineInstance {
   bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted: boolean;
+  /** A warm instance is replaced after this many uses (Deno: each prefix run adds a module instance it never frees). */
+  readonly maxUses?: number;
   readonly disposed: boolean;
   readonly memoryMb: number;
   /** Source maps by module filename, so failures report the caller's own lines. */

@@ -253,7 +253,8 @@ export class WarmPool implements EnginePrefix {
     this.busy = Math.max(0, this.busy - 1);
     instance.uses++;
     instance.listener = undefined;
-    if (this.disposed || instance.tainted || instance.disposed) {
+    const wornOut = instance.maxUses !== undefined && instance.uses >= instance.maxUses;
+    if (this.disposed || instance.tainted || instance.disposed || wornOut) {
       instance.dispose();
       // Calls waiting for this instance get a fresh one.
       if (!this.disposed && this.queue.length > 0) void this.replace();

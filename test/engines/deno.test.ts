@@ -378,6 +378,20 @@ describe("the deno engine's lifecycle", () => {
     for (let i = 0; i < 4; i++) warm.push(completed(await sandbox.run({ code })).stats.warm);
     expect(warm).toEqual([false, true, false, true]);
   });
+
+  it("a warm prefix's process is replaced after maxInvocations uses; its runs and calls go on", async () => {
+    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 0, deno: { maxInvocations: 3 } });
+    await using prefix = await sandbox.prepare({ code: "globalThis.base = 40; export const add = (n) => base + n" });
+    const outcomes = [];
+    for (let i = 0; i < 7; i++) {
+      const result =
+        i % 2 ? await prefix.run({ code: "export default () => base + 2" }) : await prefix.call({ export: "add", args: [2] });
+      outcomes.push([completed(result).value, result.stats.warm]);
+    }
+    // The prepare counted as the first use: the 3rd and 6th uses start a new process, cold.
+    expect(outcomes.map(([v]) => v)).toEqual([42, 42, 42, 42, 42, 42, 42]);
+    expect(outcomes.map(([, warm]) => warm)).toContain(false);
+  });
 });
 
 async function using_prefix(sandbox: Sandbox): Promise<void> {

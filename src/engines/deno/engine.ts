@@ -69,6 +69,9 @@ export class DenoEngine implements Engine {
       cacheDir,
       cachedOnly: options.cachedOnly,
     });
+    // Warm prefixes too end a process after maxInvocations uses: each prefix run adds a module
+    // instance Deno never frees.
+    instance.maxUses = options.functions?.maxInvocations ?? 1000;
     this.live.add(instance);
     instance.process.child.once("exit", () => this.live.delete(instance));
     if (this.disposed) instance.dispose();

@@ -49,6 +49,9 @@ export class DenoInstance implements EngineInstance {
   private namePattern: RegExp | undefined;
   private lastCaps: RuntimeCaps | undefined;
 
+  /** A warm prefix's process is replaced after this many uses (module instances of prefix runs are never freed). */
+  maxUses: number | undefined;
+
   private constructor(
     readonly process: DenoProcess,
     readonly memoryMb: number,
