@@ -43,7 +43,7 @@ export class PooledEngine implements Engine {
 
   constructor(
     readonly name: Exclude<EngineName, "auto">,
-    create: (memoryMb: number) => Promise<EngineInstance>,
+    create: (memoryMb: number, ahead: boolean) => Promise<EngineInstance>,
     private readonly options: PooledEngineOptions,
     private readonly onDispose?: () => Promise<void>,
   ) {

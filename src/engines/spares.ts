@@ -3,6 +3,11 @@ import type { EngineInstance } from "./instance.js";
 /** A one-off run on a spare takes about a millisecond; refill just after it. */
 const REFILL_DELAY_MS = 2;
 
+/** A run waiting for a spare in the making (method syntax: instance types stay assignable). */
+interface Waiter<I> {
+  hand(instance: I | undefined): void;
+}
+
 /**
  * Spare instances created ahead of time, so a one-off run does not pay instance creation and
  * runtime bootstrap (about 3 ms for an isolate, more for QuickJS) on its critical path. Taking one starts a refill in the background.
@@ -10,13 +15,16 @@ const REFILL_DELAY_MS = 2;
 export class Spares<I extends EngineInstance = EngineInstance> {
   private readonly ready: I[] = [];
   private filling = 0;
+  /** Runs waiting for a spare already being made: it is nearer done than a new one would be. */
+  private readonly waiting: Waiter<I>[] = [];
   private scheduled = false;
   private disposed = false;
 
   constructor(
     private readonly size: number,
     private readonly memoryMb: number,
-    private readonly create: (memoryMb: number) => Promise<I>,
+    /** `ahead`: made in the background for later (worth warming up), not for a run waiting now. */
+    private readonly create: (memoryMb: number, ahead: boolean) => Promise<I>,
   ) {
     this.refill();
   }
@@ -36,7 +44,14 @@ export class Spares<I extends EngineInstance = EngineInstance> {
         return spare;
       }
     }
-    return this.create(memoryMb);
+    if (memoryMb === this.memoryMb && this.filling > this.waiting.length) {
+      const made = await new Promise<I | undefined>((resolve) => this.waiting.push({ hand: resolve }));
+      if (made) {
+        this.refillSoon();
+        return made;
+      }
+    }
+    return this.create(memoryMb, false);
   }
 
   private refillSoon(): void {
@@ -52,14 +67,20 @@ export class Spares<I extends EngineInstance = EngineInstance> {
     if (this.disposed) return;
     while (this.ready.length + this.filling < this.size) {
       this.filling++;
-      this.create(this.memoryMb).then(
+      this.create(this.memoryMb, true).then(
         (instance) => {
           this.filling--;
-          if (this.disposed) instance.dispose();
+          const waiter = this.waiting.shift();
+          if (this.disposed) {
+            instance.dispose();
+            waiter?.hand(undefined);
+          } else if (waiter) waiter.hand(instance);
           else this.ready.push(instance);
         },
         () => {
           this.filling--;
+          // The waiter makes its own.
+          this.waiting.shift()?.hand(undefined);
         },
       );
     }
@@ -67,6 +88,7 @@ export class Spares<I extends EngineInstance = EngineInstance> {
 
   dispose(): void {
     this.disposed = true;
+    for (const waiter of this.waiting.splice(0)) waiter.hand(undefined);
     for (const instance of this.ready.splice(0)) instance.dispose();
   }
 }

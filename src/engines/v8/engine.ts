@@ -5,5 +5,7 @@ import { loadIsolatedVm } from "./load.js";
 /** The v8 engine: V8 isolates through isolated-vm, in this process. */
 export function createV8Engine(options: PooledEngineOptions): PooledEngine {
   loadIsolatedVm();
-  return new PooledEngine("v8", (memoryMb) => V8Instance.create(memoryMb), options);
+  // Spares made ahead warm up their runtime; an instance a run is waiting for does not (it would
+  // pay the same compilation twice over).
+  return new PooledEngine("v8", (memoryMb, ahead) => V8Instance.create(memoryMb, { warmUp: ahead }), options);
 }
