@@ -110,14 +110,14 @@ export class V8Instance implements EngineInstance {
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
   async install(bindings: BindingsLike): Promise<void> {
     this.bindings = bindings;
-    await this.refs.install.apply(undefined, [bindings.text]);
+    await this.refs.install.apply(undefined, [flat(bindings.text)]);
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
   start(bindings: BindingsLike, mode: "run" | "prepare", inputText: string, caps: [number, number, number]): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
-    return this.refs.start.apply(undefined, [bindings.text, mode, inputText, ...caps]);
+    return this.refs.start.apply(undefined, [flat(bindings.text), mode, flat(inputText), ...caps]);
   }
 
   /**
@@ -134,7 +134,14 @@ export class V8Instance implements EngineInstance {
     if (bindings) this.bindings = bindings;
     this.lastCaps = caps;
     this.lineMaps.set(source.filename, source.script.lineMap);
-    const args = [bindings ? bindings.text : null, mode, inputText, ...caps, source.script.code, source.filename];
+    const args = [
+      bindings ? flat(bindings.text) : null,
+      mode,
+      flat(inputText),
+      ...caps,
+      flat(source.script.code),
+      source.filename,
+    ];
     return this.refs.runScript.apply(undefined, args);
   }
 
@@ -147,11 +154,11 @@ export class V8Instance implements EngineInstance {
     maxLogBytes: number,
   ): Promise<unknown> {
     this.lastCaps = [maxOutputBytes, maxLogEntries, maxLogBytes];
-    return this.refs.begin.apply(undefined, [mode, inputText, maxOutputBytes, maxLogEntries, maxLogBytes]);
+    return this.refs.begin.apply(undefined, [mode, flat(inputText), maxOutputBytes, maxLogEntries, maxLogBytes]);
   }
 
   settle(id: number, ok: boolean, text: string): Promise<unknown> {
-    return this.refs.settle.apply(undefined, [id, ok, text]);
+    return this.refs.settle.apply(undefined, [id, ok, flat(text)]);
   }
 
   fire(id: number): Promise<unknown> {
@@ -167,7 +174,7 @@ export class V8Instance implements EngineInstance {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
-    const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
+    const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
     const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
     return this.refs.call.apply(undefined, args) as Promise<string>;
   }
@@ -259,6 +266,18 @@ async function warmUp(refs: Record<"runScript" | "ping", Ref>): Promise<void> {
   await refs.runScript.apply(undefined, [noBindings, "run", "null", 1024, 10, 1024, module, RUNTIME_FILENAME]);
   // The outcome settles in microtasks after the call: the ping returns once they have run.
   await refs.ping.apply(undefined, []);
+}
+
+/**
+ * Make V8 flatten a string before it crosses. isolated-vm copies a cons string (a concatenation
+ * V8 has not flattened yet: codec text is " " + JSON, joined calls are joins) far slower than a
+ * flat one: measured here, 64 joined events 45 µs per crossing as a cons string, 24 µs joined
+ * and flattened; one event 6.5 µs vs 4.6 µs. Converting to a number reads the characters, which
+ * flattens the string in place (the trick pino's flatstr uses).
+ */
+function flat(text: string): string {
+  void ((text as unknown as number) | 0);
+  return text;
 }
 
 async function compileRuntime(isolate: IVM.Isolate): Promise<IVM.Script> {
