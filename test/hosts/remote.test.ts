@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { sharedCodec } from "../../src/core/bindings.js";
 import type { RemoteRequest } from "../../src/core/protocol.js";
 import { createExecutor, type Executor } from "../../src/executor/server.js";
-import { createSandbox } from "../../src/index.js";
+import { createRpcHandler, createSandbox } from "../../src/index.js";
 
 const SECRET = "cordon-remote-host-test-secret-0123456789abcdef";
 const codec = sharedCodec();
@@ -117,6 +117,43 @@ describe("the remote host against a real executor", () => {
     const warm = await prefix.call({ export: "next" });
     expect(warm.ok && warm.value).toBe(2);
     expect(warm.stats.warm).toBe(true);
+  });
+});
+
+describe("host bindings answered by the user's own app (createRpcHandler mounted there)", () => {
+  it("the executor calls back at the app's URL; the app's handler verifies and dispatches", async () => {
+    const service = await executor();
+    const rpc = createRpcHandler({ key: "an-app-signing-key-of-at-least-32-bytes!" });
+    let seen = 0;
+    // The user's app: a plain node server that hands /cordon-rpc to the handler, 404 elsewhere.
+    const app: Server = createServer(async (req, res) => {
+      if (req.url !== "/cordon-rpc") return void res.writeHead(404).end();
+      seen++;
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const answer = await rpc.handle(
+        new Request(`http://app${req.url}`, {
+          method: req.method,
+          headers: req.headers as Record<string, string>,
+          body: Buffer.concat(chunks),
+        }),
+      );
+      res.writeHead(answer.status, { "content-type": "application/json" }).end(await answer.text());
+    });
+    await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
+    cleanup.push(() => new Promise((resolve) => app.close(resolve)));
+    const url = `http://127.0.0.1:${(app.address() as AddressInfo).port}/cordon-rpc`;
+    await using sandbox = await createSandbox({
+      engine: "v8",
+      host: "remote",
+      remote: { url: service.url, secret: SECRET, callback: { url, rpc } },
+    });
+    const result = await sandbox.run({
+      code: "export default async () => (await greet('ada')) + '!'",
+      globals: { greet: async (name: string) => `hello ${name}` },
+    });
+    expect(result.ok && result.value).toBe("hello ada!");
+    expect(seen).toBe(1);
   });
 });
 
