@@ -1,5 +1,6 @@
 import { transform } from "esbuild";
 import { CordonError } from "./errors.js";
+import { HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
 import { type LineMap, decodeMappings } from "./source-map.js";
 
 /** A guest module ready for an engine: plain JavaScript ESM, named for stack traces. */
@@ -91,8 +92,9 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
       sourcemap: "external",
     });
     if (/\brequire\s*\(|\bimport\s*\(|import\.meta/.test(out.code)) return undefined;
-    // The wrapper takes a line of its own: the map gets an empty first line to match.
-    const wrapped = `(function () {"use strict";\n${out.code}\nreturn __cordon_exports;\n})`;
+    // The wrapper takes a line of its own: the map gets an empty first line to match. The guest
+    // runtime passes esbuild's helpers in (see script-helpers.ts).
+    const wrapped = `(function (${HELPERS_PARAM}) {"use strict";\n${shareHelpers(out.code)}\nreturn __cordon_exports;\n})`;
     const mappings = (JSON.parse(out.map) as { mappings: string }).mappings;
     return { code: wrapped, lineMap: [[], ...decodeMappings(mappings)] };
   } catch {

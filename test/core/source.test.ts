@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { shareHelpers } from "../../src/core/script-helpers.js";
 import { normalizeSource } from "../../src/core/source.js";
 
 describe("guest source", () => {
@@ -25,5 +26,22 @@ describe("guest source", () => {
       code: "ERR_COMPILE",
       message: expect.stringMatching(/^tenant\.ts:1:\d+: /),
     });
+  });
+
+  it("the script form takes esbuild's helpers from the runtime, line for line (this esbuild prints them as expected)", async () => {
+    const out = await normalizeSource("export const a = 1;\nexport default function f() { return a }");
+    const script = out.script?.code ?? "";
+    expect(script).toMatch(/^\(function \(__cordon_helpers\) \{/);
+    expect(script).toContain("var __defProp = __cordon_helpers.__defProp, __getOwnPropDesc = __cordon_helpers.__getOwnPropDesc");
+    expect(script).toContain("__toCommonJS = __cordon_helpers.__toCommonJS;");
+    expect(script).not.toContain("Object.defineProperty");
+    // Every line the map knows is still there: the helpers' lines are kept, empty.
+    expect(script.split("\n").length).toBeGreaterThanOrEqual(out.script?.lineMap.length ?? 0);
+  });
+
+  it("leaves text it does not recognise exactly as esbuild wrote it", () => {
+    const odd = "var __cordon_exports = (() => {\n  var __defProp = Object.defineProperty; // changed\n  return {};\n})();\n";
+    expect(shareHelpers(odd)).toBe(odd);
+    expect(shareHelpers("something else")).toBe("something else");
   });
 });

@@ -195,7 +195,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     if (typeof message.script === "string") {
       try {
         const name = replace.call(message.filename, /[\r\n\u2028\u2029]/g, "_");
-        ns = (indirectEval(`${message.script}\n//# sourceURL=${name}`) as () => Record<string, unknown>)();
+        const factory = indirectEval(`${message.script}\n//# sourceURL=${name}`) as (h: unknown) => Record<string, unknown>;
+        ns = factory(internals.helpers);
       } catch (error) {
         host.done("t", codec.encodeError(error));
         return;

@@ -71,6 +71,8 @@ export interface GuestInternals {
   call(path: string, joinedArgs: string, maxOutputChars?: number, maxLogEntries?: number, maxLogBytes?: number): string;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
+  /** esbuild's module helpers, made once: a script form takes them as its parameter (core/script-helpers.ts). */
+  helpers: Readonly<Record<string, unknown>>;
 }
 
 export function installRuntime(
@@ -99,6 +101,35 @@ export function installRuntime(
   // Indirect eval, captured before any guest code: evaluates in the global scope.
   const indirectEval = g.eval as (code: string) => unknown;
   const split = (text: string, separator: string): string[] => apply(splitString, text, [separator]) as string[];
+
+  // esbuild's module helpers, as esbuild writes them (same semantics, made once per instance):
+  // script forms take these instead of compiling their own copy on every run.
+  const getOwnPropDesc = Object.getOwnPropertyDescriptor;
+  const getOwnPropNames = Object.getOwnPropertyNames;
+  const hasOwnProp = Object.prototype.hasOwnProperty;
+  const copyProps = (to: object, from: unknown, except?: string, desc?: PropertyDescriptor) => {
+    if ((from && typeof from === "object") || typeof from === "function") {
+      for (const key of getOwnPropNames(from))
+        if (!hasOwnProp.call(to, key) && key !== except)
+          defineProperty(to, key, {
+            get: () => (from as Record<string, unknown>)[key],
+            // biome-ignore lint/suspicious/noAssignInExpressions: esbuild's own helper, kept as it is.
+            enumerable: !(desc = getOwnPropDesc(from, key)) || desc.enumerable,
+          });
+    }
+    return to;
+  };
+  const helpers = Object.freeze({
+    __defProp: defineProperty,
+    __getOwnPropDesc: getOwnPropDesc,
+    __getOwnPropNames: getOwnPropNames,
+    __hasOwnProp: hasOwnProp,
+    __export: (target: object, all: Record<string, () => unknown>) => {
+      for (const name in all) defineProperty(target, name, { get: all[name], enumerable: true });
+    },
+    __copyProps: copyProps,
+    __toCommonJS: (mod: object) => copyProps(defineProperty({}, "__esModule", { value: true }), mod),
+  });
 
   const pendingCalls = new MapCtor<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
   const timers = new MapCtor<number, { fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean }>();
@@ -393,11 +424,12 @@ export function installRuntime(
   /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
   function runScript(code: string, filename: string): void {
     const name = replaceString(filename, /[\r\n\u2028\u2029]/g, "_");
-    const factory = indirectEval(`${code}\n//# sourceURL=${name}`) as () => Record<string, unknown>;
-    entry(factory());
+    const factory = indirectEval(`${code}\n//# sourceURL=${name}`) as (h: typeof helpers) => Record<string, unknown>;
+    entry(factory(helpers));
   }
 
   return {
+    helpers,
     begin,
     install,
     runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, code, filename) {

@@ -278,7 +278,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       throw new Error(`the guest runtime failed to start: ${error.message}`);
     }
     const internals = result.value;
-    for (const name of ["begin", "start", "entry", "settle", "fire", "call"]) inst.fns[name] = vm.getProp(internals, name);
+    for (const name of ["begin", "start", "entry", "settle", "fire", "call", "helpers"])
+      inst.fns[name] = vm.getProp(internals, name);
     internals.dispose();
     // What the bootstrap cost is not the guest's.
     inst.cpuMs = 0;
@@ -309,7 +310,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       release(compiled.error);
       return;
     }
-    const evaluated = vm.callFunction(compiled.value, vm.undefined);
+    // The script form takes esbuild's helpers, made once per instance (core/script-helpers.ts).
+    const evaluated = vm.callFunction(compiled.value, vm.undefined, inst.fns.helpers);
     compiled.value.dispose();
     if (evaluated.error) {
       threw(inst, describeError(vm, evaluated.error));
