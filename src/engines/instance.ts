@@ -61,3 +61,24 @@ export interface EngineInstance {
   measureHeap(): Promise<number>;
   dispose(): void;
 }
+
+/**
+ * Wait until `instance` has finished what a run left queued (a ping crosses behind it), before
+ * another run may own it. Past `wallTimeMs` it is tainted: whoever releases it then discards it.
+ */
+export async function fence(instance: EngineInstance, wallTimeMs: number): Promise<void> {
+  if (instance.tainted || instance.disposed) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), wallTimeMs);
+  });
+  const outcome = await Promise.race([
+    instance.ping().then(
+      () => "idle" as const,
+      () => "late" as const,
+    ),
+    late,
+  ]);
+  clearTimeout(timer);
+  if (outcome === "late") instance.tainted = true;
+}

@@ -5,7 +5,7 @@ import { failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution } from "./execution.js";
 import { instanceFailure } from "./pooled-engine.js";
-import type { EngineInstance, RuntimeCaps } from "./instance.js";
+import { type EngineInstance, fence, type RuntimeCaps } from "./instance.js";
 import type { Spares } from "./spares.js";
 
 /** At most this many waiting calls cross together. */
@@ -113,7 +113,8 @@ export class WarmPool implements EnginePrefix {
       .catch((error: unknown) => execution.taskFailed(error));
     const result = await execution.outcome;
     // The result is out; wait until the instance is idle before another run may own it.
-    const fenced = this.fence(instance, limits).then(() => this.release(instance));
+    // A late one is tainted, and release discards it.
+    const fenced = fence(instance, limits.wallTimeMs).then(() => this.release(instance));
     this.fencing.add(fenced);
     void fenced.finally(() => this.fencing.delete(fenced));
     return result;
@@ -301,27 +302,6 @@ export class WarmPool implements EnginePrefix {
     if (resident) this.residency.leave(resident);
     this.residents.delete(instance);
     instance.dispose();
-  }
-
-  /** Wait for the isolate to finish what the guest left running; past the wall time, taint it. */
-  private async fence(instance: EngineInstance, limits: ResolvedLimits): Promise<void> {
-    if (instance.tainted || instance.disposed) return;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), limits.wallTimeMs);
-    });
-    const outcome = await Promise.race([
-      instance.ping().then(
-        () => "idle" as const,
-        () => "late" as const,
-      ),
-      timeout,
-    ]);
-    clearTimeout(timer);
-    if (outcome === "late") {
-      instance.tainted = true;
-      instance.dispose();
-    }
   }
 }
 

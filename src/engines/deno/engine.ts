@@ -7,7 +7,7 @@ import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
 import type { RunResult, SandboxStats } from "../../core/types.js";
 import { Execution } from "../execution.js";
-import type { RuntimeCaps } from "../instance.js";
+import { fence, type RuntimeCaps } from "../instance.js";
 import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
 import { Spares } from "../spares.js";
 import { WarmPool } from "../warm-pool.js";
@@ -123,7 +123,8 @@ export class DenoEngine implements Engine {
     const result = await execution.outcome;
     instance.listener = undefined;
     if (ephemeral) instance.dispose();
-    else this.functions.settle(key, instance, this.fence(instance, limits));
+    // Past the wall time the process is tainted, and the pool retires it.
+    else this.functions.settle(key, instance, fence(instance, limits.wallTimeMs));
     return result;
   }
 
@@ -142,24 +143,6 @@ export class DenoEngine implements Engine {
       this.pools.add(pool);
     }
     return { prefix: pool, result };
-  }
-
-  /** Wait until the process has finished what the run left queued; past the wall time it is retired. */
-  private async fence(instance: DenoInstance, limits: ResolvedLimits): Promise<void> {
-    if (instance.tainted || instance.disposed) return;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), limits.wallTimeMs);
-    });
-    const outcome = await Promise.race([
-      instance.ping().then(
-        () => "idle" as const,
-        () => "late" as const,
-      ),
-      late,
-    ]);
-    clearTimeout(timer);
-    if (outcome === "late") instance.tainted = true;
   }
 
   stats(): EngineStats & { workers: NonNullable<SandboxStats["workers"]> } {
