@@ -28,20 +28,6 @@ export type HostAnswer = { result: RunResult; prefix?: string; load?: string } |
  * aborted may coalesce in the engine).
  */
 export async function answerHostRequest(deps: HostRouteDeps, request: RemoteRequest, signal: AbortSignal): Promise<HostAnswer> {
-  const answer = await answerOne(deps, request, signal);
-  if ("result" in answer) {
-    try {
-      const stats = (await deps.engine(request.engine)).stats();
-      answer.load = [stats.warmInstances, stats.idleInstances, stats.idleHeapBytes, stats.budgetBytes, stats.spareInstances].join(
-        ",",
-      );
-    } catch {}
-  }
-  return answer;
-}
-
-async function answerOne(deps: HostRouteDeps, request: RemoteRequest, signal: AbortSignal): Promise<HostAnswer> {
-  const started = performance.now();
   if (request.t === "prefix-dispose") {
     deps.prefixes.dispose(request.prefix);
     return { done: true };
@@ -58,6 +44,24 @@ async function answerOne(deps: HostRouteDeps, request: RemoteRequest, signal: Ab
       }),
     };
   }
+  const answer = await answerWith(engine, deps, request, signal);
+  if ("result" in answer) answer.load = loadOf(engine);
+  return answer;
+}
+
+/** The engine's load as LOAD_HEADER carries it: the stats after this answer. */
+function loadOf(engine: Engine): string {
+  const stats = engine.stats();
+  return [stats.warmInstances, stats.idleInstances, stats.idleHeapBytes, stats.budgetBytes, stats.spareInstances].join(",");
+}
+
+async function answerWith(
+  engine: Engine,
+  deps: HostRouteDeps,
+  request: Exclude<RemoteRequest, { t: "prefix-dispose" }>,
+  signal: AbortSignal,
+): Promise<HostAnswer> {
+  const started = performance.now();
   const limits = resolveLimits(request.limits, {}, deps.policy);
   const runSignal = "abortable" in request && request.abortable ? signal : undefined;
 
