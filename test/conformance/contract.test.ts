@@ -352,6 +352,45 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
         missing: ["undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "undefined"],
       });
     });
+
+    // The QuickJS engine evaluates a minified runtime (bundle.ts): names guest code can read must survive it.
+    it("its globals carry their web names and lengths", async () => {
+      const code = `export default () => {
+        const named = [URL, URLSearchParams, TextEncoder, TextDecoder, Headers, Request, Response, AbortController,
+          AbortSignal, setTimeout, clearTimeout, queueMicrotask, structuredClone, atob, btoa, console.log,
+          crypto.randomUUID, crypto.getRandomValues, URL.prototype.toString, Headers.prototype.append];
+        const href = Object.getOwnPropertyDescriptor(URL.prototype, "href");
+        return { names: named.map((f) => f.name), lengths: [URL.length, Headers.prototype.append.length], getter: href.get.name,
+          tags: [String(new URL("https://a.example/")), Object.prototype.toString.call(new Headers())] };
+      }`;
+      expect(completed(await sandbox.run({ code })).value).toEqual({
+        names: [
+          "URL",
+          "URLSearchParams",
+          "TextEncoder",
+          "TextDecoder",
+          "Headers",
+          "Request",
+          "Response",
+          "AbortController",
+          "AbortSignal",
+          "setTimeout",
+          "clearTimeout",
+          "queueMicrotask",
+          "structuredClone",
+          "atob",
+          "btoa",
+          "log",
+          "randomUUID",
+          "getRandomValues",
+          "toString",
+          "append",
+        ],
+        lengths: [1, 2],
+        getter: "get href",
+        tags: ["https://a.example/", "[object Headers]"],
+      });
+    });
   });
 
   describe("options", () => {

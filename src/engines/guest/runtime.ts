@@ -155,6 +155,12 @@ export function installRuntime(
     defineProperty(target, name, { value, writable: true, configurable: true, enumerable });
   }
 
+  /** A function under its web name (`setTimeout.name` is "setTimeout", as in Node and Deno). */
+  function defineNamed(target: object, name: string, fn: (...args: never[]) => unknown, enumerable = false): void {
+    defineProperty(fn, "name", { value: name, configurable: true });
+    define(target, name, fn, enumerable);
+  }
+
   // ---- host calls ---------------------------------------------------------------------------
   function hostCall(fnId: number, args: unknown[]): Promise<unknown> {
     const reading = config.readBodies?.(args);
@@ -204,12 +210,12 @@ export function installRuntime(
   }
   const consoleObject: Record<string, unknown> = {};
   for (const level of ["log", "info", "warn", "error", "debug"]) {
-    define(consoleObject, level, (...args: unknown[]) => emit(level, args), true);
+    defineNamed(consoleObject, level, (...args: unknown[]) => emit(level, args), true);
   }
-  define(consoleObject, "trace", (...args: unknown[]) => emit("debug", args), true);
-  define(consoleObject, "dir", (value: unknown) => emit("log", [value]), true);
-  define(consoleObject, "table", (value: unknown) => emit("log", [value]), true);
-  define(
+  defineNamed(consoleObject, "trace", (...args: unknown[]) => emit("debug", args), true);
+  defineNamed(consoleObject, "dir", (value: unknown) => emit("log", [value]), true);
+  defineNamed(consoleObject, "table", (value: unknown) => emit("log", [value]), true);
+  defineNamed(
     consoleObject,
     "assert",
     (condition: unknown, ...args: unknown[]) => {
@@ -235,11 +241,11 @@ export function installRuntime(
     // Tell the host too, so cleared timers never pile up as host handles.
     if (timers.delete(Number(id))) host.timer(Number(id), -1);
   }
-  define(g, "setTimeout", (fn: unknown, ms?: unknown, ...args: unknown[]) => arm(fn, ms, args, false));
-  define(g, "setInterval", (fn: unknown, ms?: unknown, ...args: unknown[]) => arm(fn, ms, args, true));
-  define(g, "clearTimeout", cancel);
-  define(g, "clearInterval", cancel);
-  define(g, "queueMicrotask", (fn: unknown) => {
+  defineNamed(g, "setTimeout", (fn: unknown, ms?: unknown, ...args: unknown[]) => arm(fn, ms, args, false));
+  defineNamed(g, "setInterval", (fn: unknown, ms?: unknown, ...args: unknown[]) => arm(fn, ms, args, true));
+  defineNamed(g, "clearTimeout", (id: unknown) => cancel(id));
+  defineNamed(g, "clearInterval", (id: unknown) => cancel(id));
+  defineNamed(g, "queueMicrotask", (fn: unknown) => {
     if (typeof fn !== "function") throw new TypeErrorCtor("queueMicrotask needs a function");
     PromiseCtor.resolve().then(() => (fn as () => void)());
   });

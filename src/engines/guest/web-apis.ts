@@ -627,6 +627,8 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
           this.#set(part, value);
         };
         desc.configurable = true;
+        defineProperty(desc.get, "name", { value: `get ${part}`, configurable: true });
+        defineProperty(desc.set, "name", { value: `set ${part}`, configurable: true });
         defineProperty(URL.prototype, part, desc);
       }
     }
