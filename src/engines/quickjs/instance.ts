@@ -34,7 +34,7 @@ export class QuickJSInstance implements EngineInstance {
   ) {}
 
   static async create(memoryMb: number, threads: QuickJSThreads): Promise<QuickJSInstance> {
-    const thread = threads.pick();
+    const thread = await threads.pick();
     const id = ++nextId;
     const shared = new SharedArrayBuffer(16);
     const instance = new QuickJSInstance(thread, id, memoryMb, new Int32Array(shared, 0, 1), new Float64Array(shared, 8, 1));

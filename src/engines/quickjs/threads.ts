@@ -2,7 +2,7 @@ import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { createRequire } from "node:module";
 import { CordonError } from "../../core/errors.js";
-import { guestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
+import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
 import { createHostServices } from "../host-services.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
@@ -116,23 +116,15 @@ export class QuickJSThread {
 /** The worker threads of one QuickJS engine: started on demand, one per core by default. */
 export class QuickJSThreads {
   private readonly threads: QuickJSThread[] = [];
-  private readonly data: QuickJSWorkerData;
+  private data: QuickJSWorkerData | undefined;
+  private disposed = false;
 
-  constructor(private readonly size = Math.max(2, availableParallelism())) {
-    const require = createRequire(import.meta.url);
-    this.data = {
-      corePath: require.resolve("quickjs-emscripten-core"),
-      variantPath: require.resolve("@jitl/quickjs-wasmfile-release-sync"),
-      wasmPath: require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm"),
-      runtimeScript: guestRuntimeScript(),
-      hostServicesSource: createHostServices.toString(),
-      callbackNames: HOST_CALLBACK_NAMES,
-      stackBytes: STACK_BYTES,
-    };
-  }
+  constructor(private readonly size = Math.max(2, availableParallelism())) {}
 
   /** The least loaded thread, starting a new one while there are fewer than `size`. */
-  pick(): QuickJSThread {
+  async pick(): Promise<QuickJSThread> {
+    this.data ??= await workerData();
+    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
     const alive = this.threads.filter((t) => t.alive);
     if (alive.length < this.size) {
       const thread = new QuickJSThread(this.data, (gone) => {
@@ -146,8 +138,22 @@ export class QuickJSThreads {
   }
 
   async dispose(): Promise<void> {
+    this.disposed = true;
     await Promise.all(this.threads.splice(0).map((t) => t.terminate()));
   }
+}
+
+async function workerData(): Promise<QuickJSWorkerData> {
+  const require = createRequire(import.meta.url);
+  return {
+    corePath: require.resolve("quickjs-emscripten-core"),
+    variantPath: require.resolve("@jitl/quickjs-wasmfile-release-sync"),
+    wasmPath: require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm"),
+    runtimeScript: await compactGuestRuntimeScript(),
+    hostServicesSource: createHostServices.toString(),
+    callbackNames: HOST_CALLBACK_NAMES,
+    stackBytes: STACK_BYTES,
+  };
 }
 
 /** Can QuickJS load here? (Its packages resolve; the WASM itself loads in the worker.) */
