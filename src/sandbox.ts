@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { availableParallelism, totalmem } from "node:os";
 import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
-import type { Engine, EnginePrefix } from "./core/engine.js";
+import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkSignal, checkString } from "./core/options.js";
@@ -43,7 +43,7 @@ const SANDBOX_KEYS = [
   "remote",
   "deno",
 ];
-const RUN_KEYS = ["code", "input", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
+const RUN_KEYS = ["code", "input", "call", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
 const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 const CALL_KEYS = ["export", "args", "limits", "signal"];
@@ -114,6 +114,16 @@ export class Sandbox implements AsyncDisposable {
     const bindings = new Bindings(options.globals, hostModules, fetch);
     const files = await this.checkFiles(options.files);
     const imports = this.importHosts(options.capabilities);
+    const call = checkRunCall(options);
+    if (call) {
+      const started = performance.now();
+      try {
+        if (call.args.some((a) => a instanceof Request || a instanceof Response)) await readBodies(call.args);
+      } catch (error) {
+        return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
+      }
+      return this.runFresh(checked, call, bindings, { ...sources, ...files }, "call", imports, "call");
+    }
     return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", imports);
   }
 
@@ -139,11 +149,12 @@ export class Sandbox implements AsyncDisposable {
     input: unknown,
     bindings: Bindings,
     sourceImports: Record<string, string>,
-    mode: "run" | "prepare",
+    mode: RunMode,
     imports?: string[],
+    inputName = "input",
   ): Promise<RunResult> {
     return this.withSlot(checked.signal, async (started) => {
-      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, input);
+      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, input, inputName);
       if ("result" in prepared) return prepared.result;
       const { limits, signal } = checked;
       const host = this.hostName;
@@ -294,11 +305,7 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     checkObject(options, "call options");
     checkKnownKeys(options, CALL_KEYS, "call options");
-    if (!isValidExportPath(options.export)) {
-      throw new TypeError(
-        `cordon: export must be a dotted export path such as "default" or "default.fetch", got ${JSON.stringify(options.export)}`,
-      );
-    }
+    checkExportPath(options.export, "export");
     if (options.args !== undefined && !Array.isArray(options.args)) throw new TypeError("cordon: args must be an array");
     const signal = checkSignal(options.signal, "signal");
     const limits =
@@ -393,10 +400,11 @@ export class Sandbox implements AsyncDisposable {
     code: string,
     filename: string,
     input: unknown,
+    inputName = "input",
   ): Promise<{ source: Awaited<ReturnType<typeof normalizeSource>>; inputText: string } | { result: RunResult }> {
     let inputText: string;
     try {
-      inputText = sharedCodec().encode(input, "input");
+      inputText = sharedCodec().encode(input, inputName);
     } catch (error) {
       return {
         result: this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message }),
@@ -616,4 +624,24 @@ function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & 
     if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key]);
   }
   return value as NonNullable<SandboxOptions["workers"]> & { entry?: string };
+}
+
+function checkExportPath(path: unknown, name: string): asserts path is string {
+  if (!isValidExportPath(path)) {
+    throw new TypeError(
+      `cordon: ${name} must be a dotted export path such as "default" or "default.fetch", got ${JSON.stringify(path)}`,
+    );
+  }
+}
+
+/** `run({ call: { export, args } })`: which export a one-off run calls instead of the default with `input`. */
+function checkRunCall(options: RunOptions): { export: string; args: unknown[] } | undefined {
+  const call = options.call;
+  if (call === undefined) return undefined;
+  checkObject(call, "call");
+  checkKnownKeys(call, ["export", "args"], "call");
+  checkExportPath(call.export, "call.export");
+  if (call.args !== undefined && !Array.isArray(call.args)) throw new TypeError("cordon: call.args must be an array");
+  if (options.input !== undefined) throw new TypeError("cordon: a run takes input or call, not both (call passes args)");
+  return { export: call.export, args: call.args ?? [] };
 }

@@ -4,6 +4,13 @@ import type { GuestSource } from "./source.js";
 import type { EngineName, HostName, RunResult } from "./types.js";
 
 /** One run, as an engine receives it: everything checked, normalized and encoded. */
+/**
+ * What a fresh instance does with the module: "run" calls the default export with the input;
+ * "prepare" evaluates it and reports its exports without calling anything; "call" calls the
+ * export path and arguments the input holds (encoded `[path, args]`), as `prefix.call` does.
+ */
+export type RunMode = "run" | "prepare" | "call";
+
 export interface EngineRunRequest {
   source: GuestSource;
   /** Source-text imports, by specifier (normalized lazily, when the guest imports them). */
@@ -15,8 +22,7 @@ export interface EngineRunRequest {
   signal?: AbortSignal;
   /** Written into RunResult.stats.host. */
   host: Exclude<HostName, "auto">;
-  /** "prepare" evaluates the module and reports its exports without calling the default export. */
-  mode?: "run" | "prepare";
+  mode?: RunMode;
   /** `capabilities.import`: hosts remote modules may be imported from (the deno engine only). */
   importHosts?: readonly string[];
 }

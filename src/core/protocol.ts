@@ -1,4 +1,4 @@
-import type { EngineStats } from "./engine.js";
+import type { EngineStats, RunMode } from "./engine.js";
 import type { ResolvedLimits } from "./limits.js";
 import type { GuestSource } from "./source.js";
 
@@ -21,8 +21,7 @@ interface RunBody {
   bindingsText: string;
   inputText: string;
   limits: ResolvedLimits;
-  /** "prepare" evaluates the module and reports its exports without calling the default export. */
-  mode?: "run" | "prepare";
+  mode?: RunMode;
   /** The caller holds a signal, so an abort may follow (calls without one can be coalesced). */
   abortable?: boolean;
 }

@@ -126,6 +126,13 @@ export interface RunOptions {
   code: string;
   /** Passed to a default-exported function. */
   input?: unknown;
+  /**
+   * Call this export instead of the default with `input`: a dotted path (`"default.fetch"`,
+   * `"handlers.onEvent"`, `this` bound to its owner) and its arguments (a `Request` crosses as
+   * one). The value is the call's awaited result; a path that is not a function is
+   * ERR_CALL_TARGET_NOT_FOUND.
+   */
+  call?: { export: string; args?: unknown[] };
   /** The name of the module in stack traces. Default `<guest>`. */
   filename?: string;
   globals?: Record<string, HostBinding>;

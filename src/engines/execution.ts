@@ -214,7 +214,7 @@ export class Execution implements InstanceListener, Watched {
       if (kind === "m") {
         const { path, hint } = JSON.parse(text) as { path: string; hint?: unknown };
         // An engine may say how to add the missing entry point (deno: no default export, no Deno.serve).
-        const message = `the prefix has no function at export path "${path}"${typeof hint === "string" ? `: ${hint}` : ""}`;
+        const message = `the module has no function at export path "${path}"${typeof hint === "string" ? `: ${hint}` : ""}`;
         this.fail({ code: "ERR_CALL_TARGET_NOT_FOUND", name: "CordonError", message }, index);
         return;
       }

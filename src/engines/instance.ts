@@ -1,4 +1,5 @@
 import type { BindingsLike } from "../core/bindings.js";
+import type { RunMode } from "../core/engine.js";
 import type { LineMap } from "../core/source-map.js";
 import type { GuestSource } from "../core/source.js";
 
@@ -18,7 +19,7 @@ export type RuntimeCaps = [number, number, number];
 export interface EvaluateRequest {
   /** Installed on a fresh instance; undefined on a warm one (it keeps its prefix's bindings). */
   bindings?: BindingsLike;
-  mode: "run" | "prepare";
+  mode: RunMode;
   inputText: string;
   caps: RuntimeCaps;
   source: GuestSource;

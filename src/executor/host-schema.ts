@@ -58,7 +58,7 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
     bindingsText: text,
     inputText: text,
     limits,
-    mode: z.enum(["run", "prepare"]).optional(),
+    mode: z.enum(["run", "prepare", "call"]).optional(),
     abortable: z.boolean().optional(),
   }),
   z.strictObject({

@@ -325,6 +325,69 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
     });
   });
 
+  describe("a one-off run that calls an export (run with call)", () => {
+    const HANDLERS = `export default {
+        async fetch(request) {
+          return new Response("hi " + request.method + " " + (await request.text()), { status: 201, headers: { "x-a": "1" } });
+        },
+      };
+      export const handlers = { prefix: "h:", on(event) { return this.prefix + event.n } };
+      export const meta = { version: 2 };
+      globalThis.calls = (globalThis.calls ?? 0) + 1;
+      export function count() { return globalThis.calls }`;
+
+    it("calls default.fetch with a Request and returns a real Response", async () => {
+      const request = new Request("http://tenant.example/hook", { method: "POST", body: "body" });
+      const result = completed(await sandbox.run({ code: HANDLERS, call: { export: "default.fetch", args: [request] } }));
+      expect(result.value).toBeInstanceOf(Response);
+      const response = result.value as Response;
+      expect([response.status, response.headers.get("x-a"), await response.text()]).toEqual([201, "1", "hi POST body"]);
+      expect(result.exports).toEqual({ meta: { version: 2 } });
+      expect(result.stats.warm).toBe(false);
+    });
+
+    it("binds this to the owner and runs on a fresh instance every time", async () => {
+      const on = completed(await sandbox.run({ code: HANDLERS, call: { export: "handlers.on", args: [{ n: 7 }] } }));
+      expect(on.value).toBe("h:7");
+      for (let i = 0; i < 2; i++)
+        expect(completed(await sandbox.run({ code: HANDLERS, call: { export: "count" } })).value).toBe(1);
+    });
+
+    it("a path that is no function is ERR_CALL_TARGET_NOT_FOUND naming it", async () => {
+      for (const path of ["missing", "meta", "meta.version", "handlers.nope", "constructor", "toString", "__proto__"]) {
+        const result = failed(await sandbox.run({ code: HANDLERS, call: { export: path } }));
+        expect(result.error.code, path).toBe("ERR_CALL_TARGET_NOT_FOUND");
+        expect(result.error.message).toContain(`"${path}"`);
+      }
+    });
+
+    it("a thrown error, a limit and unserializable args are results, as for any run", async () => {
+      const code = "export function boom() { throw new RangeError('no') }\nexport function spin() { for (;;) {} }";
+      expect(failed(await sandbox.run({ code, call: { export: "boom" } })).error).toMatchObject({
+        code: "ERR_USER_CODE",
+        name: "RangeError",
+      });
+      const spin = failed(await sandbox.run({ code, call: { export: "spin" }, limits: { wallTimeMs: 300, cpuTimeMs: 200 } }));
+      expect(["ERR_CPU_TIMEOUT", "ERR_WALL_TIMEOUT"]).toContain(spin.error.code);
+      const bad = failed(await sandbox.run({ code, call: { export: "boom", args: [{ f: () => 1 }] } }));
+      expect(bad.error.code).toBe("ERR_NOT_SERIALIZABLE");
+      expect(bad.error.message).toContain("call.args[0].f");
+    });
+
+    it("malformed calls throw a TypeError naming the field", async () => {
+      const code = "export function f() {}";
+      await expect(sandbox.run({ code, call: { export: "a..b" } })).rejects.toThrow(/call\.export must be a dotted export path/);
+      await expect(sandbox.run({ code, call: { export: "f", args: "x" } } as never)).rejects.toThrow(
+        /call\.args must be an array/,
+      );
+      await expect(sandbox.run({ code, call: { export: "f", extra: 1 } } as never)).rejects.toThrow(
+        /call\.extra is not an option/,
+      );
+      await expect(sandbox.run({ code, input: 1, call: { export: "f" } })).rejects.toThrow(/input or call, not both/);
+      await expect(sandbox.run({ code, call: "f" } as never)).rejects.toThrow(TypeError);
+    });
+  });
+
   describe("guest globals", () => {
     it("has the web-standard globals and none of Node", async () => {
       const code = `export default () => ({

@@ -51,7 +51,18 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
 
   it("a path that is not a function is ERR_CALL_TARGET_NOT_FOUND; a malformed one throws", async () => {
     await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
-    for (const path of ["missing", "meta", "meta.version", "handlers.nope", "default.fetch.nope"]) {
+    // Names every object inherits are no exports: `constructor` would otherwise call the realm's Object.
+    for (const path of [
+      "missing",
+      "meta",
+      "meta.version",
+      "handlers.nope",
+      "default.fetch.nope",
+      "constructor",
+      "toString",
+      "__proto__",
+      "hasOwnProperty",
+    ]) {
       const result = await prefix.call({ export: path });
       expect(code(result), path).toBe("ERR_CALL_TARGET_NOT_FOUND");
       if (!result.ok) expect(result.error.message).toContain(path);

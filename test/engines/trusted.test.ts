@@ -19,6 +19,20 @@ describe("trusted engine", () => {
     expect(result.stats).toMatchObject({ engine: "trusted", host: "inprocess" });
   });
 
+  it("calls an export with run({ call }): a Request in, a Response out, a missing path named", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const code = "export default { async fetch(r) { return new Response(r.method + ' ' + (await r.text()), { status: 202 }) } }";
+    const request = new Request("http://a.example/", { method: "PUT", body: "x" });
+    const result = await sandbox.run({ code, call: { export: "default.fetch", args: [request] } });
+    const response = result.ok ? (result.value as Response) : undefined;
+    expect([response?.status, await response?.text()]).toEqual([202, "PUT x"]);
+    const missing = await sandbox.run({ code, call: { export: "default.nope" } });
+    expect(missing.ok ? undefined : missing.error).toMatchObject({
+      code: "ERR_CALL_TARGET_NOT_FOUND",
+      message: expect.stringContaining('"default.nope"'),
+    });
+  });
+
   it("is no sandbox: the host process is reachable, as the README says", async () => {
     await using sandbox = await createSandbox({ engine: "trusted" });
     const result = await sandbox.run({ code: "export default () => typeof process.pid" });

@@ -215,7 +215,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     // `export default` wins; otherwise a handler given to Deno.serve answers calls of `default.fetch`
     // (a one-off run has no request to give it: its value stays the module's default, undefined).
     let entryNs = ns;
-    if (message.mode === "prepare" && ns.default === undefined && served) {
+    if ((message.mode === "prepare" || message.mode === "call") && ns.default === undefined && served) {
       const handler = served;
       const view: Record<string, unknown> = {};
       for (const key of ReflectOwnKeys(ns) as string[]) {

@@ -33,7 +33,13 @@ export interface GuestRuntimeConfig {
 /** What the host holds references to. */
 export interface GuestInternals {
   /** Start a run: per-run input and caps; clears what earlier runs left pending. */
-  begin(mode: "run" | "prepare", inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void;
+  begin(
+    mode: "run" | "prepare" | "call",
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+  ): void;
   /** Install bindings: `{ globals: {name: Desc}, modules: {specifier: Desc} }` as JSON text. */
   install(bindingsText: string): void;
   /**
@@ -42,7 +48,7 @@ export interface GuestInternals {
    */
   runScript(
     bindingsText: string | null,
-    mode: "run" | "prepare",
+    mode: "run" | "prepare" | "call",
     inputText: string,
     maxOutputChars: number,
     maxLogEntries: number,
@@ -53,7 +59,7 @@ export interface GuestInternals {
   /** install + begin in one crossing: how a run on a fresh instance starts. */
   start(
     bindingsText: string,
-    mode: "run" | "prepare",
+    mode: "run" | "prepare" | "call",
     inputText: string,
     maxOutputChars: number,
     maxLogEntries: number,
@@ -341,10 +347,14 @@ export function installRuntime(
   function resolvePath(root: unknown, path: string): { target: unknown; owner: unknown } {
     let owner: unknown;
     let target: unknown = root;
-    for (const part of split(path, ".")) {
-      if (target === null || (typeof target !== "object" && typeof target !== "function") || !hasOwnOrInherited(target, part)) {
+    const parts = split(path, ".");
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i];
+      // The first name must be an export (an own property: a script-form namespace inherits
+      // Object.prototype, whose `constructor` is no export); after it, methods may be inherited.
+      if (target === null || (typeof target !== "object" && typeof target !== "function"))
         return { target: undefined, owner: undefined };
-      }
+      if (!(i === 0 ? hasOwn(target, part) : hasOwnOrInherited(target, part))) return { target: undefined, owner: undefined };
       owner = target;
       target = (target as Record<string, unknown>)[part];
     }
@@ -411,7 +421,10 @@ export function installRuntime(
     );
   }
 
-  /** The evaluated guest module's exports: call the default export (run) or keep them (prepare). */
+  /**
+   * The evaluated guest module's exports: call the default export (run), call the export path
+   * the input names (call), or keep them (prepare).
+   */
   function entry(ns: Record<string, unknown>): void {
     // One-shot per run: the driver module (or runScript) calls this once the module has evaluated.
     if (run.entered) return;
@@ -419,6 +432,20 @@ export function installRuntime(
     if (run.mode === "prepare") {
       prefix = ns;
       void outcomeOf(() => undefined, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
+      return;
+    }
+    if (run.mode === "call") {
+      // The host encoded { export, args } (decoded into own data properties: nothing inherited is read).
+      const request = codec.decode(run.inputText) as { export: unknown; args: unknown[] };
+      const path = StringCtor(request.export);
+      const { target, owner } = resolvePath(ns, path);
+      if (typeof target !== "function") {
+        host.done("m", `{"path":${stringify(path)}}`);
+        return;
+      }
+      void outcomeOf(() => apply(target as (...a: unknown[]) => unknown, owner, request.args), ns).then((outcome) =>
+        host.done(outcome[0], outcome.slice(1)),
+      );
       return;
     }
     void outcomeOf(() => {

@@ -1,3 +1,5 @@
+import type { RunMode } from "../../core/engine.js";
+
 /**
  * Messages between the host and a QuickJS worker thread. Every message names the instance
  * (`id`); a request that expects an answer carries `seq`, echoed in its `reply`.
@@ -8,7 +10,7 @@ export type ToWorker =
       t: "evaluate";
       id: number;
       bindingsText: string | null;
-      mode: "run" | "prepare";
+      mode: RunMode;
       inputText: string;
       caps: [number, number, number];
       /** A module without imports or top-level await, as a script that returns its exports. */

@@ -3,6 +3,7 @@ import { sharedCodec } from "../../core/bindings.js";
 import type { BindingDesc } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
 import { CordonError, type RunError } from "../../core/errors.js";
+import { readBodies } from "../../core/fetch-wire.js";
 import { guestThrown } from "../../core/guest-errors.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
 
@@ -82,6 +83,7 @@ export class TrustedEngine implements Engine {
         // A unique URL per run: Node caches modules by URL, and runs must not share one.
         const url = `data:text/javascript;base64,${Buffer.from(`${request.source.code}\n//# run=${++runCounter}`).toString("base64")}`;
         const ns = (await import(url)) as Record<string, unknown>;
+        if (request.mode === "call") return { ns, value: await callExport(ns, codec.decode(request.inputText) as CallInput) };
         const main = ns.default;
         const value = typeof main === "function" ? await main(codec.decode(request.inputText)) : await main;
         return { ns, value };
@@ -98,7 +100,9 @@ export class TrustedEngine implements Engine {
           message: `the run exceeded its wall time limit of ${limits.wallTimeMs} ms (soft: the trusted engine cannot stop it)`,
         });
       }
-      // Values cross as data here too: the same codec, the same limits on size.
+      // Values cross as data here too: the same codec, the same limits on size. A Response's
+      // body is read first (the codec encodes synchronously).
+      if (outcome.value instanceof Response || outcome.value instanceof Request) await readBodies([outcome.value]);
       const value = codec.decode(codec.encode(outcome.value, "value", limits.maxOutputBytes));
       const exports: Record<string, unknown> = {};
       const skippedExports: string[] = [];
@@ -117,6 +121,7 @@ export class TrustedEngine implements Engine {
       if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE") {
         return failed({ code, name: "TypeError", message: (error as Error).message });
       }
+      if (error instanceof CordonError) return failed({ code: error.code, name: "CordonError", message: error.message });
       return failed(guestThrown(error, new Set()));
     } finally {
       clearTimeout(timer);
@@ -170,4 +175,24 @@ export class TrustedEngine implements Engine {
       }
     };
   }
+}
+
+type CallInput = { export: string; args: unknown[] };
+
+/** `run({ call })`: the export path's function, called with `this` bound to its owner. */
+function callExport(ns: Record<string, unknown>, { export: path, args }: CallInput): unknown {
+  let owner: unknown;
+  let target: unknown = ns;
+  for (const part of path.split(".")) {
+    if (target === null || (typeof target !== "object" && typeof target !== "function") || !(part in target)) {
+      target = undefined;
+      break;
+    }
+    owner = target;
+    target = (target as Record<string, unknown>)[part];
+  }
+  if (typeof target !== "function") {
+    throw new CordonError("ERR_CALL_TARGET_NOT_FOUND", `the module has no function at export path "${path}"`);
+  }
+  return Reflect.apply(target, owner, args);
 }

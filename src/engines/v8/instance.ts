@@ -1,5 +1,6 @@
 import type * as IVM from "isolated-vm";
 import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
+import type { RunMode } from "../../core/engine.js";
 import { CordonError } from "../../core/errors.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -114,7 +115,7 @@ export class V8Instance implements EngineInstance {
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
-  start(bindings: BindingsLike, mode: "run" | "prepare", inputText: string, caps: [number, number, number]): Promise<unknown> {
+  start(bindings: BindingsLike, mode: RunMode, inputText: string, caps: [number, number, number]): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
     return this.refs.start.apply(undefined, [flat(bindings.text), mode, flat(inputText), ...caps]);
@@ -126,7 +127,7 @@ export class V8Instance implements EngineInstance {
    */
   runScript(
     bindings: BindingsLike | undefined,
-    mode: "run" | "prepare",
+    mode: RunMode,
     inputText: string,
     caps: [number, number, number],
     source: GuestSource & { script: NonNullable<GuestSource["script"]> },
@@ -146,13 +147,7 @@ export class V8Instance implements EngineInstance {
   }
 
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
-  begin(
-    mode: "run" | "prepare",
-    inputText: string,
-    maxOutputBytes: number,
-    maxLogEntries: number,
-    maxLogBytes: number,
-  ): Promise<unknown> {
+  begin(mode: RunMode, inputText: string, maxOutputBytes: number, maxLogEntries: number, maxLogBytes: number): Promise<unknown> {
     this.lastCaps = [maxOutputBytes, maxLogEntries, maxLogBytes];
     return this.refs.begin.apply(undefined, [mode, flat(inputText), maxOutputBytes, maxLogEntries, maxLogBytes]);
   }
