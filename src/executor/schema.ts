@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isValidExportPath } from "../names.js";
 import { ServiceError } from "./errors.js";
 
 /** Bounds of a run request beyond the body cap (which bounds the bytes, not the work). */
@@ -33,9 +34,18 @@ const limitsSchema = z.strictObject({
  * value, bounded separately (`checkInputBounds`) without recursion. `imports` holds source-text
  * modules only: host modules are functions, and functions do not travel over HTTP.
  */
+/** `call` of a run: an export path of the module and its arguments (JSON), instead of `input`. */
+const callSchema = z.strictObject({
+  export: z
+    .string()
+    .refine(isValidExportPath, { message: 'must be a dotted export path such as "default" or "handlers.onEvent"' }),
+  args: z.array(z.unknown()).optional(),
+});
+
 export const runRequestSchema = z.strictObject({
   code: z.string().max(REQUEST_BOUNDS.maxCodeChars),
   input: z.unknown().optional(),
+  call: callSchema.optional(),
   filename: z.string().min(1).max(REQUEST_BOUNDS.maxFilenameChars).optional(),
   limits: limitsSchema.optional(),
   /** Tenants that must never share a warm instance (or its module state) name themselves here. */
@@ -66,7 +76,9 @@ export function parseRunRequest(body: Buffer): RunRequest {
   const checked = runRequestSchema.safeParse(parsed);
   if (!checked.success) throw new ServiceError("ERR_BAD_REQUEST", describeIssue(checked.error.issues[0]));
   const request = parsed as RunRequest;
-  if ("input" in request) checkInputBounds(request.input);
+  if ("input" in request && request.call) throw new ServiceError("ERR_BAD_REQUEST", "a run takes input or call, not both");
+  if ("input" in request) checkInputBounds(request.input, "input");
+  if (request.call?.args) checkInputBounds(request.call.args, "call.args");
   return request;
 }
 
@@ -81,23 +93,23 @@ function describeIssue(issue: z.core.$ZodIssue): string {
 }
 
 function allowedAt(path: string): string {
-  const shape = path === "limits" ? limitsSchema.shape : runRequestSchema.shape;
+  const shape = path === "limits" ? limitsSchema.shape : path === "call" ? callSchema.shape : runRequestSchema.shape;
   return Object.keys(shape).join(", ");
 }
 
 /** Depth and size of `input`, walked with an explicit stack: a deep value cannot overflow ours. */
-export function checkInputBounds(input: unknown): void {
+export function checkInputBounds(input: unknown, name: string): void {
   const { maxInputDepth, maxInputValues } = REQUEST_BOUNDS;
   const stack: { value: object; depth: number }[] = [];
   let values = 1;
   if (input !== null && typeof input === "object") stack.push({ value: input, depth: 1 });
   while (stack.length > 0) {
     const { value, depth } = stack.pop()!;
-    if (depth > maxInputDepth) throw new ServiceError("ERR_BAD_REQUEST", `input: nested deeper than ${maxInputDepth} levels`);
+    if (depth > maxInputDepth) throw new ServiceError("ERR_BAD_REQUEST", `${name}: nested deeper than ${maxInputDepth} levels`);
     const children: unknown[] = Array.isArray(value) ? value : Object.values(value);
     // Counted before anything is pushed: a huge flat array is refused without walking it.
     values += children.length;
-    if (values > maxInputValues) throw new ServiceError("ERR_BAD_REQUEST", `input: more than ${maxInputValues} values`);
+    if (values > maxInputValues) throw new ServiceError("ERR_BAD_REQUEST", `${name}: more than ${maxInputValues} values`);
     for (const child of children) {
       if (child !== null && typeof child === "object") stack.push({ value: child, depth: depth + 1 });
     }

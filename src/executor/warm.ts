@@ -10,7 +10,7 @@ interface Entry {
   callable: boolean;
   /** Requests using the prefix now: a retired prefix is disposed when the last one ends. */
   users: number;
-  /** Evicted, or not callable: its warm instances are of no further use. */
+  /** Evicted: its warm instances are of no further use. */
   retired: boolean;
 }
 
@@ -25,7 +25,8 @@ interface Entry {
  * warm instance; requests without one (everyone holding the admission secret) share by code.
  *
  * A module whose default export is not a function (`ERR_CALL_TARGET_NOT_FOUND`) is remembered as
- * such and runs with `sandbox.run`, whose `value` is then the default export itself.
+ * such and runs with `sandbox.run`, whose `value` is then the default export itself. A request
+ * with `call` calls the named export (`handlers.onEvent`) on the warm instances instead.
  */
 export class WarmRunner {
   private readonly entries = new Map<string, Entry>();
@@ -40,7 +41,7 @@ export class WarmRunner {
   }
 
   async run(request: RunRequest, signal: AbortSignal): Promise<RunResult> {
-    const { code, input, filename, imports, limits, partitionKey } = request;
+    const { code, input, call, filename, imports, limits, partitionKey } = request;
     const key = createHash("sha256")
       .update(
         JSON.stringify([
@@ -80,11 +81,18 @@ export class WarmRunner {
         if (error instanceof PrepareError) return error.result;
         throw error;
       }
-      if (!entry.callable) return await this.sandbox.run({ code, input, filename, imports, limits, signal });
-      const result = await prefix.call({ export: "default", args: [input], limits, signal });
-      if (!result.ok && result.error.code === "ERR_CALL_TARGET_NOT_FOUND") {
+      let result: RunResult;
+      if (call) {
+        // A named export: a missing one is the caller's answer, not a module to run instead.
+        result = await prefix.call({ export: call.export, args: call.args ?? [], limits, signal });
+      } else if (!entry.callable) {
+        return await this.sandbox.run({ code, input, filename, imports, limits, signal });
+      } else {
+        result = await prefix.call({ export: "default", args: [input], limits, signal });
+      }
+      if (!call && !result.ok && result.error.code === "ERR_CALL_TARGET_NOT_FOUND") {
+        // The prefix stays: requests that `call` a named export still use its warm instances.
         entry.callable = false;
-        entry.retired = true;
         return await this.sandbox.run({ code, input, filename, imports, limits, signal });
       }
       if (result.ok) {

@@ -56,6 +56,19 @@ describe("POST /run takes exactly the run schema", () => {
     expect(ok).toMatchObject({ status: "completed", value: 99_936 });
   });
 
+  it("refuses a malformed call, naming the field, and input beside call", async () => {
+    expect(await refused({ code: "return 1", call: { export: "a..b" } })).toMatch(/^call\.export: must be a dotted export path/);
+    expect(await refused({ code: "return 1", call: { export: "f", args: 1 } })).toMatch(/^call\.args: .*expected array/);
+    expect(await refused({ code: "return 1", call: { export: "f", this: 1 } })).toBe(
+      "call.this: unknown field; allowed: export, args",
+    );
+    expect(await refused({ code: "return 1", call: { args: [] } })).toMatch(/^call\.export: /);
+    expect(await refused({ code: "return 1", input: 1, call: { export: "f" } })).toBe("a run takes input or call, not both");
+    expect(await refused({ code: "return 1", call: { export: "f", args: [nested(64)] } })).toBe(
+      "call.args: nested deeper than 64 levels",
+    );
+  });
+
   it("refuses a body that is not JSON, without quoting it", async () => {
     const message = await refused('{"code": "return 1", oops}');
     expect(message).toBe("the body must be UTF-8 JSON: a run request object");

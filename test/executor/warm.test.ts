@@ -41,6 +41,18 @@ describe("warm reuse: a module is prepared once and its default export called pe
     expect(holding.length).toBeLessThanOrEqual(2);
   });
 
+  it("call names an export: warm like the default, this bound, a missing one named", async () => {
+    const code = "export default 'not a function'; export const handlers = { p: 'h:', on(e) { return this.p + e.id } }";
+    const on = { code, filename: "handlers.js", call: { export: "handlers.on", args: [{ id: 7 }] } };
+    expect(await t.runResult(on)).toMatchObject({ status: "completed", value: "h:7", stats: { warm: false } });
+    expect(await t.runResult(on)).toMatchObject({ status: "completed", value: "h:7", stats: { warm: true } });
+    const missing = await t.runResult({ code, filename: "handlers.js", call: { export: "handlers.off" } });
+    expect(missing).toMatchObject({ status: "failed", error: { code: "ERR_CALL_TARGET_NOT_FOUND" } });
+    // why: a default that is no function runs as a value, and the module stays warm for calls.
+    expect(await t.runResult({ code, filename: "handlers.js" })).toMatchObject({ value: "not a function" });
+    expect(await t.runResult(on)).toMatchObject({ value: "h:7", stats: { warm: true } });
+  });
+
   it("a module that failed to prepare is not remembered: the next request prepares it again", async () => {
     // why: the first request's own wall time is the evaluation's budget; the second has more.
     const code = "const end = Date.now() + 150; while (Date.now() < end) {} export default () => 'ready'";
