@@ -49,7 +49,28 @@ describe("cordon run", () => {
     expect(memory.stderr).toContain("ERR_MEMORY_LIMIT");
   });
 
+  it("--call calls a named export with --args", () => {
+    const code = "export const handlers = { base: 10, add(a: number, b: number) { return this.base + a + b } }";
+    const out = cordon("run", file("handlers.ts", code), "--call", "handlers.add", "--args", "[1, 2]");
+    expect(out.status).toBe(0);
+    expect(JSON.parse(out.stdout)).toBe(13);
+    const missing = cordon("run", file("handlers2.ts", code), "--call", "handlers.sub");
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain('ERR_CALL_TARGET_NOT_FOUND: the module has no function at export path "handlers.sub"');
+  });
+
   it("bad arguments exit 2 with a message", () => {
+    const x = file("x.js", "export default 1");
+    for (const [args, message] of [
+      [["--call", "a..b"], "--call must be a dotted export path"],
+      [["--call", "f", "--args", '{"a":1}'], "--args must be a JSON array"],
+      [["--args", "[]"], "--args needs --call"],
+      [["--call", "f", "--input", "1"], "--input and --call are exclusive"],
+    ]) {
+      const out = cordon("run", x, ...args);
+      expect(out.status, args.join(" ")).toBe(2);
+      expect(out.stderr).toContain(message);
+    }
     expect(cordon("run").status).toBe(2);
     const badInput = cordon("run", file("x.js", "export default 1"), "--input", "{nope");
     expect(badInput.status).toBe(2);

@@ -1,13 +1,16 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
+import { isValidExportPath } from "../names.js";
 import { createSandbox } from "../sandbox.js";
 import { CHECK_USAGE, check } from "./check.js";
 import { SERVE_USAGE, serve } from "./serve.js";
 
-const RUN_USAGE = `usage: cordon run <file> [--input JSON] [--timeout ms] [--memory mb]
+const RUN_USAGE = `usage: cordon run <file> [--input JSON | --call export [--args JSON]] [--timeout ms] [--memory mb]
 
   Runs an ES module (JS or TS) or a function body in a sandbox and prints the value as JSON.
   --input JSON    passed to the default-exported function
+  --call export   call this export instead (a dotted path: handlers.onEvent)
+  --args JSON     the call's arguments, a JSON array (default [])
   --timeout ms    wall time limit (default 5000)
   --memory mb     memory limit (default 128)
 Guest logs go to stderr. A failure prints its code and message and exits 1.`;
@@ -40,7 +43,7 @@ export async function main(argv: string[]): Promise<number> {
     const result = await sandbox.run({
       code,
       filename: parsed.file.split("/").pop(),
-      input: parsed.input,
+      ...(parsed.call ? { call: parsed.call } : { input: parsed.input }),
       limits: { wallTimeMs: parsed.timeout, memoryMb: parsed.memory },
     });
     for (const entry of result.logs) process.stderr.write(`[${entry.level}] ${entry.message}\n`);
@@ -60,7 +63,13 @@ function parseRunArgs(args: string[]) {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { input: { type: "string" }, timeout: { type: "string" }, memory: { type: "string" } },
+    options: {
+      input: { type: "string" },
+      call: { type: "string" },
+      args: { type: "string" },
+      timeout: { type: "string" },
+      memory: { type: "string" },
+    },
   });
   if (positionals.length !== 1) throw new Error("run takes exactly one file");
   const number = (name: string, text: string | undefined) => {
@@ -77,7 +86,30 @@ function parseRunArgs(args: string[]) {
       throw new Error(`--input must be JSON, got ${JSON.stringify(values.input)}`);
     }
   }
-  return { file: positionals[0], input, timeout: number("timeout", values.timeout), memory: number("memory", values.memory) };
+  let call: { export: string; args: unknown[] } | undefined;
+  if (values.args !== undefined && values.call === undefined) throw new Error("--args needs --call");
+  if (values.call !== undefined) {
+    if (values.input !== undefined) throw new Error("--input and --call are exclusive: a call takes --args");
+    if (!isValidExportPath(values.call))
+      throw new Error(`--call must be a dotted export path, got ${JSON.stringify(values.call)}`);
+    let args: unknown = [];
+    if (values.args !== undefined) {
+      try {
+        args = JSON.parse(values.args);
+      } catch {
+        args = undefined;
+      }
+      if (!Array.isArray(args)) throw new Error(`--args must be a JSON array, got ${JSON.stringify(values.args)}`);
+    }
+    call = { export: values.call, args: args as unknown[] };
+  }
+  return {
+    file: positionals[0],
+    input,
+    call,
+    timeout: number("timeout", values.timeout),
+    memory: number("memory", values.memory),
+  };
 }
 
 /** JSON has no BigInt, Map or Set: print them readably rather than failing. */
