@@ -61,12 +61,13 @@ describe("cordon run", () => {
 
   it("bad arguments exit 2 with a message", () => {
     const x = file("x.js", "export default 1");
-    for (const [args, message] of [
+    const cases: [string[], string][] = [
       [["--call", "a..b"], "--call must be a dotted export path"],
       [["--call", "f", "--args", '{"a":1}'], "--args must be a JSON array"],
       [["--args", "[]"], "--args needs --call"],
       [["--call", "f", "--input", "1"], "--input and --call are exclusive"],
-    ]) {
+    ];
+    for (const [args, message] of cases) {
       const out = cordon("run", x, ...args);
       expect(out.status, args.join(" ")).toBe(2);
       expect(out.stderr).toContain(message);

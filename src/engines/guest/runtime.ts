@@ -7,6 +7,7 @@
  * It talks to the host only through the `host` callbacks, and only with text and numbers.
  */
 import type { Codec } from "../../core/codec.js";
+import type { RunMode } from "../../core/engine.js";
 import type { FormatLogArgs } from "./inspect.js";
 
 /** Synchronous callbacks into the host. They carry strings and numbers only. */
@@ -33,13 +34,7 @@ export interface GuestRuntimeConfig {
 /** What the host holds references to. */
 export interface GuestInternals {
   /** Start a run: per-run input and caps; clears what earlier runs left pending. */
-  begin(
-    mode: "run" | "prepare" | "call",
-    inputText: string,
-    maxOutputChars: number,
-    maxLogEntries: number,
-    maxLogBytes: number,
-  ): void;
+  begin(mode: RunMode, inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void;
   /** Install bindings: `{ globals: {name: Desc}, modules: {specifier: Desc} }` as JSON text. */
   install(bindingsText: string): void;
   /**
@@ -48,7 +43,7 @@ export interface GuestInternals {
    */
   runScript(
     bindingsText: string | null,
-    mode: "run" | "prepare" | "call",
+    mode: RunMode,
     inputText: string,
     maxOutputChars: number,
     maxLogEntries: number,
@@ -59,7 +54,7 @@ export interface GuestInternals {
   /** install + begin in one crossing: how a run on a fresh instance starts. */
   start(
     bindingsText: string,
-    mode: "run" | "prepare" | "call",
+    mode: RunMode,
     inputText: string,
     maxOutputChars: number,
     maxLogEntries: number,
