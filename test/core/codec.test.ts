@@ -93,6 +93,23 @@ describe("value codec", () => {
     }
   });
 
+  it("a primitive root crosses without a walk, within the budget, and no toJSON is consulted", () => {
+    for (const value of ["text", 'q"\n', "", 0, 1.5, -0, Number.NaN, true, false, null, undefined, 10n]) {
+      expect(Object.is(roundTrip(value), value), String(value)).toBe(true);
+    }
+    expect(() => codec.encode("x".repeat(100), "value", 50)).toThrow(/value is larger than the limit of 50 bytes/);
+    // why: JSON.stringify calls toJSON on objects and BigInts only; a patched one must change nothing.
+    const proto = String.prototype as unknown as { toJSON?: () => unknown };
+    const numberProto = Number.prototype as unknown as { toJSON?: () => unknown };
+    proto.toJSON = numberProto.toJSON = () => ({ $: "d", v: 0 });
+    try {
+      expect([codec.encode("a"), codec.encode(2)]).toEqual(['"a"', "2"]);
+    } finally {
+      delete proto.toJSON;
+      delete numberProto.toJSON;
+    }
+  });
+
   it("encodes errors leniently: an unserializable field is described, not fatal", () => {
     const error = Object.assign(new Error("x"), { fn: () => 1 });
     const out = codec.decode(codec.encodeError(error)) as Error & { fn: unknown };
