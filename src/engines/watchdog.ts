@@ -10,7 +10,8 @@ export const WATCHDOG_TICK_MS = 5;
 /**
  * One interval for every running execution instead of two timers per run: on the warm path a
  * call takes tens of microseconds, and arming and clearing timers per call was a measurable
- * share of it. Runs only while something is being watched.
+ * share of it. Runs only while something is being watched, and stops at the first tick that
+ * finds nothing: back-to-back calls do not arm and clear it each time.
  */
 export class Watchdog {
   private readonly watched = new Set<Watched>();
@@ -23,13 +24,14 @@ export class Watchdog {
 
   unwatch(item: Watched): void {
     this.watched.delete(item);
-    if (this.watched.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-    }
   }
 
   private tick(): void {
+    if (this.watched.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      return;
+    }
     const now = performance.now();
     for (const item of this.watched) item.checkLimits(now);
   }
