@@ -1,5 +1,6 @@
 /** cordon: run JavaScript and TypeScript you did not write, with hard limits. Public API only. */
-export { createSandbox, Sandbox } from "./sandbox.js";
+export { createSandbox } from "./create-sandbox.js";
+export { Sandbox } from "./sandbox.js";
 export { Prefix, PrepareError } from "./prefix.js";
 export { createRpcHandler } from "./hosts/remote/rpc.js";
 export type { RpcHandler } from "./hosts/remote/rpc.js";

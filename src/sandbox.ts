@@ -1,13 +1,12 @@
 import { createHash } from "node:crypto";
-import { availableParallelism, totalmem } from "node:os";
+import { availableParallelism } from "node:os";
 import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
-import { checkLimits, checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
-import { checkKnownKeys, checkObject, checkOneOf, checkSignal, checkString } from "./core/options.js";
+import { checkLimits, resolveLimits } from "./core/limits.js";
+import { checkKnownKeys, checkObject, checkSignal, checkString } from "./core/options.js";
 import { readBodies } from "./core/fetch-wire.js";
 import { abortedResult, failedResult } from "./core/results.js";
-import { ENGINES, environmentDefaults, HOSTS } from "./core/selection.js";
 import { Slots } from "./core/slots.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
@@ -21,28 +20,11 @@ import type {
   SandboxStats,
   PrepareOptions,
   ReadExportsResult,
-  RemoteOptions,
 } from "./core/types.js";
-import type { PooledEngineOptions } from "./engines/pooled-engine.js";
-import { isolatedVmAvailable } from "./engines/v8/load.js";
-import { brokeredFetch, checkNetPolicy } from "./capabilities.js";
+import { brokeredFetch } from "./capabilities.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
-const SANDBOX_KEYS = [
-  "workers",
-  "isolateProcesses",
-  "engine",
-  "host",
-  "memoryMb",
-  "memoryBudgetMb",
-  "maxConcurrentRuns",
-  "maxQueuedRuns",
-  "policy",
-  "spareInstances",
-  "remote",
-  "deno",
-];
 const RUN_KEYS = ["code", "input", "call", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
 const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
@@ -66,8 +48,8 @@ export function engineOf(sandbox: Sandbox): Engine {
 }
 
 /**
- * The facade: option checks, engine and host selection, run slots, prepared prefixes and stats.
- * The only thing users touch. Guest faults and limits come back as results; only
+ * The facade: run options checked, run slots, prepared prefixes and stats, over the engine that
+ * createSandbox (create-sandbox.ts) chose. The only thing users touch. Guest faults and limits come back as results; only
  * misconfiguration throws.
  */
 export class Sandbox implements AsyncDisposable {
@@ -108,13 +90,13 @@ export class Sandbox implements AsyncDisposable {
   async run(options: RunOptions): Promise<RunResult> {
     this.check();
     const checked = this.checkRun(options, RUN_KEYS);
+    const call = checkRunCall(options);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
     const files = await this.checkFiles(options.files);
     const imports = this.importHosts(options.capabilities);
-    const call = checkRunCall(options);
     if (call) {
       const started = performance.now();
       try {
@@ -428,202 +410,6 @@ export class Sandbox implements AsyncDisposable {
     }
     return failedResult(this.engine.name, this.hostName, error, wallMs);
   }
-}
-
-/** Create a sandbox. Throws a TypeError naming the option for misconfiguration. */
-export async function createSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  checkObject(options, "options");
-  checkKnownKeys(options, SANDBOX_KEYS, "options");
-  const fromEnvironment = environmentDefaults();
-  const engineName = checkOneOf(options.engine ?? fromEnvironment.engine, ENGINES, "options.engine");
-  const hostName = checkOneOf(options.host ?? fromEnvironment.host, HOSTS, "options.host");
-  if (options.memoryMb !== undefined) checkPositiveNumber("options.memoryMb", options.memoryMb);
-  if (options.maxConcurrentRuns !== undefined)
-    checkPositiveNumber("options.maxConcurrentRuns", options.maxConcurrentRuns, { integer: true });
-  if (options.maxQueuedRuns !== undefined && options.maxQueuedRuns !== 0) {
-    checkPositiveNumber("options.maxQueuedRuns", options.maxQueuedRuns, { integer: true });
-  }
-  if (options.memoryBudgetMb !== undefined) checkPositiveNumber("options.memoryBudgetMb", options.memoryBudgetMb);
-  if (options.spareInstances !== undefined && options.spareInstances !== 0) {
-    checkPositiveNumber("options.spareInstances", options.spareInstances, { integer: true });
-  }
-  const policy = checkPolicy(options.policy);
-  await checkNetPolicy(policy.net);
-
-  const checked = options as SandboxOptions;
-  const workers = checkWorkers(checked.workers);
-  const isolateProcesses = checkOneOf(
-    checked.isolateProcesses ?? "shared",
-    ["shared", "partition"] as const,
-    "options.isolateProcesses",
-  );
-  if (engineName === "trusted") {
-    // No sandbox at all: it runs in this process, and only when named.
-    if (hostName !== "auto" && hostName !== "inprocess") {
-      throw new TypeError(
-        `cordon: the trusted engine runs in this process; host must be "inprocess" or "auto", got "${hostName}"`,
-      );
-    }
-    const { TrustedEngine } = await import("./engines/trusted/engine.js");
-    return new Sandbox(new TrustedEngine(), "inprocess", policy, checked);
-  }
-  if (engineName === "deno") {
-    // Each function gets Deno processes of its own, supervised from this process: the deno engine
-    // is its own process host. "auto" means that; cordon's worker processes ("process") do not host it.
-    if (hostName !== "auto" && hostName !== "inprocess") {
-      throw new TypeError(
-        `cordon: the deno engine runs every function in Deno processes of its own, supervised from this process; host must be "inprocess" or "auto", got "${hostName}"`,
-      );
-    }
-  }
-  // The deno engine never runs remotely: CORDON_EXEC_URL does not apply to it.
-  const remote = engineName === "deno" ? undefined : checkRemote(checked.remote, fromEnvironment);
-  const host = engineName === "deno" ? "inprocess" : selectHost(hostName, remote);
-  if (host === "remote" && remote) {
-    const { ExecutorClient } = await import("./hosts/remote/client.js");
-    const { Callbacks } = await import("./hosts/remote/callbacks.js");
-    const { RemoteHost } = await import("./hosts/remote/host.js");
-    const client = new ExecutorClient(remote.url, remote.secret);
-    // "auto" is the executor's choice: asked once, or guessed from what loads here when it is down.
-    let name: "v8" | "quickjs";
-    if (engineName === "v8" || engineName === "quickjs") name = engineName;
-    else if (engineName === "auto") {
-      const reported = await client.engine();
-      name = reported === "v8" || reported === "quickjs" ? reported : isolatedVmAvailable() ? "v8" : "quickjs";
-    } else throw new TypeError(`cordon: the remote host runs the v8 or quickjs engine, not "${engineName}"`);
-    return new Sandbox(new RemoteHost(name, client, new Callbacks(remote.callback)), "remote", policy, checked);
-  }
-  const engineChoice = resolveEngine(engineName);
-  const memoryMb = resolveLimits({}, checked.memoryMb === undefined ? {} : { memoryMb: checked.memoryMb }, policy).memoryMb;
-  const budgetMb = checked.memoryBudgetMb ?? Math.min(1024, Math.floor(totalmem() / 1024 / 1024 / 4));
-  const engineOptions: PooledEngineOptions = {
-    memoryMb,
-    spares: checked.spareInstances ?? 2,
-    budgetBytes: budgetMb * 1024 * 1024,
-    coalesceAbove: availableParallelism(),
-    maxInstances: checked.maxConcurrentRuns ?? availableParallelism() * 4,
-    maxQueued: checked.maxQueuedRuns ?? 10_000,
-  };
-  let engine: Engine;
-  if (engineChoice === "deno") {
-    const deno = checkDeno(checked.deno);
-    const { createDenoEngine } = await import("./engines/deno/engine.js");
-    const { cachedOnly, cacheDir, ...functions } = deno;
-    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir });
-  } else if (host === "process") {
-    const { ProcessHost } = await import("./hosts/process/host.js");
-    engine = new ProcessHost(engineChoice as "v8" | "quickjs", engineOptions, {
-      min: workers.min ?? 1,
-      softCap: workers.max ?? availableParallelism(),
-      idleTtlMs: workers.idleTtlMs ?? 60_000,
-      maxRunsPerWorker: workers.maxRunsPerWorker ?? 10_000,
-      maxRssMb: workers.maxRssMb,
-      rssSlackMb: workers.rssSlackMb ?? 256,
-      isolateProcesses,
-      entry: workers.entry,
-    });
-  } else {
-    engine = await createInProcessEngine(engineChoice as "v8" | "quickjs", engineOptions);
-  }
-  return new Sandbox(engine, host, policy, checked);
-}
-
-/** "auto": remote when an executor is configured, else the process host (a guest can then kill at most a worker). */
-function selectHost(name: HostName, remote: RemoteOptions | undefined): ConcreteHost {
-  if (name === "remote" && !remote) {
-    throw new CordonError(
-      "ERR_ENGINE_UNAVAILABLE",
-      'cordon: host "remote" needs an executor: options.remote ({ url, secret }) or CORDON_EXEC_URL and CORDON_EXEC_SECRET',
-    );
-  }
-  if (name === "remote" || (name === "auto" && remote)) return "remote";
-  if (name === "auto" || name === "process") return "process";
-  if (name === "inprocess") return "inprocess";
-  throw new CordonError(
-    "ERR_ENGINE_UNAVAILABLE",
-    `cordon: host "${name}" is not available in this version; use "process", "inprocess" or "remote"`,
-  );
-}
-
-/** `options.remote`, else the environment's executor; a URL without a usable secret is misconfiguration. */
-function checkRemote(value: unknown, env: { execUrl?: string; execSecret?: string }): RemoteOptions | undefined {
-  if (value === undefined) {
-    if (!env.execUrl) return undefined;
-    value = { url: env.execUrl, secret: env.execSecret };
-  }
-  checkObject(value, "options.remote");
-  checkKnownKeys(value, ["url", "secret", "callback"], "options.remote");
-  const url = checkString(value.url, "options.remote.url (or CORDON_EXEC_URL)", 2048);
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new TypeError(`cordon: options.remote.url must be an http(s) URL, got ${JSON.stringify(url.slice(0, 80))}`);
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
-    throw new TypeError(`cordon: options.remote.url must be an http(s) URL, got ${JSON.stringify(url.slice(0, 80))}`);
-  if (typeof value.secret !== "string" || Buffer.byteLength(value.secret) < 32) {
-    // Never the secret itself in the message: it may end up in a log.
-    throw new TypeError("cordon: options.remote.secret (or CORDON_EXEC_SECRET) must be the executor's secret, at least 32 bytes");
-  }
-  if (value.callback !== undefined) {
-    checkObject(value.callback, "options.remote.callback");
-    checkKnownKeys(value.callback, ["url", "rpc", "host", "port"], "options.remote.callback");
-  }
-  return value as unknown as RemoteOptions;
-}
-
-/** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). Never deno: only when named. */
-function resolveEngine(name: EngineName): "v8" | "quickjs" | "deno" {
-  if (name === "deno") return "deno";
-  if (name === "v8") {
-    if (!isolatedVmAvailable())
-      throw new CordonError("ERR_ENGINE_UNAVAILABLE", 'cordon: engine "v8" needs isolated-vm, which did not load here');
-    return "v8";
-  }
-  if (name === "quickjs") return "quickjs";
-  if (name === "auto") return isolatedVmAvailable() ? "v8" : "quickjs";
-  throw new CordonError(
-    "ERR_ENGINE_UNAVAILABLE",
-    `cordon: engine "${name}" is not available in this version; use "v8" or "quickjs"`,
-  );
-}
-
-async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngineOptions): Promise<Engine> {
-  if (name === "v8") {
-    const { createV8Engine } = await import("./engines/v8/engine.js");
-    return createV8Engine(options);
-  }
-  const { quickjsAvailable } = await import("./engines/quickjs/threads.js");
-  if (!quickjsAvailable()) throw new CordonError("ERR_ENGINE_UNAVAILABLE", "cordon: the quickjs engine's packages did not load");
-  const { createQuickJSEngine } = await import("./engines/quickjs/engine.js");
-  return createQuickJSEngine(options);
-}
-
-function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
-  if (value === undefined) return {};
-  checkObject(value, "options.deno");
-  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir"], "options.deno");
-  for (const key of ["idleTtlMs", "maxInvocations", "softCap"]) {
-    if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key]);
-  }
-  if (value.cachedOnly !== undefined && typeof value.cachedOnly !== "boolean") {
-    throw new TypeError("cordon: options.deno.cachedOnly must be a boolean");
-  }
-  if (value.cacheDir !== undefined) checkString(value.cacheDir, "options.deno.cacheDir", 4096);
-  return value as NonNullable<SandboxOptions["deno"]>;
-}
-
-const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "entry"];
-
-function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & { entry?: string } {
-  if (value === undefined) return {};
-  checkObject(value, "options.workers");
-  checkKnownKeys(value, WORKER_KEYS, "options.workers");
-  for (const key of ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb"]) {
-    if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key]);
-  }
-  return value as NonNullable<SandboxOptions["workers"]> & { entry?: string };
 }
 
 function checkExportPath(path: unknown, name: string): asserts path is string {

@@ -1,6 +1,6 @@
 import { readdir, readFile } from "node:fs/promises";
 import { basename, dirname, join, relative } from "node:path";
-import { createSandbox } from "../sandbox.js";
+import { createSandbox } from "../create-sandbox.js";
 
 export const CHECK_USAGE = `usage: cordon check <file>
 

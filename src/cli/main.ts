@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { isValidExportPath } from "../names.js";
-import { createSandbox } from "../sandbox.js";
+import { createSandbox } from "../create-sandbox.js";
 import { CHECK_USAGE, check } from "./check.js";
 import { SERVE_USAGE, serve } from "./serve.js";
 
