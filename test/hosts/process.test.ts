@@ -103,6 +103,18 @@ describe("process host", () => {
     expect(workerPids(s)).not.toContain(first);
   });
 
+  it("warm calls do not count toward recycling: they make nothing a worker must shed", async () => {
+    const s = await sandbox({ workers: { maxRunsPerWorker: 3 } });
+    await using prefix = await s.prepare({ code: "export const inc = (n) => n + 1" });
+    const [pid] = workerPids(s);
+    for (let i = 0; i < 20; i++) {
+      const result = await prefix.call({ export: "inc", args: [i] });
+      expect(result.ok && result.value).toBe(i + 1);
+    }
+    expect(workerPids(s)).toEqual([pid]);
+    expect(s.stats().workers?.[0].runs).toBeLessThan(3);
+  });
+
   it("grows past one busy worker, and ends idle workers beyond the minimum after their TTL", async () => {
     const s = await sandbox({ workers: { min: 1, max: 2, idleTtlMs: 300 } });
     await s.run({ code: "export default 0" });
@@ -168,14 +180,16 @@ describe("process host", () => {
   }, 20_000);
 
   it("warm calls keep succeeding across recycles: a prefix moves off a retiring worker before it ends", async () => {
-    const s = await sandbox({ workers: { min: 1, max: 2, maxRunsPerWorker: 100 } });
+    const s = await sandbox({ workers: { min: 1, max: 2, maxRunsPerWorker: 50 } });
     await using prefix = await s.prepare({ code: "export const add = (a, b) => a + b" });
     const pids = new Set<number>();
     const failures: string[] = [];
     // Calls arrive as separate events (as requests to a service do), so the pool's lifecycle turn
-    // runs between them: it ends a retiring worker the moment it is idle.
+    // runs between them: it ends a retiring worker the moment it is idle. One-off runs (calls do
+    // not count) retire the prefix's worker now and then.
     const until = performance.now() + 3500;
     for (let i = 0; performance.now() < until; i++) {
+      if (i % 4 === 0) await s.run({ code: "export default 0" });
       const result = await prefix.call({ export: "add", args: [i, 1] });
       if (!result.ok) failures.push(result.error.message);
       for (const pid of workerPids(s)) pids.add(pid);

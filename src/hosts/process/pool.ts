@@ -11,7 +11,7 @@ export interface WorkerPoolOptions {
   softCap: number;
   /** An idle worker beyond `min` is ended after this long. */
   idleTtlMs: number;
-  /** A worker is recycled (no new work, ended when idle) after this many runs. */
+  /** A worker is recycled (no new work, ended when idle) after this many runs (one-off and prefix runs; calls do not count). */
   maxRunsPerWorker: number;
   /** A hard cap on one worker's resident size; default: its calibrated base + the memory of its runs in flight + its warm heap + slack. */
   maxRssMb?: number;

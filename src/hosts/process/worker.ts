@@ -187,7 +187,10 @@ export class WorkerProcess {
       if (this.dead) return resolve(this.failure());
       if (signal?.aborted) return resolve(this.aborted(signal.reason));
       const id = ++this.nextId;
-      this.runs++;
+      // Recycling bounds what runs leave behind (instances made and disposed, modules evaluated);
+      // a call on a warm instance makes nothing. Counted, a service's warm calls recycled its
+      // worker every second or two: measured, 35% fewer calls per second.
+      if (message.t !== "prefix-call") this.runs++;
       this.lastUsed = performance.now();
       const pending: Pending = { resolve, bindings, memoryMb };
       this.pending.set(id, pending);
