@@ -61,8 +61,11 @@ export type HostRequest =
 /** Worker → sandbox. */
 export type HostEvent =
   | { t: "ready"; pid: number; rssBytes: number }
-  /** The answer to run / prefix-run / prefix-call: the RunResult as codec text, and the engine's stats after it. */
-  | { t: "result"; id: number; resultText: string; stats: EngineStats }
+  /**
+   * The answer to run / prefix-run / prefix-call: the RunResult as codec text, and the engine's
+   * stats after it when the answer leaves the worker idle or the last stats are 100 ms old.
+   */
+  | { t: "result"; id: number; resultText: string; stats?: EngineStats }
   /** The answer to prepare: the prefix's handle in this worker (when it evaluated) and its RunResult. */
   | { t: "prepared"; id: number; prefix?: number; resultText: string; stats: EngineStats }
   /** A guest called a host binding of run (or prefix) `id`. */

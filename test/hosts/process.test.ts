@@ -115,6 +115,22 @@ describe("process host", () => {
     expect(s.stats().workers?.[0].runs).toBeLessThan(3);
   });
 
+  it("stats are exact once the worker is idle, though answers under load skip them", async () => {
+    const s = await sandbox({ workers: { min: 1, max: 1 } });
+    await using a = await s.prepare({ code: "export const f = (n) => n" });
+    await using b = await s.prepare({ code: "export const g = (n) => -n" });
+    // why: the worker sends stats with an answer only when they changed and it is idle, or every
+    // 100 ms while busy; the answer that leaves it idle must carry the final counts.
+    const calls = Array.from({ length: 60 }, (_, i) =>
+      i % 2 ? a.call({ export: "f", args: [i] }) : b.call({ export: "g", args: [i] }),
+    );
+    expect((await Promise.all(calls)).every((r) => r.ok)).toBe(true);
+    const counts = s.stats().prefixes.filter((p) => p.key === a.key.slice(0, 16) || p.key === b.key.slice(0, 16));
+    expect(counts).toHaveLength(2);
+    for (const c of counts) expect(c).toMatchObject({ busy: 0, queued: 0 });
+    expect(counts.every((c) => c.idle >= 1)).toBe(true);
+  });
+
   it("grows past one busy worker, and ends idle workers beyond the minimum after their TTL", async () => {
     const s = await sandbox({ workers: { min: 1, max: 2, idleTtlMs: 300 } });
     await s.run({ code: "export default 0" });

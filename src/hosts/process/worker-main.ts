@@ -9,7 +9,7 @@
  */
 import { writeFileSync } from "node:fs";
 import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
-import type { Engine, EnginePrefix } from "../../core/engine.js";
+import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { readBodies } from "../../core/fetch-wire.js";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
@@ -34,6 +34,9 @@ class RemoteBindings implements BindingsLike {
     return this.call(this.owner, fnId, argsText);
   }
 }
+
+/** How stale the stats the host holds may get while a worker is busy. */
+const STATS_EVERY_MS = 100;
 
 async function main(): Promise<void> {
   try {
@@ -81,6 +84,30 @@ async function main(): Promise<void> {
     return sharedCodec().encode(result, "result");
   };
 
+  /**
+   * The engine's stats ride on an answer only when the host does not hold them already: when
+   * they changed and the answer leaves this worker idle (so a caller that reads stats() between
+   * requests sees them exact), or, while busy, at most every STATS_EVERY_MS. They list every
+   * prefix: built and sent with each answer, they halved a busy worker's calls per second with
+   * 200 prefixes prepared (17.7k/s -> 8.5k/s) and added 140 µs to a sequential call.
+   */
+  let answering = 0;
+  let statsSentAt = Number.NEGATIVE_INFINITY;
+  let statsSent: EngineStats | undefined;
+  const currentStats = (): EngineStats => {
+    statsSent = engine.stats();
+    statsSentAt = performance.now();
+    return statsSent;
+  };
+  const statsWithAnswer = (): EngineStats | undefined => {
+    if (answering > 0 && performance.now() - statsSentAt < STATS_EVERY_MS) return undefined;
+    const stats = engine.stats();
+    if (statsSent && sameStats(stats, statsSent)) return undefined;
+    statsSent = stats;
+    statsSentAt = performance.now();
+    return stats;
+  };
+
   /** Answer request `id`. Only an abortable request gets a signal: calls without one may coalesce. */
   const answer = async (
     id: number,
@@ -89,9 +116,14 @@ async function main(): Promise<void> {
   ) => {
     const controller = abortable ? new AbortController() : undefined;
     if (controller) aborts.set(id, controller);
+    answering++;
     try {
       const resultText = await encodeResult(await work(controller?.signal));
-      send({ t: "result", id, resultText, stats: engine.stats() });
+      answering--;
+      send({ t: "result", id, resultText, stats: statsWithAnswer() });
+    } catch (error) {
+      answering--;
+      throw error;
     } finally {
       aborts.delete(id);
     }
@@ -123,7 +155,7 @@ async function main(): Promise<void> {
               id: message.id,
               prefix: handle,
               resultText: await encodeResult(result),
-              stats: engine.stats(),
+              stats: currentStats(),
             });
           });
         return;
@@ -158,7 +190,7 @@ async function main(): Promise<void> {
         return;
       }
       case "stats":
-        send({ t: "stats", id: message.id, stats: engine.stats() });
+        send({ t: "stats", id: message.id, stats: currentStats() });
         return;
       default:
         protocolError(`unknown message type ${JSON.stringify((message as { t?: unknown }).t)}`);
@@ -178,6 +210,15 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   send({ t: "ready", pid: process.pid, rssBytes: process.memoryUsage.rss() });
+}
+
+function sameStats(a: EngineStats, b: EngineStats): boolean {
+  const totals = ["warmInstances", "idleInstances", "idleHeapBytes", "budgetBytes", "spareInstances"] as const;
+  if (totals.some((key) => a[key] !== b[key]) || a.prefixes.length !== b.prefixes.length) return false;
+  return a.prefixes.every((p, i) => {
+    const q = b.prefixes[i];
+    return p.key === q.key && p.warm === q.warm && p.idle === q.idle && p.busy === q.busy && p.queued === q.queued;
+  });
 }
 
 function gone(engine: "v8" | "quickjs"): RunResult {

@@ -307,7 +307,7 @@ export class WorkerProcess {
   private route(event: HostEvent): void {
     switch (event.t) {
       case "result": {
-        this.engineStats = event.stats;
+        if (event.stats) this.engineStats = event.stats;
         const pending = this.take(event.id);
         if (!pending) {
           this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
