@@ -353,6 +353,14 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
         expect(completed(await sandbox.run({ code: HANDLERS, call: { export: "count" } })).value).toBe(1);
     });
 
+    it("calls into a module that imports (the module path, not the script form)", async () => {
+      const code = "import { base } from 'util';\nexport const handlers = { add(n) { return base + n } };";
+      const imports = { util: "export const base = 10" };
+      expect(completed(await sandbox.run({ code, imports, call: { export: "handlers.add", args: [1] } })).value).toBe(11);
+      const inherited = failed(await sandbox.run({ code, imports, call: { export: "constructor" } }));
+      expect(inherited.error.code).toBe("ERR_CALL_TARGET_NOT_FOUND");
+    });
+
     it("a path that is no function is ERR_CALL_TARGET_NOT_FOUND naming it", async () => {
       for (const path of ["missing", "meta", "meta.version", "handlers.nope", "constructor", "toString", "__proto__"]) {
         const result = failed(await sandbox.run({ code: HANDLERS, call: { export: path } }));
