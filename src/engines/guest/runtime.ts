@@ -72,6 +72,11 @@ export interface GuestInternals {
   call(path: string, joinedArgs: string, maxOutputChars?: number, maxLogEntries?: number, maxLogBytes?: number): string;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
+  /**
+   * Run cordon's own modules (JSON: [{ code, inputText, filename }]) as one-off runs whose
+   * outcomes go nowhere, so V8 compiles and tiers up the per-run path before a guest's run.
+   */
+  warmUp(modulesJson: string): void;
   /** esbuild's module helpers, made once: a script form takes them as its parameter (core/script-helpers.ts). */
   helpers: Readonly<Record<string, unknown>>;
 }
@@ -150,6 +155,8 @@ export function installRuntime(
     entered: false,
     /** Which call of a batch is running: logs and outcomes carry it. */
     index: 0,
+    /** A warm-up run (see warmUp): its outcome is not reported. */
+    quiet: false,
   };
 
   function define(target: object, name: string, value: unknown, enumerable = false): void {
@@ -366,6 +373,7 @@ export function installRuntime(
     run.logBytes = 0;
     run.entered = false;
     run.index = 0;
+    run.quiet = false;
     // Nothing of an earlier run on this instance may fire into this one.
     timers.clear();
     pendingCalls.clear();
@@ -426,7 +434,7 @@ export function installRuntime(
     run.entered = true;
     if (run.mode === "prepare") {
       prefix = ns;
-      void outcomeOf(() => undefined, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
+      void outcomeOf(() => undefined, ns).then((outcome) => report(outcome[0], outcome.slice(1)));
       return;
     }
     if (run.mode === "call") {
@@ -435,18 +443,23 @@ export function installRuntime(
       const path = StringCtor(request.export);
       const { target, owner } = resolvePath(ns, path);
       if (typeof target !== "function") {
-        host.done("m", `{"path":${stringify(path)}}`);
+        report("m", `{"path":${stringify(path)}}`);
         return;
       }
       void outcomeOf(() => apply(target as (...a: unknown[]) => unknown, owner, request.args), ns).then((outcome) =>
-        host.done(outcome[0], outcome.slice(1)),
+        report(outcome[0], outcome.slice(1)),
       );
       return;
     }
     void outcomeOf(() => {
       const main = ns.default;
       return typeof main === "function" ? main(codec.decode(run.inputText)) : main;
-    }, ns).then((outcome) => host.done(outcome[0], outcome.slice(1)));
+    }, ns).then((outcome) => report(outcome[0], outcome.slice(1)));
+  }
+
+  /** A run's outcome to the host; a warm-up's goes nowhere (each report would be a host round trip). */
+  function report(kind: string, text: string): void {
+    if (!run.quiet) host.done(kind, text);
   }
 
   /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
@@ -547,6 +560,14 @@ export function installRuntime(
       };
       runFrom(0, true);
       return out;
+    },
+    warmUp(modulesJson) {
+      const modules = parse(modulesJson) as { code: string; inputText: string; filename: string }[];
+      for (let i = 0; i < modules.length; i++) {
+        begin("run", modules[i].inputText, 1024, 10, 1024);
+        run.quiet = true;
+        runScript(modules[i].code, modules[i].filename);
+      }
     },
     ping() {
       return true;
