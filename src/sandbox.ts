@@ -366,14 +366,17 @@ export class Sandbox implements AsyncDisposable {
   /**
    * Work in progress keeps the host process alive, as any pending I/O would: engines and worker
    * processes unref themselves when idle (a sandbox nobody disposed must not hang its process).
+   * One timer, ref'd and unref'd: sequential calls would otherwise arm and clear one each.
    */
   private hold(delta: number): void {
     this.working += delta;
-    if (this.working > 0) this.keepAlive ??= setInterval(() => {}, 1 << 30);
-    else if (this.keepAlive) {
+    if (this.working > 0) {
+      this.keepAlive ??= setInterval(() => {}, 1 << 30);
+      this.keepAlive.ref();
+    } else if (this.disposed) {
       clearInterval(this.keepAlive);
       this.keepAlive = undefined;
-    }
+    } else this.keepAlive?.unref();
   }
 
   /** Normalize the module and encode the input; a compile error or bad input is a result. */
