@@ -167,6 +167,13 @@ describe("the deno engine", () => {
       expect(await response.text()).toBe("hi /path body");
     });
 
+    it("a one-off run with call reaches a Deno.serve handler too", async () => {
+      const code = `Deno.serve(async (request) => new Response("once " + request.method + " " + (await request.text())));`;
+      const request = new Request("https://fn.example/", { method: "PUT", body: "b" });
+      const result = await sandbox.run({ code, call: { export: "default.fetch", args: [request] } });
+      expect(await (completed(result).value as Response).text()).toBe("once PUT b");
+    });
+
     it("export default wins over Deno.serve; export default { fetch } answers the same way", async () => {
       await using prefix = await sandbox.prepare({
         code: `Deno.serve(() => new Response("serve"));
