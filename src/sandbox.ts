@@ -5,7 +5,7 @@ import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkSignal, checkString } from "./core/options.js";
-import { readBodies } from "./core/fetch-wire.js";
+import { needsBodies, readBodies } from "./core/fetch-wire.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
@@ -100,7 +100,7 @@ export class Sandbox implements AsyncDisposable {
     if (call) {
       const started = performance.now();
       try {
-        if (call.args.some((a) => a instanceof Request || a instanceof Response)) await readBodies(call.args);
+        if (needsBodies(call.args)) await readBodies(call.args);
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
       }
@@ -299,7 +299,7 @@ export class Sandbox implements AsyncDisposable {
     try {
       let argsText: string;
       try {
-        if (options.args?.some((a) => a instanceof Request || a instanceof Response)) await readBodies(options.args);
+        if (options.args && needsBodies(options.args)) await readBodies(options.args);
         argsText = sharedCodec().encode(options.args ?? [], "args");
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });

@@ -99,4 +99,5 @@ const hostWire = createFetchWire();
 
 /** The host's wire (see createFetchWire). */
 export const readBodies = hostWire.readBodies;
+export const needsBodies = hostWire.needsBodies;
 export const hostFetchExtension: CodecExtension = hostWire.extension;

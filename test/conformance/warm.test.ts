@@ -271,6 +271,16 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(await request.json()).toEqual({ name: "widget", n: 3 });
   });
 
+  it("a Request inside an argument object crosses too, for prefix.call and run with call", async () => {
+    await using sandbox = await createSandbox(combo.options);
+    const code =
+      "export async function handle(event) { return event.kind + ' ' + event.request.method + ' ' + (await event.request.text()) }";
+    await using prefix = await sandbox.prepare({ code });
+    const event = () => ({ kind: "hook", request: new Request("https://x.test/", { method: "POST", body: "b" }) });
+    expect(value(await prefix.call({ export: "handle", args: [event()] }))).toBe("hook POST b");
+    expect(value(await sandbox.run({ code, call: { export: "handle", args: [event()] } }))).toBe("hook POST b");
+  });
+
   it("binary bodies, Headers and null-body statuses cross intact", async () => {
     await using sandbox = await createSandbox(combo.options);
     await using prefix = await sandbox.prepare({

@@ -3,7 +3,7 @@ import { sharedCodec } from "../../core/bindings.js";
 import type { BindingDesc } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
 import { CordonError, type RunError } from "../../core/errors.js";
-import { readBodies } from "../../core/fetch-wire.js";
+import { needsBodies, readBodies } from "../../core/fetch-wire.js";
 import { guestThrown } from "../../core/guest-errors.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
 
@@ -102,7 +102,7 @@ export class TrustedEngine implements Engine {
       }
       // Values cross as data here too: the same codec, the same limits on size. A Response's
       // body is read first (the codec encodes synchronously).
-      if (outcome.value instanceof Response || outcome.value instanceof Request) await readBodies([outcome.value]);
+      if (needsBodies([outcome.value])) await readBodies([outcome.value]);
       const value = codec.decode(codec.encode(outcome.value, "value", limits.maxOutputBytes));
       const exports: Record<string, unknown> = {};
       const skippedExports: string[] = [];
