@@ -53,6 +53,18 @@ export function readCappedBody(incoming: IncomingMessage, capBytes: number): Pro
   });
 }
 
+/**
+ * The body as UTF-8 JSON, or a 400 saying it must be `what`. The refusal never quotes the body:
+ * JSON.parse's message would, and logs must never see a caller's text.
+ */
+export function parseJsonBody(body: Buffer, what: string): unknown {
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch {
+    throw new ServiceError("ERR_BAD_REQUEST", `the body must be UTF-8 JSON: ${what}`);
+  }
+}
+
 function tooLarge(capBytes: number): ServiceError {
   return new ServiceError("ERR_BODY_TOO_LARGE", `the request body is larger than the limit of ${capBytes} bytes`);
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { RemoteRequest } from "../core/protocol.js";
+import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
 import { REQUEST_BOUNDS } from "./schema.js";
 
@@ -94,12 +95,7 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
 
 /** Parse and check a `/host` body; a 400 naming the field otherwise. */
 export function parseRemoteRequest(body: Buffer): RemoteRequest {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
-  } catch {
-    throw new ServiceError("ERR_BAD_REQUEST", "the body must be UTF-8 JSON: a host request object");
-  }
+  const parsed = parseJsonBody(body, "a host request object");
   const checked = remoteRequestSchema.safeParse(parsed);
   if (!checked.success) {
     const issue = checked.error.issues[0];

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { isValidExportPath } from "../names.js";
+import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
 
 /** Bounds of a run request beyond the body cap (which bounds the bytes, not the work). */
@@ -66,13 +67,7 @@ export type RunRequest = z.infer<typeof runRequestSchema>;
  * data, and the sandbox's codec carries it as data (a copy made by assignment would not).
  */
 export function parseRunRequest(body: Buffer): RunRequest {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
-  } catch {
-    // JSON.parse's message quotes the body: it is the caller's own text, but logs must never see it.
-    throw new ServiceError("ERR_BAD_REQUEST", "the body must be UTF-8 JSON: a run request object");
-  }
+  const parsed = parseJsonBody(body, "a run request object");
   const checked = runRequestSchema.safeParse(parsed);
   if (!checked.success) throw new ServiceError("ERR_BAD_REQUEST", describeIssue(checked.error.issues[0]));
   const request = parsed as RunRequest;
