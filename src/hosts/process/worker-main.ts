@@ -94,18 +94,16 @@ async function main(): Promise<void> {
   let answering = 0;
   let statsSentAt = Number.NEGATIVE_INFINITY;
   let statsSent: EngineStats | undefined;
-  const currentStats = (): EngineStats => {
-    statsSent = engine.stats();
-    statsSentAt = performance.now();
-    return statsSent;
-  };
-  const statsWithAnswer = (): EngineStats | undefined => {
-    if (answering > 0 && performance.now() - statsSentAt < STATS_EVERY_MS) return undefined;
-    const stats = engine.stats();
-    if (statsSent && sameStats(stats, statsSent)) return undefined;
+  const sending = (stats: EngineStats): EngineStats => {
     statsSent = stats;
     statsSentAt = performance.now();
     return stats;
+  };
+  const currentStats = (): EngineStats => sending(engine.stats());
+  const statsWithAnswer = (): EngineStats | undefined => {
+    if (answering > 0 && performance.now() - statsSentAt < STATS_EVERY_MS) return undefined;
+    const stats = engine.stats();
+    return statsSent && sameStats(stats, statsSent) ? undefined : sending(stats);
   };
 
   /** Answer request `id`. Only an abortable request gets a signal: calls without one may coalesce. */
