@@ -50,17 +50,22 @@ export async function benchQuickJS({ quick }) {
   const prefix = await sandbox.prepare({
     code: "export function handle(e) { return e.n + 1 }\nexport function track(e) { return e.type.length }\nexport function batch(events) { let n = 0; for (const e of events) n += e.type.length; return n }",
   });
-  const [rawCall, cordonCall] = await sampleInterleaved(n * 2, [
+  const unpolled = await createSandbox({ engine: "quickjs", host: "inprocess", busyPollMs: 0 });
+  const unpolledPrefix = await unpolled.prepare({ code: "export function handle(e) { return e.n + 1 }" });
+  const [rawCall, cordonUnpolled, cordonCall] = await sampleInterleaved(n * 2, [
     async () => {
       const arg = vm.newString('{"n":1}');
       const out = vm.unwrapResult(vm.callFunction(handle, vm.undefined, arg));
       arg.dispose();
       out.dispose();
     },
+    () => unpolledPrefix.call({ export: "handle", args: [{ n: 1 }] }),
     () => prefix.call({ export: "handle", args: [{ n: 1 }] }),
   ]);
   report("raw callFunction (on this thread: blocks it)", rawCall);
-  report("cordon prefix.call (worker thread)", cordonCall, rawCall);
+  report("cordon prefix.call, busyPollMs: 0", cordonUnpolled, rawCall);
+  report("cordon prefix.call (worker thread, polled)", cordonCall, rawCall);
+  await unpolled.dispose();
 
   section(`quickjs: ~${JSON.stringify(EVENT).length}-byte analytics events`);
   const total = quick ? 10_000 : 50_000;

@@ -3,6 +3,7 @@
  * the environment), and the engine built for that host.
  */
 import { availableParallelism, totalmem } from "node:os";
+import { DEFAULT_BUSY_POLL_MS } from "./core/busy-poll.js";
 import type { Engine } from "./core/engine.js";
 import { CordonError } from "./core/errors.js";
 import { checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
@@ -27,6 +28,7 @@ const SANDBOX_KEYS = [
   "maxQueuedRuns",
   "policy",
   "spareInstances",
+  "busyPollMs",
   "remote",
   "deno",
 ];
@@ -47,6 +49,10 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   if (options.memoryBudgetMb !== undefined) checkPositiveNumber("options.memoryBudgetMb", options.memoryBudgetMb);
   if (options.spareInstances !== undefined && options.spareInstances !== 0) {
     checkPositiveNumber("options.spareInstances", options.spareInstances, { integer: true });
+  }
+  if (options.busyPollMs !== undefined && options.busyPollMs !== 0) {
+    if (checkPositiveNumber("options.busyPollMs", options.busyPollMs) > 100)
+      throw new TypeError("cordon: options.busyPollMs must be at most 100 (it burns CPU for that long)");
   }
   const policy = checkPolicy(options.policy);
   await checkNetPolicy(policy.net);
@@ -104,6 +110,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     coalesceAbove: availableParallelism(),
     maxInstances: checked.maxConcurrentRuns ?? availableParallelism() * 4,
     maxQueued: checked.maxQueuedRuns ?? 10_000,
+    busyPollMs: checked.busyPollMs ?? DEFAULT_BUSY_POLL_MS,
   };
   let engine: Engine;
   if (engineChoice === "deno") {

@@ -78,6 +78,14 @@ export interface SandboxOptions {
     /** Deno's module cache (DENO_DIR). Default: `cordon-deno-cache` in the OS temp directory. */
     cacheDir?: string;
   };
+  /**
+   * In-process v8 and quickjs: while one answer from an engine's thread is due in a stream of
+   * them, this process's event loop keeps turning (never blocked) for up to this many ms, so the
+   * answer is seen at once instead of after a thread's wake-up (~35 µs on a shared VM). Costs CPU
+   * for at most that long per request. Default 1; 0 turns it off. The process host does not
+   * poll (README, "Performance").
+   */
+  busyPollMs?: number;
   /** Runs executing at once. Default: four per core. */
   maxConcurrentRuns?: number;
   /** Runs waiting for a slot. Default 10 000; past it a run fails at once with ERR_QUEUE_FULL. */

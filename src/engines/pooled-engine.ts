@@ -29,6 +29,8 @@ export interface PooledEngineOptions {
   /** Instances per prefix busy with calls that await. */
   maxInstances: number;
   maxQueued: number;
+  /** The event loop keeps turning this long after engine traffic (core/busy-poll.ts); 0: off. */
+  busyPollMs: number;
 }
 
 /**

@@ -4,7 +4,7 @@ import { QuickJSThreads } from "./threads.js";
 
 /** The quickjs engine: QuickJS compiled to WebAssembly, in worker threads of this process. */
 export function createQuickJSEngine(options: PooledEngineOptions): PooledEngine {
-  const threads = new QuickJSThreads();
+  const threads = new QuickJSThreads(options.busyPollMs);
   return new PooledEngine(
     "quickjs",
     (memoryMb) => QuickJSInstance.create(memoryMb, threads),

@@ -1,4 +1,5 @@
 import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
+import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
@@ -24,6 +25,8 @@ export class QuickJSInstance implements EngineInstance {
   readonly lineMaps = new Map<string, LineMap>();
   private gone = false;
   private lastCaps: RuntimeCaps | undefined;
+  /** Settles the busy-poll wait for this instance's next message (core/busy-poll.ts). */
+  private heard: (() => void) | undefined;
 
   private constructor(
     private readonly thread: QuickJSThread,
@@ -68,6 +71,7 @@ export class QuickJSInstance implements EngineInstance {
       this.lineMaps.set(source.filename, source.script.lineMap);
       startCpu();
       this.thread.post({ ...message, script: { code: source.script.code, filename: source.filename } });
+      this.expectMessage();
       return;
     }
     // The worker cannot run esbuild: every source import is normalized here, up front, and the
@@ -84,6 +88,7 @@ export class QuickJSInstance implements EngineInstance {
       ...message,
       module: { code: source.code, filename: source.filename, imports, notFound: moduleNotFound("%s") },
     });
+    this.expectMessage();
   }
 
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
@@ -97,11 +102,13 @@ export class QuickJSInstance implements EngineInstance {
 
   async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
     this.thread.post({ t: "settle", id: this.id, callId, ok, text });
+    this.expectMessage();
     return undefined;
   }
 
   async fire(timerId: number): Promise<unknown> {
     this.thread.post({ t: "fire", id: this.id, timerId });
+    this.expectMessage();
     return undefined;
   }
 
@@ -119,6 +126,7 @@ export class QuickJSInstance implements EngineInstance {
   dispose(): void {
     if (this.gone) return;
     this.gone = true;
+    this.stopExpecting();
     this.listener = undefined;
     // Stop a spinning guest now: the interrupt handler reads this flag.
     Atomics.store(this.control, 0, 1);
@@ -127,7 +135,25 @@ export class QuickJSInstance implements EngineInstance {
     if (this.tainted) this.thread.expectResponsive();
   }
 
+  /** The guest answers a post with a message (an outcome, a host call, a log): busy-poll for it. */
+  private expectMessage(): void {
+    if (this.heard || this.gone) return;
+    const heard = new Promise<void>((resolve) => {
+      this.heard = resolve;
+    });
+    void pollUntilSettled(heard, this.thread.busyPollMs);
+  }
+
+  private stopExpecting(): void {
+    const heard = this.heard;
+    this.heard = undefined;
+    heard?.();
+  }
+
   private route(message: FromWorker): void {
+    this.stopExpecting();
+    // A log is not the end: the guest is still running.
+    if (message.t === "log") this.expectMessage();
     const listener = this.listener;
     switch (message.t) {
       case "log":
@@ -171,6 +197,7 @@ export class QuickJSInstance implements EngineInstance {
   }
 
   private lost(reason: string): void {
+    this.stopExpecting();
     const listener = this.listener;
     this.tainted = true;
     this.gone = true;

@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { createRequire } from "node:module";
+import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
 import { createHostServices } from "../host-services.js";
@@ -29,6 +30,7 @@ export class QuickJSThread {
   constructor(
     data: QuickJSWorkerData,
     private readonly onExit: (thread: QuickJSThread) => void,
+    readonly busyPollMs: number,
   ) {
     // The worker's source is evaluated as CommonJS (it needs `require`), so it gets none of the
     // host's node flags: an --input-type=module would make it an ES module (and some flags, like
@@ -65,10 +67,11 @@ export class QuickJSThread {
   request(message: ToWorker extends infer M ? (M extends { seq: number } ? Omit<M, "seq"> : never) : never): Promise<unknown> {
     if (this.dead) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the QuickJS worker is gone"));
     const seq = ++this.seq;
-    return new Promise((resolve, reject) => {
+    const reply = new Promise((resolve, reject) => {
       this.replies.set(seq, { resolve, reject });
       this.worker.postMessage({ ...message, seq });
     });
+    return pollUntilSettled(reply, this.busyPollMs);
   }
 
   /** After telling a guest to stop: a thread that stays silent is stuck in code the interrupt cannot reach. */
@@ -119,18 +122,26 @@ export class QuickJSThreads {
   private data: QuickJSWorkerData | undefined;
   private disposed = false;
 
-  constructor(private readonly size = Math.max(2, availableParallelism())) {}
+  constructor(
+    /** The host's loop busy-polls this long for an answer; the threads for the next request. */
+    readonly busyPollMs: number,
+    private readonly size = Math.max(2, availableParallelism()),
+  ) {}
 
   /** The least loaded thread, starting a new one while there are fewer than `size`. */
   async pick(): Promise<QuickJSThread> {
-    this.data ??= await workerData();
+    this.data ??= await workerData(this.busyPollMs);
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
     const alive = this.threads.filter((t) => t.alive);
     if (alive.length < this.size) {
-      const thread = new QuickJSThread(this.data, (gone) => {
-        const index = this.threads.indexOf(gone);
-        if (index >= 0) this.threads.splice(index, 1);
-      });
+      const thread = new QuickJSThread(
+        this.data,
+        (gone) => {
+          const index = this.threads.indexOf(gone);
+          if (index >= 0) this.threads.splice(index, 1);
+        },
+        this.busyPollMs,
+      );
       this.threads.push(thread);
       return thread;
     }
@@ -143,7 +154,7 @@ export class QuickJSThreads {
   }
 }
 
-async function workerData(): Promise<QuickJSWorkerData> {
+async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
   const require = createRequire(import.meta.url);
   return {
     corePath: require.resolve("quickjs-emscripten-core"),
@@ -153,6 +164,7 @@ async function workerData(): Promise<QuickJSWorkerData> {
     hostServicesSource: createHostServices.toString(),
     callbackNames: HOST_CALLBACK_NAMES,
     stackBytes: STACK_BYTES,
+    busyPollMs,
   };
 }
 

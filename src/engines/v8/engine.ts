@@ -7,5 +7,9 @@ export function createV8Engine(options: PooledEngineOptions): PooledEngine {
   loadIsolatedVm();
   // Spares made ahead warm up their runtime; an instance a run is waiting for does not (it would
   // pay the same compilation twice over).
-  return new PooledEngine("v8", (memoryMb, ahead) => V8Instance.create(memoryMb, { warmUp: ahead }), options);
+  return new PooledEngine(
+    "v8",
+    (memoryMb, ahead) => V8Instance.create(memoryMb, { warmUp: ahead, busyPollMs: options.busyPollMs }),
+    options,
+  );
 }

@@ -1,6 +1,7 @@
 import type * as IVM from "isolated-vm";
 import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import type { RunMode } from "../../core/engine.js";
+import { DEFAULT_BUSY_POLL_MS, inBackground, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -38,13 +39,20 @@ export class V8Instance implements EngineInstance {
     readonly isolate: IVM.Isolate,
     readonly context: IVM.Context,
     readonly memoryMb: number,
+    private readonly busyPollMs: number,
     private readonly refs: Record<
       "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "ping" | "warmUp",
       Ref
     >,
   ) {}
 
-  static async create(memoryMb: number, options: { warmUp?: boolean } = {}): Promise<V8Instance> {
+  /** A new isolate, its runtime bootstrapped (and warmed up when made ahead). */
+  static create(memoryMb: number, options: { warmUp?: boolean; busyPollMs?: number } = {}): Promise<V8Instance> {
+    // Its crossings keep a pool thread busy: the loop does not busy-poll meanwhile.
+    return inBackground(V8Instance.make(memoryMb, options));
+  }
+
+  private static async make(memoryMb: number, options: { warmUp?: boolean; busyPollMs?: number }): Promise<V8Instance> {
     const ivm = loadIsolatedVm();
     const isolate = new ivm.Isolate({ memoryLimit: memoryMb });
     try {
@@ -79,7 +87,7 @@ export class V8Instance implements EngineInstance {
         ping: get("ping"),
         warmUp: get("warmUp"),
       };
-      const instance = new V8Instance(isolate, context, memoryMb, refs);
+      const instance = new V8Instance(isolate, context, memoryMb, options.busyPollMs ?? DEFAULT_BUSY_POLL_MS, refs);
       if (options.warmUp) await warmUp(refs);
       holder.instance = instance;
       return instance;
@@ -115,14 +123,14 @@ export class V8Instance implements EngineInstance {
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
   async install(bindings: BindingsLike): Promise<void> {
     this.bindings = bindings;
-    await this.refs.install.apply(undefined, [flat(bindings.text)]);
+    await this.cross("install", [flat(bindings.text)]);
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
   start(bindings: BindingsLike, mode: RunMode, inputText: string, caps: [number, number, number]): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
-    return this.refs.start.apply(undefined, [flat(bindings.text), mode, flat(inputText), ...caps]);
+    return this.cross("start", [flat(bindings.text), mode, flat(inputText), ...caps]);
   }
 
   /**
@@ -147,21 +155,21 @@ export class V8Instance implements EngineInstance {
       flat(source.script.code),
       source.filename,
     ];
-    return this.refs.runScript.apply(undefined, args);
+    return this.cross("runScript", args);
   }
 
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
   begin(mode: RunMode, inputText: string, maxOutputBytes: number, maxLogEntries: number, maxLogBytes: number): Promise<unknown> {
     this.lastCaps = [maxOutputBytes, maxLogEntries, maxLogBytes];
-    return this.refs.begin.apply(undefined, [mode, flat(inputText), maxOutputBytes, maxLogEntries, maxLogBytes]);
+    return this.cross("begin", [mode, flat(inputText), maxOutputBytes, maxLogEntries, maxLogBytes]);
   }
 
   settle(id: number, ok: boolean, text: string): Promise<unknown> {
-    return this.refs.settle.apply(undefined, [id, ok, flat(text)]);
+    return this.cross("settle", [id, ok, flat(text)]);
   }
 
   fire(id: number): Promise<unknown> {
-    return this.refs.fire.apply(undefined, [id]);
+    return this.cross("fire", [id]);
   }
 
   /**
@@ -175,12 +183,17 @@ export class V8Instance implements EngineInstance {
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
     const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
     const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
-    return this.refs.call.apply(undefined, args) as Promise<string>;
+    return this.cross("call", args) as Promise<string>;
+  }
+
+  /** Call into the isolate; the loop turns until the answer is back (core/busy-poll.ts). */
+  private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
+    return pollUntilSettled(this.refs[name].apply(undefined, args), this.busyPollMs);
   }
 
   /** A cheap round trip: resolves once the isolate has finished everything queued before it. */
   ping(): Promise<unknown> {
-    return this.refs.ping.apply(undefined, []);
+    return this.cross("ping", []);
   }
 
   /**

@@ -1,0 +1,95 @@
+import { performance } from "node:perf_hooks";
+import { describe, expect, it } from "vitest";
+import { inBackground, pollUntilSettled } from "../../src/core/busy-poll.js";
+import { createSandbox } from "../../src/index.js";
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** An answer that arrives after `ms`, as one from another thread would. */
+const answerAfter = (ms: number) => sleep(ms).then(() => "answer");
+
+/** The share of wall time this thread's event loop was busy while `work` ran (1: spinning). */
+async function utilization(work: () => Promise<unknown>): Promise<number> {
+  const before = performance.eventLoopUtilization();
+  await work();
+  return performance.eventLoopUtilization(before).utilization;
+}
+
+/** Start a stream: an answer that settled just now. */
+async function inStream(): Promise<void> {
+  await pollUntilSettled(Promise.resolve(), 30);
+}
+
+describe("busy-polling the event loop", () => {
+  it("keeps the loop turning while one answer is due in a stream, and never blocks it", async () => {
+    await inStream();
+    let timerFiredAt = 0;
+    const started = performance.now();
+    setTimeout(() => {
+      timerFiredAt = performance.now() - started;
+    }, 5);
+    const busy = await utilization(() => pollUntilSettled(answerAfter(40), 30));
+    // Turning: most of the wait was spent polling (a sleeping loop is near 0).
+    expect(busy).toBeGreaterThan(0.4);
+    // Not blocked: a timer set meanwhile fired on time, long before the answer.
+    expect(timerFiredAt).toBeGreaterThan(0);
+    expect(timerFiredAt).toBeLessThan(30);
+  });
+
+  it("does not poll for the first answer after a pause", async () => {
+    await sleep(60);
+    const busy = await utilization(() => pollUntilSettled(answerAfter(40), 30));
+    expect(busy).toBeLessThan(0.2);
+  });
+
+  it("polls at most the window, not the whole wait", async () => {
+    await inStream();
+    const busy = await utilization(() => pollUntilSettled(answerAfter(150), 15));
+    expect(busy).toBeLessThan(0.35);
+  });
+
+  it("does not poll while several answers are due", async () => {
+    await inStream();
+    const busy = await utilization(() =>
+      Promise.all([pollUntilSettled(answerAfter(40), 30), pollUntilSettled(answerAfter(40), 30)]),
+    );
+    expect(busy).toBeLessThan(0.2);
+  });
+
+  it("does not poll while background work (a spare in the making) is under way", async () => {
+    await inStream();
+    const background = inBackground(answerAfter(60));
+    const busy = await utilization(() => pollUntilSettled(answerAfter(40), 30));
+    await background;
+    expect(busy).toBeLessThan(0.2);
+  });
+
+  it("with a window of 0 it never polls, and a rejected answer still counts as settled", async () => {
+    await inStream();
+    expect(await utilization(() => pollUntilSettled(answerAfter(40), 0))).toBeLessThan(0.2);
+    await expect(pollUntilSettled(Promise.reject(new Error("gone")), 30)).rejects.toThrow("gone");
+    // The rejection settled its wait: the next lone answer in the stream is polled for again.
+    expect(await utilization(() => pollUntilSettled(answerAfter(40), 30))).toBeGreaterThan(0.4);
+  });
+});
+
+describe("options.busyPollMs", () => {
+  it.each([-1, "1", Number.NaN, 101])("rejects %s with a TypeError naming the option", async (value) => {
+    await expect(createSandbox({ host: "inprocess", busyPollMs: value as number })).rejects.toThrow(/options\.busyPollMs/);
+  });
+
+  it.each(["v8", "quickjs"] as const)("%s: runs and calls work with polling off and on", async (engine) => {
+    for (const busyPollMs of [0, 5]) {
+      await using sandbox = await createSandbox({ engine, host: "inprocess", busyPollMs });
+      const run = await sandbox.run({ code: "export default (n) => n * 2", input: 21 });
+      expect(run).toMatchObject({ ok: true, value: 42 });
+      await using prefix = await sandbox.prepare({
+        code: "export async function twice(n) { return (await double(n)) }",
+        globals: { double: async (n: number) => n * 2 },
+      });
+      for (let i = 0; i < 50; i++) {
+        expect(await prefix.call({ export: "twice", args: [i] })).toMatchObject({ ok: true, value: i * 2 });
+      }
+    }
+  });
+});
