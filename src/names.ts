@@ -170,6 +170,16 @@ export function isValidExportName(name: unknown): name is string {
 /** True for a dotted call target such as `default.fetch` or `handlers.onEvent`. */
 export function isValidExportPath(path: unknown): path is string {
   if (typeof path !== "string" || path.length > 512) return false;
+  // Warm calls name the same few paths thousands of times a second: remember the valid ones.
+  if (validPaths.has(path)) return true;
   const [head, ...rest] = path.split(".");
-  return isValidExportName(head) && rest.every((part) => IDENTIFIER.test(part) && part.length <= MAX_NAME_LENGTH);
+  const valid = isValidExportName(head) && rest.every((part) => IDENTIFIER.test(part) && part.length <= MAX_NAME_LENGTH);
+  if (valid) {
+    if (validPaths.size >= MAX_REMEMBERED_PATHS) validPaths.clear();
+    validPaths.add(path);
+  }
+  return valid;
 }
+
+const validPaths = new Set<string>();
+const MAX_REMEMBERED_PATHS = 1024;

@@ -48,7 +48,9 @@ export class Execution implements InstanceListener, Watched {
     this.resolveOutcomes = resolve;
   });
   /** The result of the first (usually the only) call. */
-  readonly outcome = this.outcomes.then((results) => results[0]);
+  get outcome(): Promise<RunResult> {
+    return this.outcomes.then((results) => results[0]);
+  }
   private readonly onAbort?: () => void;
 
   constructor(
@@ -172,12 +174,23 @@ export class Execution implements InstanceListener, Watched {
     setImmediate(() => this.finish(kind, text, index));
   }
 
-  /** Read the joined outcomes a call crossing returned ("p": arrives later through onDone). */
-  finishAll(joined: string): void {
-    const outcomes = joined.split("\u0001");
-    for (let i = 0; i < outcomes.length && i < this.size; i++) {
-      if (outcomes[i] !== "p") this.finish(outcomes[i][0], outcomes[i].slice(1), i);
+  /**
+   * Read the joined outcomes a call crossing returned ("p": arrives later through onDone).
+   * Returns whether any was pending (the export returned a promise).
+   */
+  finishAll(joined: string): boolean {
+    if (this.size === 1) {
+      if (joined === "p") return true;
+      this.finish(joined[0], joined.slice(1), 0);
+      return false;
     }
+    const outcomes = joined.split("\u0001");
+    let pending = false;
+    for (let i = 0; i < outcomes.length && i < this.size; i++) {
+      if (outcomes[i] === "p") pending = true;
+      else this.finish(outcomes[i][0], outcomes[i].slice(1), i);
+    }
+    return pending;
   }
 
   // ---- outcomes --------------------------------------------------------------------------------

@@ -1,0 +1,33 @@
+import { availableParallelism } from "node:os";
+import { describe, expect, it } from "vitest";
+import { createSandbox } from "../../src/index.js";
+
+const PREFIX = `
+  export function fruit(i) { return "apple pie " + i }
+  export async function slow(i) { await new Promise((r) => setTimeout(r, 20)); return i }
+`;
+
+describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
+  it("a synchronous export coalesces onto one instance per core, whatever its results spell", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    await using prefix = await sandbox.prepare({ code: PREFIX });
+    // Two bursts: the first teaches the pool whether the export returns promises; the second
+    // would spread over up to maxConcurrentRuns instances if results with a "p" in them
+    // (a pending marker, read carelessly) made it look asynchronous.
+    for (let burst = 0; burst < 2; burst++) {
+      const results = await Promise.all(Array.from({ length: 48 }, (_, i) => prefix.call({ export: "fruit", args: [i] })));
+      expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 48 }, (_, i) => `apple pie ${i}`));
+    }
+    expect(sandbox.stats().prefixes[0].warm).toBeLessThanOrEqual(availableParallelism());
+  });
+
+  it("an export that returns promises gets more instances instead", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    await using prefix = await sandbox.prepare({ code: PREFIX });
+    for (let burst = 0; burst < 2; burst++) {
+      const results = await Promise.all(Array.from({ length: 24 }, (_, i) => prefix.call({ export: "slow", args: [i] })));
+      expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 24 }, (_, i) => i));
+    }
+    expect(sandbox.stats().prefixes[0].warm).toBeGreaterThan(availableParallelism());
+  });
+});
