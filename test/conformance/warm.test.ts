@@ -147,6 +147,18 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     await expect(prefixes[0].call({ export: "ping" })).rejects.toThrow(/disposed/);
   });
 
+  it("calls keep their arguments after the guest redefines String.prototype.split and Symbol.split", async () => {
+    await using prefix = await sandbox.prepare({
+      code: `String.prototype.split = function () { return [] };
+        Object.defineProperty(String.prototype, Symbol.split, { value: function () { return [] }, configurable: true });
+        export function pair(a, b) { return [b, a] }`,
+    });
+    for (let i = 0; i < 5; i++) expect(value(await prefix.call({ export: "pair", args: [i, "x"] }))).toEqual(["x", i]);
+    // Coalesced calls are split apart in the guest the same way.
+    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => prefix.call({ export: "pair", args: [i, i + 1] })));
+    expect(many.map(value)).toEqual(Array.from({ length: 12 }, (_, i) => [i + 1, i]));
+  });
+
   it("host bindings of the prefix serve its calls", async () => {
     const store = new Map<string, number>();
     await using prefix = await sandbox.prepare({

@@ -100,13 +100,37 @@ export function installRuntime(
   const defineProperty = Object.defineProperty;
   const hasOwn = (o: object, k: string) => Object.hasOwn(o, k);
   const apply = Reflect.apply;
-  const splitString = String.prototype.split;
+  const indexOfString = String.prototype.indexOf;
+  const sliceString = String.prototype.slice;
   const stringReplace = String.prototype.replace;
   const replaceString = (text: string, pattern: RegExp, by: string): string =>
     apply(stringReplace, text, [pattern, by]) as string;
   // Indirect eval, captured before any guest code: evaluates in the global scope.
   const indirectEval = g.eval as (code: string) => unknown;
-  const split = (text: string, separator: string): string[] => apply(splitString, text, [separator]) as string[];
+  // Not String.prototype.split: it looks up the separator's Symbol.split, which a guest can
+  // define on String.prototype (and so garble every call's arguments).
+  const split = (text: string, separator: string): string[] => {
+    const parts: string[] = [];
+    let from = 0;
+    for (;;) {
+      const at = apply(indexOfString, text, [separator, from]) as number;
+      if (at < 0) break;
+      defineProperty(parts, parts.length, {
+        value: apply(sliceString, text, [from, at]),
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      });
+      from = at + separator.length;
+    }
+    defineProperty(parts, parts.length, {
+      value: apply(sliceString, text, [from]),
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+    return parts;
+  };
 
   // esbuild's module helpers, as esbuild writes them (same semantics, made once per instance):
   // script forms take these instead of compiling their own copy on every run.
