@@ -61,6 +61,32 @@ export function pollUntilSettled<T>(answer: Promise<T>, ms: number): Promise<T> 
   return answer;
 }
 
+/**
+ * An answer another thread writes to shared memory: `read` is asked on every turn of the loop
+ * for up to `ms` (the loop keeps turning meanwhile), then every millisecond, until it returns a
+ * value or throws.
+ */
+export function pollMemory<T>(read: () => T | undefined, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const started = performance.now();
+    const check = () => {
+      let value: T | undefined;
+      try {
+        value = read();
+      } catch (error) {
+        reject(error);
+        return;
+      }
+      if (value !== undefined) {
+        lastSettled = performance.now();
+        resolve(value);
+      } else if (performance.now() - started < ms) setImmediate(check);
+      else setTimeout(check, 1);
+    };
+    setImmediate(check);
+  });
+}
+
 /** Work on other threads nobody is waiting for yet (a spare instance): no polling meanwhile. */
 export function inBackground<T>(work: Promise<T>): Promise<T> {
   background++;

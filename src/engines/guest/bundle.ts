@@ -5,6 +5,7 @@ import { installAbort } from "./abort.js";
 import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
+import { createServe } from "./serve.js";
 import { installWebApis } from "./web-apis.js";
 
 /** The filename guest stack traces show for runtime frames; the host strips these frames. */
@@ -41,6 +42,7 @@ const g = globalThis;
 function take(name) { const value = g[name]; delete g[name]; return value; }
 const host = { log: ${take(n.log)}, call: ${take(n.call)}, timer: ${take(n.timer)}, done: ${take(n.done)} };
 const parseUrl = ${take(n.parseUrl)}, setUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
+const atomics = g.Atomics;
 const codec = (${createCodec.toString()})();
 const clone = (value) => codec.decode(codec.encode(value, "value"));
 (${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone });
@@ -53,6 +55,7 @@ codec.extend({
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
+internals.serve = (${createServe.toString()})(internals.call, atomics);
 (${installAbort.toString()})(g);
 Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
 return internals;

@@ -9,6 +9,7 @@ import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
 import { hostServices } from "../host-services.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import { CallChannel } from "./channel.js";
 import { loadIsolatedVm } from "./load.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
@@ -32,6 +33,11 @@ export class V8Instance implements EngineInstance {
   heapUsedBytes = 0;
   uses = 0;
   private lastCaps: [number, number, number] | undefined;
+  /** Calls in a stream go through shared memory (./channel.ts), made on the first such call. */
+  private channel: CallChannel | undefined;
+  private lastCallEnd = Number.NEGATIVE_INFINITY;
+  /** Exports whose call outlasted the polling window: they cross the usual way. */
+  private readonly slowPaths = new Set<string>();
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps = new Map<string, LineMap>();
 
@@ -41,7 +47,7 @@ export class V8Instance implements EngineInstance {
     readonly memoryMb: number,
     private readonly busyPollMs: number,
     private readonly refs: Record<
-      "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "ping" | "warmUp",
+      "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "ping" | "warmUp" | "serve",
       Ref
     >,
   ) {}
@@ -86,6 +92,7 @@ export class V8Instance implements EngineInstance {
         call: get("call"),
         ping: get("ping"),
         warmUp: get("warmUp"),
+        serve: get("serve"),
       };
       const instance = new V8Instance(isolate, context, memoryMb, options.busyPollMs ?? DEFAULT_BUSY_POLL_MS, refs);
       if (options.warmUp) await warmUp(refs);
@@ -182,12 +189,44 @@ export class V8Instance implements EngineInstance {
     this.lastCaps = caps;
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
     const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
+    // In a stream of calls, through shared memory (./channel.ts); else one crossing.
+    const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps) : undefined;
+    if (served) return served;
     const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
-    return this.cross("call", args) as Promise<string>;
+    return (this.cross("call", args) as Promise<string>).then((out) => {
+      this.lastCallEnd = performance.now();
+      return out;
+    });
+  }
+
+  private inStream(path: string): boolean {
+    return this.busyPollMs > 0 && performance.now() - this.lastCallEnd <= this.busyPollMs && !this.slowPaths.has(path);
+  }
+
+  /** A call through the shared-memory channel; undefined when it cannot take this one. */
+  private callServed(path: string, joined: string, caps: RuntimeCaps | undefined): Promise<string> | undefined {
+    this.channel ??= new CallChannel();
+    const channel = this.channel;
+    if (!channel.fits(path, joined) || channel.awaiting) return undefined;
+    const opening = !channel.serving;
+    if (opening) {
+      if (!CallChannel.canOpen()) return undefined;
+      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs);
+    }
+    const started = performance.now();
+    return channel.call(path, joined, caps, this.busyPollMs)?.then((answer) => {
+      this.lastCallEnd = performance.now();
+      // A call longer than the window is not worth a spinning task: the usual way from now on.
+      // (Not judged on the call that started the task: that one waited for the isolate's thread.)
+      if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs) this.slowPaths.add(path);
+      return "text" in answer ? answer.text : channel.bigAnswer();
+    });
   }
 
   /** Call into the isolate; the loop turns until the answer is back (core/busy-poll.ts). */
   private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
+    // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
+    this.channel?.close();
     return pollUntilSettled(this.refs[name].apply(undefined, args), this.busyPollMs);
   }
 
@@ -248,6 +287,7 @@ export class V8Instance implements EngineInstance {
 
   /** Refresh the heap figure without blocking the host: an async read, queued behind the guest. */
   async measureHeap(): Promise<number> {
+    this.channel?.close();
     try {
       this.heapUsedBytes = (await this.isolate.getHeapStatistics()).used_heap_size;
     } catch {}
