@@ -29,6 +29,8 @@ const HEADER_BYTES = 32;
 /** 64 KB per instance that serves: calls with more text cross the usual way. */
 const MEMORY_BYTES = 64 * 1024;
 const CAPACITY = (MEMORY_BYTES - HEADER_BYTES) / 2;
+/** Calls with more text than this cross the usual way (see `fits`). */
+const MAX_CALL_CHARS = 8192;
 
 export type Answer = { text: string } | { tooBig: true } | undefined;
 
@@ -63,8 +65,14 @@ export class CallChannel {
     return servingTasks < MAX_SERVING;
   }
 
+  /**
+   * Small calls only: the guest reads text from shared memory in JavaScript (~7 ns a character
+   * here), slower than isolated-vm's native copy once it is large. Sequential p50, served vs
+   * crossing: 1,000 characters 32 vs 144 µs, 16,000 121 vs 202, 30,000 226 vs 246; and served
+   * 25 KB batches of 32 events lowered events/s, as the isolate's thread is their bottleneck.
+   */
   fits(path: string, joined: string): boolean {
-    return path.length + joined.length <= CAPACITY;
+    return path.length + joined.length <= MAX_CALL_CHARS;
   }
 
   /** Start the serving task (the state must be CLOSED: no task runs). */
