@@ -50,10 +50,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   if (options.spareInstances !== undefined && options.spareInstances !== 0) {
     checkPositiveNumber("options.spareInstances", options.spareInstances, { integer: true });
   }
-  if (options.busyPollMs !== undefined && options.busyPollMs !== 0) {
-    if (checkPositiveNumber("options.busyPollMs", options.busyPollMs) > 100)
-      throw new TypeError("cordon: options.busyPollMs must be at most 100 (it burns CPU for that long)");
-  }
+  checkBusyPoll(options.busyPollMs, "options.busyPollMs");
   const policy = checkPolicy(options.policy);
   await checkNetPolicy(policy.net);
 
@@ -120,7 +117,9 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir });
   } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
-    engine = new ProcessHost(engineChoice as "v8" | "quickjs", engineOptions, {
+    // The workers' own engines poll only when asked (workers.busyPollMs): see SandboxOptions.
+    const workerEngineOptions = { ...engineOptions, busyPollMs: workers.busyPollMs ?? 0 };
+    engine = new ProcessHost(engineChoice as "v8" | "quickjs", workerEngineOptions, {
       min: workers.min ?? 1,
       softCap: workers.max ?? availableParallelism(),
       idleTtlMs: workers.idleTtlMs ?? 60_000,
@@ -222,7 +221,14 @@ function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
   return value as NonNullable<SandboxOptions["deno"]>;
 }
 
-const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "entry"];
+const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "busyPollMs", "entry"];
+
+/** 0 (off) or a positive number of milliseconds, at most 100. */
+function checkBusyPoll(value: unknown, name: string): void {
+  if (value === undefined || value === 0) return;
+  if (checkPositiveNumber(name, value) > 100)
+    throw new TypeError(`cordon: ${name} must be at most 100 (it burns CPU for that long)`);
+}
 
 function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & { entry?: string } {
   if (value === undefined) return {};
@@ -231,5 +237,6 @@ function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & 
   for (const key of ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb"]) {
     if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key]);
   }
+  checkBusyPoll(value.busyPollMs, "options.workers.busyPollMs");
   return value as NonNullable<SandboxOptions["workers"]> & { entry?: string };
 }

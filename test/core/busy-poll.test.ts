@@ -78,6 +78,25 @@ describe("options.busyPollMs", () => {
     await expect(createSandbox({ host: "inprocess", busyPollMs: value as number })).rejects.toThrow(/options\.busyPollMs/);
   });
 
+  it.each([-1, "1", 101])("workers.busyPollMs rejects %s", async (value) => {
+    await expect(createSandbox({ host: "process", workers: { busyPollMs: value as number } })).rejects.toThrow(
+      /options\.workers\.busyPollMs/,
+    );
+  });
+
+  it.each(["v8", "quickjs"] as const)("process host, %s: a stream of calls works with the workers polling", async (engine) => {
+    await using sandbox = await createSandbox({ engine, host: "process", workers: { busyPollMs: 1, max: 1 } });
+    await using prefix = await sandbox.prepare({
+      code: "export function add(a, b) { return a + b }\nexport async function twice(n) { return (await double(n)) }",
+      globals: { double: async (n: number) => n * 2 },
+    });
+    for (let i = 0; i < 200; i++) {
+      expect(await prefix.call({ export: "add", args: [i, 1] })).toMatchObject({ ok: true, value: i + 1 });
+      if (i % 10 === 0) expect(await prefix.call({ export: "twice", args: [i] })).toMatchObject({ ok: true, value: i * 2 });
+    }
+    expect(await sandbox.run({ code: "export default () => 7" })).toMatchObject({ ok: true, value: 7 });
+  });
+
   it.each(["v8", "quickjs"] as const)("%s: runs and calls work with polling off and on", async (engine) => {
     for (const busyPollMs of [0, 5]) {
       await using sandbox = await createSandbox({ engine, host: "inprocess", busyPollMs });
