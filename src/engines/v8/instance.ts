@@ -1,7 +1,7 @@
 import type * as IVM from "isolated-vm";
 import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import type { RunMode } from "../../core/engine.js";
-import { DEFAULT_BUSY_POLL_MS, inBackground, pollUntilSettled } from "../../core/busy-poll.js";
+import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -200,7 +200,7 @@ export class V8Instance implements EngineInstance {
   }
 
   private inStream(path: string): boolean {
-    return this.busyPollMs > 0 && performance.now() - this.lastCallEnd <= this.busyPollMs && !this.slowPaths.has(path);
+    return this.busyPollMs > 0 && performance.now() - this.lastCallEnd <= this.busyPollMs && !this.slowPaths.has(path) && alone();
   }
 
   /** A call through the shared-memory channel; undefined when it cannot take this one. */
