@@ -36,7 +36,7 @@ export class V8Instance implements EngineInstance {
   /** Calls in a stream go through shared memory (./channel.ts), made on the first such call. */
   private channel: CallChannel | undefined;
   private lastCallEnd = Number.NEGATIVE_INFINITY;
-  /** Exports whose call outlasted the polling window: they cross the usual way. */
+  /** Exports whose served call outlasted 50 polling windows: they cross the usual way. */
   private readonly slowPaths = new Set<string>();
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps = new Map<string, LineMap>();
@@ -216,7 +216,8 @@ export class V8Instance implements EngineInstance {
     const started = performance.now();
     return channel.call(path, joined, caps, this.busyPollMs)?.then((answer) => {
       this.lastCallEnd = performance.now();
-      // A call longer than the window is not worth a spinning task: the usual way from now on.
+      // A call that long is not worth a spinning task (its answer was read on a 1 ms timer): the
+      // usual way from now on.
       // (Not judged on the call that started the task: that one waited for the isolate's thread.)
       if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs) this.slowPaths.add(path);
       return "text" in answer ? answer.text : channel.bigAnswer();
