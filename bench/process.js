@@ -1,6 +1,6 @@
 // The process host's benchmarks, beside the in-process host's figures measured in the same run.
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sampleInterleaved, section } from "./measure.js";
+import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section } from "./measure.js";
 
 export async function benchProcess({ quick }) {
   const n = quick ? 200 : 1000;
@@ -29,6 +29,21 @@ export async function benchProcess({ quick }) {
   ]);
   report("in-process prefix.call", inCall);
   report("process host prefix.call", procCall, inCall, { target: "p50 <= 50 us", vs: "in-process" });
+  // Back to back (a stream), with the workers' engines polling or not: workers.busyPollMs is off
+  // by default because on 2 cores it trades p99 for p50 (docs/decisions/009-busy-poll.md).
+  const polled = await createSandbox({ engine: "v8", host: "process", workers: { busyPollMs: 1, max: 1 } });
+  const polledPrefix = await polled.prepare({ code: handlers });
+  // Both reach a steady state only after ~2,000 calls (measured: the polled one 312 -> 119 us
+  // p50 over its first 2,000), so both are warmed that long first.
+  for (let i = 0; i < 2000; i++) {
+    await procPrefix.call({ export: "handle", args: [{ n: 1 }] });
+    await polledPrefix.call({ export: "handle", args: [{ n: 1 }] });
+  }
+  const streamDefault = await sample(n * 2, () => procPrefix.call({ export: "handle", args: [{ n: 1 }] }));
+  const streamPolled = await sample(n * 2, () => polledPrefix.call({ export: "handle", args: [{ n: 1 }] }));
+  report("process host, back to back", streamDefault);
+  report("  the same, workers.busyPollMs: 1", streamPolled, streamDefault, { vs: "default" });
+  await polled.dispose();
 
   section(`process host (v8): ~${JSON.stringify(EVENT).length}-byte analytics events`);
   const total = quick ? 20_000 : 100_000;
