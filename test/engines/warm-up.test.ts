@@ -26,7 +26,7 @@ function runtimeInRealm() {
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-describe("the v8 instances' warm-up (guest runtime)", () => {
+describe("spare instances' warm-up (guest runtime, v8 and quickjs)", () => {
   it("runs modules without reporting their outcomes; the next run reports its own", async () => {
     const { internals, done } = runtimeInRealm();
     const warm = (await normalizeSource("export default (input) => ({ warm: input })", "<cordon>")).script?.code;

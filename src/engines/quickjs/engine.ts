@@ -7,7 +7,7 @@ export function createQuickJSEngine(options: PooledEngineOptions): PooledEngine 
   const threads = new QuickJSThreads(options.busyPollMs);
   return new PooledEngine(
     "quickjs",
-    (memoryMb) => QuickJSInstance.create(memoryMb, threads),
+    (memoryMb, ahead) => QuickJSInstance.create(memoryMb, threads, ahead),
     options,
     () => threads.dispose(),
   );

@@ -36,7 +36,7 @@ export class QuickJSInstance implements EngineInstance {
     private readonly cpu: Float64Array,
   ) {}
 
-  static async create(memoryMb: number, threads: QuickJSThreads): Promise<QuickJSInstance> {
+  static async create(memoryMb: number, threads: QuickJSThreads, warmUp = false): Promise<QuickJSInstance> {
     const thread = await threads.pick();
     const id = ++nextId;
     const shared = new SharedArrayBuffer(16);
@@ -46,7 +46,7 @@ export class QuickJSInstance implements EngineInstance {
       onLost: (reason) => instance.lost(reason),
     });
     try {
-      await thread.request({ t: "create", id, memoryMb, control: shared });
+      await thread.request({ t: "create", id, memoryMb, control: shared, warmUp });
     } catch (error) {
       thread.detach(id);
       throw error;

@@ -5,7 +5,8 @@ import type { RunMode } from "../../core/engine.js";
  * (`id`); a request that expects an answer carries `seq`, echoed in its `reply`.
  */
 export type ToWorker =
-  | { t: "create"; id: number; seq: number; memoryMb: number; control: SharedArrayBuffer }
+  /** `warmUp`: a spare made ahead runs the warm-up modules once (engines/warm-up-modules.ts). */
+  | { t: "create"; id: number; seq: number; memoryMb: number; control: SharedArrayBuffer; warmUp: boolean }
   | {
       t: "evaluate";
       id: number;

@@ -5,6 +5,7 @@ import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
 import { createHostServices } from "../host-services.js";
+import { warmUpModulesJson } from "../warm-up-modules.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 
@@ -165,6 +166,7 @@ async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
     callbackNames: HOST_CALLBACK_NAMES,
     stackBytes: STACK_BYTES,
     busyPollMs,
+    warmUpModules: await warmUpModulesJson(),
   };
 }
 

@@ -9,6 +9,7 @@ import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
 import { hostServices } from "../host-services.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import { warmUpModulesJson } from "../warm-up-modules.js";
 import { CallChannel } from "./channel.js";
 import { loadIsolatedVm } from "./load.js";
 
@@ -307,21 +308,7 @@ export class V8Instance implements EngineInstance {
 type CachedScript = IVM.Script & { cachedData?: IVM.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
 
 /**
- * Modules as guests write them, in the script form esbuild makes of them (its export helpers,
- * named exports to list, an object and a number to encode, plain and tagged input). The first
- * twice: V8 tiers a function up on its second run, and that cost belongs here too. Measured,
- * paced one-off p50 1.08 ms -> 0.85 ms against a single `{ default }` module.
- */
-const OBJECT_MODULE = "export const config = { retries: [1] };\nexport default (input) => ({ ok: true, input })";
-const WARM_UP_RUNS = [
-  { source: OBJECT_MODULE, inputText: ' {"n":1}' },
-  { source: OBJECT_MODULE, inputText: ' {"n":2}' },
-  { source: "export default () => 1", inputText: '{"$":"u"}' },
-];
-const WARM_UP_FALLBACK = "(function () { return { default: () => 0 }; })";
-
-/**
- * A few runs of cordon's own modules (WARM_UP_RUNS) before the instance is handed out: V8
+ * A few runs of cordon's own modules (../warm-up-modules.ts) before the instance is handed out: V8
  * compiles functions lazily, on their first call, and tiers them up on later ones, so without them
  * the first (and, for a one-off run, only) run pays for that — half of a one-off run's time
  * (measured: p50 1.2–1.5 ms without, 0.67 ms with the first such warm-up). No guest code runs;
@@ -329,21 +316,12 @@ const WARM_UP_FALLBACK = "(function () { return { default: () => 0 }; })";
  * instance has none yet).
  */
 async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
-  warmUpModules ??= Promise.all(
-    WARM_UP_RUNS.map(async ({ source, inputText }) => ({
-      code: (await normalizeSource(source, RUNTIME_FILENAME)).script?.code ?? WARM_UP_FALLBACK,
-      inputText,
-      filename: RUNTIME_FILENAME,
-    })),
-  ).then((modules) => JSON.stringify(modules));
   // One crossing for all of them; their outcomes are not reported (each report would be a round
   // trip to this thread, which may be busy making another isolate).
-  await refs.warmUp.apply(undefined, [await warmUpModules]);
+  await refs.warmUp.apply(undefined, [await warmUpModulesJson()]);
   // The outcomes settle in microtasks after the call: the ping returns once they have run.
   await refs.ping.apply(undefined, []);
 }
-
-let warmUpModules: Promise<string> | undefined;
 
 /**
  * Make V8 flatten a string before it crosses. isolated-vm copies a cons string (a concatenation
