@@ -5,7 +5,7 @@ import { installAbort } from "./abort.js";
 import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
-import { createServe } from "./serve.js";
+import { CHANNEL_LAYOUT, createServe } from "./serve.js";
 import { installWebApis } from "./web-apis.js";
 
 /** The filename guest stack traces show for runtime frames; the host strips these frames. */
@@ -55,7 +55,7 @@ codec.extend({
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
-internals.serve = (${createServe.toString()})(internals.call, atomics);
+internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 (${installAbort.toString()})(g);
 Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
 return internals;

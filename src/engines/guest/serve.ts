@@ -11,6 +11,18 @@
  * memory: only this closure holds it. A guest that patches typed-array or string builtins can
  * garble its own calls' text, nothing else: the host reads answers as data.
  */
+/**
+ * The channel's layout, the one definition both sides use: the host imports it, and the guest
+ * runtime gets it as createServe's argument (the stringified function cannot import). Int32
+ * ctl[8] first: [0] the state, [1] "stay" (the host clears it to end the serving task), [2] the
+ * path's length, [3] the arguments' (then the answer's) length, [4] whether caps follow in
+ * [5..7]; UTF-16 text from `headerBytes` on.
+ */
+export const CHANNEL_LAYOUT = {
+  headerBytes: 32,
+  state: { idle: 0, request: 1, answer: 2, closed: 4, tooBig: 5, answerClosed: 6 },
+} as const;
+
 export type CallFn = (
   path: string,
   joinedArgs: string,
@@ -23,6 +35,7 @@ export function createServe(
   call: CallFn,
   /** Captured before the web APIs remove `Atomics` from the guest's globals. */
   atomics: typeof Atomics | undefined,
+  layout: typeof CHANNEL_LAYOUT,
 ): (memory: SharedArrayBuffer, windowMs: number, capacity: number) => string | undefined {
   // QuickJS's build has no Atomics; only the v8 engine serves this way.
   if (!atomics) {
@@ -40,14 +53,8 @@ export function createServe(
   const indexOf = String.prototype.indexOf;
   const apply = Reflect.apply;
   const now = Date.now;
-  // The layout (engines/v8/channel.ts): ctl[0] state, [1] stay, [2] path length, [3] text
-  // length, [4] caps sent, [5..7] caps; UTF-16 text from byte 32.
-  const IDLE = 0;
-  const REQUEST = 1;
-  const ANSWER = 2;
-  const CLOSED = 4;
-  const TOO_BIG = 5;
-  const ANSWER_CLOSED = 6;
+  /** The channel's states. */
+  const S = layout.state;
 
   // The views never meet a prototype: only element reads and writes, and lengths from the
   // header, never `.length`, `.buffer` or `subarray` (a guest-patched accessor or species
@@ -74,28 +81,28 @@ export function createServe(
 
   return function serve(memory, windowMs, capacity) {
     const ctl = new Int32(memory, 0, 8);
-    const data = new Uint16(memory, 32, capacity);
+    const data = new Uint16(memory, layout.headerBytes, capacity);
     let idleSince = now();
     let spins = 0;
     for (;;) {
       const state = load(ctl, 0);
-      if (state === REQUEST) {
+      if (state === S.request) {
         const pathLength = ctl[2];
         const path = read(data, 0, pathLength);
         const joined = read(data, pathLength, ctl[3]);
         const out = ctl[4] ? call(path, joined, ctl[5], ctl[6], ctl[7]) : call(path, joined);
         const length = out.length;
         if (length > capacity) {
-          store(ctl, 0, TOO_BIG);
+          store(ctl, 0, S.tooBig);
           return out;
         }
         for (let i = 0; i < length; i++) data[i] = apply(charCodeAt, out, [i]) as number;
         ctl[3] = length;
         if (pending(out, length)) {
-          store(ctl, 0, ANSWER_CLOSED);
+          store(ctl, 0, S.answerClosed);
           return undefined;
         }
-        store(ctl, 0, ANSWER);
+        store(ctl, 0, S.answer);
         idleSince = now();
         spins = 0;
         continue;
@@ -103,9 +110,9 @@ export function createServe(
       // Idle, or the host has not read the answer yet: end when asked or idle too long.
       if ((++spins & 1023) !== 0 && load(ctl, 1) !== 0) continue;
       if (load(ctl, 1) !== 0 && now() - idleSince <= windowMs) continue;
-      if (state === IDLE && exchange(ctl, 0, IDLE, CLOSED) === IDLE) return undefined;
-      if (state === ANSWER && exchange(ctl, 0, ANSWER, ANSWER_CLOSED) === ANSWER) return undefined;
-      if (state !== IDLE && state !== ANSWER) return undefined;
+      if (state === S.idle && exchange(ctl, 0, S.idle, S.closed) === S.idle) return undefined;
+      if (state === S.answer && exchange(ctl, 0, S.answer, S.answerClosed) === S.answer) return undefined;
+      if (state !== S.idle && state !== S.answer) return undefined;
     }
   };
 }

@@ -2,6 +2,7 @@ import type * as IVM from "isolated-vm";
 import { availableParallelism } from "node:os";
 import { pollMemory } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
+import { CHANNEL_LAYOUT } from "../guest/serve.js";
 import type { RuntimeCaps } from "../instance.js";
 import type { IsolatedVm } from "./load.js";
 
@@ -14,18 +15,11 @@ import type { IsolatedVm } from "./load.js";
  * ~20 µs of which is `apply` itself waking the isolate's thread (a futex wake, which on this
  * VM is an inter-processor interrupt).
  *
- * Layout: Int32 ctl[8], then UTF-16 text. ctl[0] is the state below, ctl[1] "stay" (the host
- * clears it to end the serving task), ctl[2] the path's length, ctl[3] the arguments' (then the
- * answer's) length, ctl[4] whether caps follow in ctl[5..7].
+ * The layout is CHANNEL_LAYOUT (engines/guest/serve.ts).
  */
-const IDLE = 0;
-const REQUEST = 1;
-const ANSWER = 2;
-const CLOSED = 4;
-const TOO_BIG = 5;
-const ANSWER_CLOSED = 6;
-
-const HEADER_BYTES = 32;
+/** The channel's states. */
+const S = CHANNEL_LAYOUT.state;
+const HEADER_BYTES = CHANNEL_LAYOUT.headerBytes;
 /** 64 KB per instance that serves: calls with more text cross the usual way. */
 const MEMORY_BYTES = 64 * 1024;
 const CAPACITY = (MEMORY_BYTES - HEADER_BYTES) / 2;
@@ -53,7 +47,7 @@ export class CallChannel {
   private reading = false;
 
   constructor() {
-    Atomics.store(this.ctl, 0, CLOSED);
+    Atomics.store(this.ctl, 0, S.closed);
   }
 
   get serving(): boolean {
@@ -75,11 +69,11 @@ export class CallChannel {
     return path.length + joined.length <= MAX_CALL_CHARS;
   }
 
-  /** Start the serving task (the state must be CLOSED: no task runs). */
+  /** Start the serving task (the state must be S.closed: no task runs). */
   open(serve: IVM.Reference<(...args: unknown[]) => unknown>, ivm: IsolatedVm, windowMs: number): void {
     this.failure = undefined;
     Atomics.store(this.ctl, 1, 1);
-    Atomics.store(this.ctl, 0, IDLE);
+    Atomics.store(this.ctl, 0, S.idle);
     const memory = new ivm.ExternalCopy(this.memory).copyInto({ release: true });
     const task = serve.apply(undefined, [memory, windowMs, CAPACITY]) as Promise<string | undefined>;
     this.task = task;
@@ -125,7 +119,7 @@ export class CallChannel {
    * one, or crosses the usual way).
    */
   private send(path: string, joined: string, caps: RuntimeCaps | undefined): boolean {
-    if (Atomics.load(this.ctl, 0) !== IDLE) return false;
+    if (Atomics.load(this.ctl, 0) !== S.idle) return false;
     this.bytes.write(path, HEADER_BYTES, "utf16le");
     this.bytes.write(joined, HEADER_BYTES + path.length * 2, "utf16le");
     this.ctl[2] = path.length;
@@ -137,25 +131,26 @@ export class CallChannel {
       this.ctl[7] = caps[2];
     }
     // The task may be closing at this very moment: only a request written while it is idle counts.
-    return Atomics.compareExchange(this.ctl, 0, IDLE, REQUEST) === IDLE;
+    return Atomics.compareExchange(this.ctl, 0, S.idle, S.request) === S.idle;
   }
 
   /** The answer once it is there (undefined before); throws if the serving task failed. */
   private answer(): Answer {
     const state = Atomics.load(this.ctl, 0);
-    if (state === ANSWER || state === ANSWER_CLOSED) {
+    if (state === S.answer || state === S.answerClosed) {
       const length = this.ctl[3];
       const text = this.bytes.toString("utf16le", HEADER_BYTES, HEADER_BYTES + length * 2);
-      // The task may close (ANSWER -> ANSWER_CLOSED) while this reads: only an answer still
-      // open goes back to IDLE, or a later request would wait for a task that has ended.
-      if (state !== ANSWER || Atomics.compareExchange(this.ctl, 0, ANSWER, IDLE) !== ANSWER) Atomics.store(this.ctl, 0, CLOSED);
+      // The task may close (S.answer -> S.answerClosed) while this reads: only an answer still
+      // open goes back to S.idle, or a later request would wait for a task that has ended.
+      if (state !== S.answer || Atomics.compareExchange(this.ctl, 0, S.answer, S.idle) !== S.answer)
+        Atomics.store(this.ctl, 0, S.closed);
       return { text };
     }
-    if (state === TOO_BIG) {
-      Atomics.store(this.ctl, 0, CLOSED);
+    if (state === S.tooBig) {
+      Atomics.store(this.ctl, 0, S.closed);
       return { tooBig: true };
     }
-    if (this.task === undefined && state === REQUEST) {
+    if (this.task === undefined && state === S.request) {
       throw this.failure ?? new CordonError("ERR_INSTANCE_RESET", "the instance stopped serving calls");
     }
     return undefined;

@@ -52,11 +52,10 @@ async function main(): Promise<void> {
   // workers.busyPollMs: a call here passes three threads (the host's loop, this one, the
   // engine's), more than a 2-core machine has cores for while two of them spin. Measured there,
   // 20,000 sequential calls: p50 259-276 -> 82-83 µs, but p99 0.63-0.71 -> 1.4-1.6 ms.
-  const engineOptions = config.engineOptions;
   const engine: Engine =
     config.engine === "quickjs"
-      ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(engineOptions)
-      : (await import("../../engines/v8/engine.js")).createV8Engine(engineOptions);
+      ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
+      : (await import("../../engines/v8/engine.js")).createV8Engine(config.engineOptions);
 
   // Frames sent in one tick leave in one write.
   let corked = false;
