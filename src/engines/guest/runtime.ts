@@ -115,20 +115,11 @@ export function installRuntime(
     for (;;) {
       const at = apply(indexOfString, text, [separator, from]) as number;
       if (at < 0) break;
-      defineProperty(parts, parts.length, {
-        value: apply(sliceString, text, [from, at]),
-        writable: true,
-        enumerable: true,
-        configurable: true,
-      });
+      // define, not assignment: an index setter on Array.prototype is not consulted.
+      define(parts, StringCtor(parts.length), apply(sliceString, text, [from, at]), true);
       from = at + separator.length;
     }
-    defineProperty(parts, parts.length, {
-      value: apply(sliceString, text, [from]),
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
+    define(parts, StringCtor(parts.length), apply(sliceString, text, [from]), true);
     return parts;
   };
 
