@@ -98,6 +98,9 @@ export class Bindings implements BindingsLike {
   }
 }
 
+/** The descriptor of bindings with nothing in them: installing it on a fresh instance changes nothing. */
+export const EMPTY_BINDINGS_TEXT = JSON.stringify({ globals: {}, modules: {} });
+
 const functionIds = new WeakMap<object, number>();
 let nextFunctionId = 0;
 function functionId(fn: object): number {

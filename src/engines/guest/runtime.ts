@@ -51,6 +51,19 @@ export interface GuestInternals {
     code: string,
     filename: string,
   ): void;
+  /**
+   * runScript for an engine that compiles the script form itself (QuickJS, so its stacks name
+   * the guest's file): install (unless null), begin, evaluate `factory`, call the entry.
+   */
+  runFactory(
+    factory: (h: GuestInternals["helpers"]) => Record<string, unknown>,
+    bindingsText: string | null,
+    mode: RunMode,
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+  ): void;
   /** install + begin in one crossing: how a run on a fresh instance starts. */
   start(
     bindingsText: string,
@@ -149,7 +162,10 @@ export function installRuntime(
       for (const name in all) defineProperty(target, name, { get: all[name], enumerable: true });
     },
     __copyProps: copyProps,
-    __toCommonJS: (mod: object) => copyProps(defineProperty({}, "__esModule", { value: true }), mod),
+    // A script form's exports object already holds one enumerable getter per export, which is
+    // all the entry reads (own enumerable keys): esbuild's copy with an __esModule marker would
+    // only add a getter per export to every run.
+    __toCommonJS: (mod: object) => mod,
   });
 
   const pendingCalls = new MapCtor<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
@@ -492,6 +508,11 @@ export function installRuntime(
       if (bindingsText !== null) install(bindingsText);
       begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
       runScript(code, filename);
+    },
+    runFactory(factory, bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
+      if (bindingsText !== null) install(bindingsText);
+      begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+      entry(factory(helpers));
     },
     start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
       install(bindingsText);

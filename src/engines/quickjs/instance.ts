@@ -1,4 +1,4 @@
-import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
+import { type BindingsLike, EMPTY_BINDINGS_TEXT, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -64,9 +64,11 @@ export class QuickJSInstance implements EngineInstance {
 
   async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
     const { bindings, mode, inputText, caps, source, sourceImports } = request;
+    // A fresh instance has nothing installed: empty bindings need no installing (a one-off run's usual case).
+    const bindingsText = !bindings || (!this.bindings && bindings.text === EMPTY_BINDINGS_TEXT) ? null : bindings.text;
     if (bindings) this.bindings = bindings;
     this.lastCaps = caps;
-    const message = { t: "evaluate" as const, id: this.id, bindingsText: bindings ? bindings.text : null, mode, inputText, caps };
+    const message = { t: "evaluate" as const, id: this.id, bindingsText, mode, inputText, caps };
     if (source.script) {
       this.lineMaps.set(source.filename, source.script.lineMap);
       startCpu();

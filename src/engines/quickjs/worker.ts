@@ -282,7 +282,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       throw new Error(`the guest runtime failed to start: ${error.message}`);
     }
     const internals = result.value;
-    for (const name of ["begin", "start", "entry", "settle", "fire", "call", "helpers", "warmUp"])
+    for (const name of ["begin", "start", "runFactory", "settle", "fire", "call", "helpers", "warmUp"])
       inst.fns[name] = vm.getProp(internals, name);
     internals.dispose();
     // A spare made ahead runs a few modules as guests write them, with no outcome reported: the
@@ -319,29 +319,33 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     }
   }
 
-  /** The script form: evaluated under its own filename, so stacks name it; it returns the exports. */
-  function evaluateScript(inst: Instance, script: { code: string; filename: string }): void {
+  /**
+   * The script form, compiled here under its own filename (so stacks name it), then run in one
+   * crossing: install, begin, evaluate, entry (the runtime's runFactory). Each crossing costs
+   * tens of microseconds on a cold cache, which is what a paced one-off run meets.
+   */
+  function evaluateScript(inst: Instance, message: Extract<ToWorker, { t: "evaluate" }>): void {
     const vm = inst.vm;
+    const script = message.script as { code: string; filename: string };
     const compiled = vm.evalCode(script.code, script.filename);
     if (compiled.error) {
       threw(inst, describeError(vm, compiled.error));
       release(compiled.error);
       return;
     }
-    // The script form takes esbuild's helpers, made once per instance (core/script-helpers.ts).
-    const evaluated = vm.callFunction(compiled.value, vm.undefined, inst.fns.helpers);
-    compiled.value.dispose();
-    if (evaluated.error) {
-      threw(inst, describeError(vm, evaluated.error));
-      release(evaluated.error);
-      return;
+    const [out, entries, bytes] = message.caps;
+    const args = [message.bindingsText, message.mode, message.inputText, out, entries, bytes];
+    const handles = args.map((a) => (a === null ? vm.null : typeof a === "number" ? vm.newNumber(a) : vm.newString(a)));
+    try {
+      const ran = vm.callFunction(inst.fns.runFactory, vm.undefined, compiled.value, ...handles);
+      if (ran.error) {
+        threw(inst, describeError(vm, ran.error));
+        release(ran.error);
+      } else ran.value.dispose();
+    } finally {
+      compiled.value.dispose();
+      for (const h of handles) if (h !== vm.null) h.dispose();
     }
-    const entered = vm.callFunction(inst.fns.entry, vm.undefined, evaluated.value);
-    evaluated.value.dispose();
-    if (entered.error) {
-      threw(inst, describeError(vm, entered.error));
-      release(entered.error);
-    } else entered.value.dispose();
   }
 
   function evaluateModule(inst: Instance, message: Extract<ToWorker, { t: "evaluate" }>): void {
@@ -421,14 +425,17 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       case "evaluate": {
         inst.reported = false;
         inVm(inst, () => {
+          if (message.script) {
+            evaluateScript(inst, message);
+            return;
+          }
           const [out, entries, bytes] = message.caps;
           if (message.bindingsText !== null) {
             callInternal(inst, "start", [message.bindingsText, message.mode, message.inputText, out, entries, bytes]);
           } else {
             callInternal(inst, "begin", [message.mode, message.inputText, out, entries, bytes]);
           }
-          if (message.script) evaluateScript(inst, message.script);
-          else evaluateModule(inst, message);
+          evaluateModule(inst, message);
         });
         return;
       }
