@@ -1,3 +1,4 @@
+import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
 import { shareHelpers } from "../../src/core/script-helpers.js";
 import { normalizeSource } from "../../src/core/source.js";
@@ -32,10 +33,18 @@ describe("guest source", () => {
     const out = await normalizeSource("export const a = 1;\nexport default function f() { return a }");
     const script = out.script?.code ?? "";
     expect(script).toMatch(/^\(function \(__cordon_helpers\) \{/);
-    expect(script).toContain("var __defProp = __cordon_helpers.__defProp, __getOwnPropDesc = __cordon_helpers.__getOwnPropDesc");
-    expect(script).toContain("__toCommonJS = __cordon_helpers.__toCommonJS;");
+    // Only the helpers the module uses are declared.
+    expect(script).toContain("var __export = __cordon_helpers.__export, __toCommonJS = __cordon_helpers.__toCommonJS;\n");
+    expect(script).not.toContain("__getOwnPropDesc");
     expect(script).not.toContain("Object.defineProperty");
-    // Every line the map knows is still there: the helpers' lines are kept, empty.
+    // Every line keeps its number (the helpers' lines are kept, empty): the wrapper adds one.
+    const iife = await transform("export const a = 1;\nexport default function f() { return a }\nexport {};", {
+      format: "iife",
+      globalName: "__cordon_exports",
+      target: "esnext",
+    });
+    const lineOf = (text: string) => text.split("\n").findIndex((line) => line.includes("return a"));
+    expect(lineOf(script)).toBe(lineOf(iife.code) + 1);
     expect(script.split("\n").length).toBeGreaterThanOrEqual(out.script?.lineMap.length ?? 0);
   });
 
