@@ -8,6 +8,8 @@ import { instanceFailure } from "./pooled-engine.js";
 import { type EngineInstance, fence, type RuntimeCaps } from "./instance.js";
 import type { Spares } from "./spares.js";
 
+/** Calls with arguments up to this long wait for their tick's twins (a longer one pays for its own crossing). */
+const GATHER_MAX_CHARS = 8192;
 /** At most this many waiting calls cross together. */
 const MAX_COALESCED = 64;
 
@@ -56,6 +58,8 @@ export class WarmPool implements EnginePrefix {
   /** When each instance's heap was last measured in the background. */
   private readonly heapSampledAt = new WeakMap<EngineInstance, number>();
   private busy = 0;
+  /** A gather is scheduled for the end of this tick. */
+  private gathering = false;
   private disposed = false;
   private readonly guestFiles: Set<string>;
 
@@ -134,9 +138,17 @@ export class WarmPool implements EnginePrefix {
    * Coalesced calls share the crossing's limits: a limit that fires fails all of them.
    */
   async call(request: PrefixCallRequest): Promise<RunResult> {
+    if (this.queue.length >= this.maxQueued) return queueFull(this.engine, this.request.host, this.queue.length);
+    if (this.idle.length > 0 && this.gatherable(request)) {
+      // Wait for the end of this tick: calls made in the same burst (a crossing's answers that
+      // each make the next call) cross together instead of the first one alone. A lone call
+      // pays the wait: sequential calls p50 ~0.5-1 µs slower in the measurement below.
+      const result = new Promise<RunResult>((resolve) => this.queue.push({ request, resolve, limitsKey: limitsKey(request) }));
+      this.gatherSoon();
+      return result;
+    }
     const idle = this.takeIdle();
     if (idle) return (await this.dispatch(idle, true, [request]))[0];
-    if (this.queue.length >= this.maxQueued) return queueFull(this.engine, this.request.host, this.queue.length);
     if (this.busy < this.parallelismFor(request.path)) {
       const acquired = await this.acquire(request.signal);
       if ("result" in acquired) return acquired.result;
@@ -179,15 +191,61 @@ export class WarmPool implements EnginePrefix {
     return results;
   }
 
+  /**
+   * At the end of the current tick (after every microtask: process.nextTick), serve the queue
+   * with the idle instances. Calls that find no idle instance by then wait for a release, or
+   * for a new instance when none is busy (the idle ones were evicted or the pool disposed).
+   */
+  private gatherSoon(): void {
+    if (this.gathering) return;
+    this.gathering = true;
+    process.nextTick(() => this.gather());
+  }
+
+  private gather(): void {
+    if (!this.gathering) return;
+    this.gathering = false;
+    while (this.queue.length > 0 && this.idle.length > 0) {
+      // Shared out over the idle instances: one crossing each, run in parallel.
+      const share = Math.ceil(this.queue.length / this.idle.length);
+      const instance = this.takeIdle() as EngineInstance;
+      this.busy--; // drain counts it busy again
+      this.drain(instance, share);
+    }
+    if (this.queue.length > 0 && this.busy === 0) {
+      if (this.disposed) this.failQueued();
+      else void this.replace();
+    }
+  }
+
+  /** The prefix is disposed and no instance is left to serve the waiting calls. */
+  private failQueued(): void {
+    const message = "the prefix was disposed before this call could run";
+    for (const queued of this.queue.splice(0)) {
+      queued.resolve(failedResult(this.engine, this.request.host, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }));
+    }
+  }
+
+  /**
+   * Short calls to handlers that return at once: for them the crossing is most of the cost.
+   * Measured, v8, ~774-byte events one per call with 64 in flight, both builds alternating in
+   * one process (6 rounds each, two runs): median 79-88k/s -> 122-137k/s. Before, the first
+   * call of a burst took the idle instance alone and the rest coalesced behind it, so every
+   * other crossing carried one call. Longer arguments (a batch of events) gained nothing.
+   */
+  private gatherable(request: PrefixCallRequest): boolean {
+    return request.argsText.length <= GATHER_MAX_CHARS && !this.asyncPaths.has(request.path);
+  }
+
   /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
-  private drain(instance: EngineInstance): boolean {
+  private drain(instance: EngineInstance, most = MAX_COALESCED): boolean {
     if (this.queue.length === 0) return false;
     const first = this.queue[0];
     const batch: Queued[] = [];
     const rest: Queued[] = [];
     for (const queued of this.queue) {
       const twin =
-        batch.length < MAX_COALESCED &&
+        batch.length < most &&
         queued.request.path === first.request.path &&
         queued.limitsKey === first.limitsKey &&
         queued.request.signal === undefined &&
@@ -233,6 +291,8 @@ export class WarmPool implements EnginePrefix {
 
   dispose(): void {
     if (this.disposed) return;
+    // Calls already made are served: those waiting for the end of this tick cross now.
+    if (this.gathering) this.gather();
     this.disposed = true;
     for (const instance of this.idle.splice(0)) this.drop(instance);
     this.onDispose?.();
@@ -261,14 +321,20 @@ export class WarmPool implements EnginePrefix {
     instance.uses++;
     instance.listener = undefined;
     const wornOut = instance.maxUses !== undefined && instance.uses >= instance.maxUses;
-    if (this.disposed || instance.tainted || instance.disposed || wornOut) {
+    if (instance.tainted || instance.disposed || wornOut) {
       instance.dispose();
-      // Calls waiting for this instance get a fresh one.
-      if (!this.disposed && this.queue.length > 0) void this.replace();
+      // Calls waiting for this instance get a fresh one (none once the prefix is disposed).
+      if (this.disposed) this.failQueued();
+      else if (this.queue.length > 0) void this.replace();
       return;
     }
     instance.lastUsed = performance.now();
+    // Calls made before a dispose are still served by the instances that were busy then.
     if (this.drain(instance)) return;
+    if (this.disposed) {
+      instance.dispose();
+      return;
+    }
     const resident: Resident = {
       prefixKey: this.request.key,
       heapBytes: () => instance.heapUsedBytes,

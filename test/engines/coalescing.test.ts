@@ -5,6 +5,9 @@ import { createSandbox } from "../../src/index.js";
 const PREFIX = `
   export function fruit(i) { return "apple pie " + i }
   export async function slow(i) { await new Promise((r) => setTimeout(r, 20)); return i }
+  let calls = 0;
+  let ticks = 0;
+  export function counted() { calls++; queueMicrotask(() => { ticks++ }); return [calls, ticks] }
 `;
 
 describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
@@ -19,6 +22,27 @@ describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
       expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 48 }, (_, i) => `apple pie ${i}`));
     }
     expect(sandbox.stats().prefixes[0].warm).toBeLessThanOrEqual(availableParallelism());
+  });
+
+  it("calls made in one tick cross together, even when the first finds an idle instance", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    await using prefix = await sandbox.prepare({ code: PREFIX });
+    const results = await Promise.all(Array.from({ length: 8 }, () => prefix.call({ export: "counted" })));
+    // One crossing runs its calls back to back: no microtask of the guest's ran in between, and
+    // the one warm instance took them all (the first alone would have sent the rest elsewhere).
+    expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 8 }, (_, i) => [i + 1, 0]));
+    expect(sandbox.stats().prefixes[0].warm).toBe(1);
+  });
+
+  it("calls made before the prefix is disposed still run, queued ones too", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    const prefix = await sandbox.prepare({ code: PREFIX });
+    // 48 calls: some cross at once, the rest wait (in this tick, or for a busy instance).
+    const calls = Promise.all(Array.from({ length: 48 }, (_, i) => prefix.call({ export: "fruit", args: [i] })));
+    await prefix.dispose();
+    const results = await calls;
+    expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 48 }, (_, i) => `apple pie ${i}`));
+    expect(sandbox.stats().prefixes).toEqual([]);
   });
 
   it("an export that returns promises gets more instances instead", async () => {
