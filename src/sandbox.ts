@@ -297,10 +297,15 @@ export class Sandbox implements AsyncDisposable {
     this.activeCalls++;
     this.hold(1);
     try {
-      let argsText: string;
+      let argsText: string | undefined;
       try {
-        if (options.args && needsBodies(options.args)) await readBodies(options.args);
-        argsText = sharedCodec().encode(options.args ?? [], "args");
+        const args = options.args ?? [];
+        // Plain data (nearly every call) is encoded without first looking for bodies to read.
+        argsText = sharedCodec().encodeFast(args, "args");
+        if (argsText === undefined) {
+          if (needsBodies(args)) await readBodies(args);
+          argsText = sharedCodec().encode(args, "args");
+        }
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
       }
