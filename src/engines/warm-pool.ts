@@ -205,6 +205,12 @@ export class WarmPool implements EnginePrefix {
   private gather(): void {
     if (!this.gathering) return;
     this.gathering = false;
+    // A burst, and this prefix may use more instances than it has: warm one up for the bursts
+    // to come (this one goes to the instances there are). Without it every burst would land on
+    // one instance, and the host and that isolate's thread would take turns instead of overlapping.
+    const first = this.queue[0];
+    if (this.queue.length > 1 && !this.disposed && this.busy + this.idle.length < this.parallelismFor(first.request.path))
+      void this.grow();
     while (this.queue.length > 0 && this.idle.length > 0) {
       // Shared out over the idle instances: one crossing each, run in parallel.
       const share = Math.ceil(this.queue.length / this.idle.length);
@@ -360,6 +366,14 @@ export class WarmPool implements EnginePrefix {
       this.heapSampledAt.set(instance, instance.lastUsed);
       void instance.measureHeap().then(() => this.residency.rebalance());
     }
+  }
+
+  /** One more warm instance: it serves the queue or waits idle. If it cannot be made, nothing fails. */
+  private async grow(): Promise<void> {
+    this.busy++;
+    const { instance } = await this.warmUp();
+    if (instance) this.release(instance);
+    else this.busy--;
   }
 
   /** Warm a new instance for the queue after one was discarded. */
