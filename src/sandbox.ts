@@ -89,6 +89,7 @@ export class Sandbox implements AsyncDisposable {
   /** Run a module once, in a fresh instance. */
   async run(options: RunOptions): Promise<RunResult> {
     this.check();
+    this.engine.expectRun?.();
     const checked = this.checkRun(options, RUN_KEYS);
     const call = checkRunCall(options);
     const { sources, hostModules } = splitImports(options.imports);

@@ -87,6 +87,12 @@ export interface EngineStats {
 export interface Engine {
   readonly name: Exclude<EngineName, "auto">;
   run(request: EngineRunRequest): Promise<RunResult>;
+  /**
+   * A one-off run is about to be prepared (options checked, source normalized): an engine whose
+   * instances live on other threads may wake the one that will serve it, so its wake-up overlaps
+   * that work instead of following it.
+   */
+  expectRun?(): void;
   /** Evaluate a prefix once; resolves with the warm pool and the evaluation's result. */
   prepare(request: EnginePrepareRequest): Promise<{ prefix: EnginePrefix; result: RunResult }>;
   stats(): EngineStats;

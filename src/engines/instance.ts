@@ -60,6 +60,8 @@ export interface EngineInstance {
   /** Resolves once the instance has finished everything queued before it. */
   ping(): Promise<unknown>;
   measureHeap(): Promise<number>;
+  /** Wake the thread this instance runs on, if it has one of its own that may be asleep. */
+  wake?(): void;
   dispose(): void;
 }
 

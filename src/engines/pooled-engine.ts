@@ -53,6 +53,10 @@ export class PooledEngine implements Engine {
     this.residency = new Residency(options.budgetBytes);
   }
 
+  expectRun(): void {
+    this.spares.peek()?.wake?.();
+  }
+
   async run(request: EngineRunRequest): Promise<RunResult> {
     const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
     const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);

@@ -33,6 +33,11 @@ export class Spares<I extends EngineInstance = EngineInstance> {
     return this.ready.length;
   }
 
+  /** The spare the next `take` of the usual memory gets, if there is one. */
+  peek(): I | undefined {
+    return this.ready[this.ready.length - 1];
+  }
+
   /** A bootstrapped instance with no bindings: a spare when one fits, else a new one. */
   async take(memoryMb: number): Promise<I> {
     if (memoryMb === this.memoryMb) {

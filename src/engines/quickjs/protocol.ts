@@ -27,7 +27,9 @@ export type ToWorker =
   | { t: "fire"; id: number; timerId: number }
   | { t: "ping"; id: number; seq: number }
   | { t: "heap"; id: number; seq: number }
-  | { t: "dispose"; id: number };
+  | { t: "dispose"; id: number }
+  /** A run for this thread is coming: nothing to do, only to be awake for it (Engine.expectRun). */
+  | { t: "wake"; id: 0 };
 
 export type FromWorker =
   | { t: "reply"; id: number; seq: number; value?: unknown; error?: string }

@@ -408,6 +408,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   };
 
   parentPort.on("message", (message: ToWorker) => {
+    // A wake-up call (Engine.expectRun) only had to get this thread running; it is no request.
+    if (message.t === "wake") return;
     heardRequest();
     if (message.t === "create") {
       create(message.id, message.memoryMb, message.control, message.warmUp).then(
