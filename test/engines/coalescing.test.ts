@@ -7,6 +7,7 @@ const PREFIX = `
   export async function slow(i) { await new Promise((r) => setTimeout(r, 20)); return i }
   let calls = 0;
   let ticks = 0;
+  export function spin() { for (;;) {} }
   export function counted() { calls++; queueMicrotask(() => { ticks++ }); return [calls, ticks] }
 `;
 
@@ -45,6 +46,24 @@ describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
     const results = await calls;
     expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 48 }, (_, i) => `apple pie ${i}`));
     expect(sandbox.stats().prefixes).toEqual([]);
+  });
+
+  it("calls still waiting when the prefix is disposed and its instances are lost fail with ERR_INSTANCE_RESET", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    const prefix = await sandbox.prepare({ code: PREFIX });
+    // Different limits never share a crossing: one spinning call per instance the export may use.
+    const spins = Array.from({ length: availableParallelism() }, (_, i) =>
+      prefix.call({ export: "spin", limits: { cpuTimeMs: 300 + i } }),
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    const waiting = Promise.all(Array.from({ length: 3 }, (_, i) => prefix.call({ export: "fruit", args: [i] })));
+    await prefix.dispose();
+    // Stopped by their CPU limit (how each engine words it is the conformance suite's business).
+    for (const spun of await Promise.all(spins)) expect(spun.ok).toBe(false);
+    for (const result of await waiting) {
+      expect(result.ok ? "completed" : result.error.code).toBe("ERR_INSTANCE_RESET");
+      if (!result.ok) expect(result.error.message).toMatch(/disposed before this call could run/);
+    }
   });
 
   it("an export that returns promises gets more instances instead", async () => {
