@@ -58,6 +58,8 @@ export class WarmPool implements EnginePrefix {
   /** When each instance's heap was last measured in the background. */
   private readonly heapSampledAt = new WeakMap<EngineInstance, number>();
   private busy = 0;
+  /** Instances being warmed up for bursts (grow): not busy, not idle yet. */
+  private growing = 0;
   /** A gather is scheduled for the end of this tick. */
   private gathering = false;
   private disposed = false;
@@ -209,8 +211,8 @@ export class WarmPool implements EnginePrefix {
     // to come (this one goes to the instances there are). Without it every burst would land on
     // one instance, and the host and that isolate's thread would take turns instead of overlapping.
     const first = this.queue[0];
-    if (this.queue.length > 1 && !this.disposed && this.busy + this.idle.length < this.parallelismFor(first.request.path))
-      void this.grow();
+    const instances = this.busy + this.growing + this.idle.length;
+    if (this.queue.length > 1 && !this.disposed && instances < this.parallelismFor(first.request.path)) void this.grow();
     while (this.queue.length > 0 && this.idle.length > 0) {
       // Shared out over the idle instances: one crossing each, run in parallel.
       const share = Math.ceil(this.queue.length / this.idle.length);
@@ -370,10 +372,12 @@ export class WarmPool implements EnginePrefix {
 
   /** One more warm instance: it serves the queue or waits idle. If it cannot be made, nothing fails. */
   private async grow(): Promise<void> {
-    this.busy++;
+    this.growing++;
     const { instance } = await this.warmUp();
-    if (instance) this.release(instance);
-    else this.busy--;
+    this.growing--;
+    if (!instance) return;
+    this.busy++; // release counts it back
+    this.release(instance);
   }
 
   /** Warm a new instance for the queue after one was discarded. */
