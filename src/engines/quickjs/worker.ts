@@ -282,7 +282,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       throw new Error(`the guest runtime failed to start: ${error.message}`);
     }
     const internals = result.value;
-    for (const name of ["begin", "start", "runFactory", "settle", "fire", "call", "helpers", "warmUp"])
+    for (const name of ["begin", "start", "runFactory", "settle", "fire", "call", "warmUp"])
       inst.fns[name] = vm.getProp(internals, name);
     internals.dispose();
     // A spare made ahead runs a few modules as guests write them, with no outcome reported: the
