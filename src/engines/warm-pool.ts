@@ -151,7 +151,8 @@ export class WarmPool implements EnginePrefix {
     }
     const idle = this.takeIdle();
     if (idle) return (await this.dispatch(idle, true, [request]))[0];
-    if (this.busy < this.parallelismFor(request.path)) {
+    // An instance warming up for bursts (grow) counts: it takes the queue when ready.
+    if (this.busy + this.growing < this.parallelismFor(request.path)) {
       const acquired = await this.acquire(request.signal);
       if ("result" in acquired) return acquired.result;
       return (await this.dispatch(acquired.instance, acquired.warm, [request]))[0];
@@ -220,10 +221,14 @@ export class WarmPool implements EnginePrefix {
       this.busy--; // drain counts it busy again
       this.drain(instance, share);
     }
-    if (this.queue.length > 0 && this.busy === 0) {
-      if (this.disposed) this.failQueued();
-      else void this.replace();
-    }
+    this.serveOrphans();
+  }
+
+  /** Waiting calls that no busy or warming instance will take: a new instance, or (disposed) a failure. */
+  private serveOrphans(): void {
+    if (this.queue.length === 0 || this.busy > 0 || this.growing > 0) return;
+    if (this.disposed) this.failQueued();
+    else void this.replace();
   }
 
   /** The prefix is disposed and no instance is left to serve the waiting calls. */
@@ -331,8 +336,9 @@ export class WarmPool implements EnginePrefix {
     const wornOut = instance.maxUses !== undefined && instance.uses >= instance.maxUses;
     if (instance.tainted || instance.disposed || wornOut) {
       instance.dispose();
-      // Calls waiting for this instance get a fresh one (none once the prefix is disposed).
-      if (this.disposed) this.failQueued();
+      // Calls waiting for this instance get a fresh one; once the prefix is disposed, only the
+      // instances still busy or warming may take them.
+      if (this.disposed) this.serveOrphans();
       else if (this.queue.length > 0) void this.replace();
       return;
     }
@@ -370,12 +376,15 @@ export class WarmPool implements EnginePrefix {
     }
   }
 
-  /** One more warm instance: it serves the queue or waits idle. If it cannot be made, nothing fails. */
+  /** One more warm instance: it serves the queue or waits idle. If it cannot be made, calls only it would have served get another way. */
   private async grow(): Promise<void> {
     this.growing++;
     const { instance } = await this.warmUp();
     this.growing--;
-    if (!instance) return;
+    if (!instance) {
+      this.serveOrphans();
+      return;
+    }
     this.busy++; // release counts it back
     this.release(instance);
   }
