@@ -15,6 +15,46 @@ export function encodeFrame(message: unknown): Buffer {
   return frame;
 }
 
+/**
+ * A frame whose body starts with this byte carries one text field after its JSON header, as
+ * UTF-8 of its own: `[0x01][4-byte header length][header JSON][text]`, the header naming the
+ * field in "~". Encoded arguments and results are JSON already; inside a JSON frame every quote
+ * in them is escaped and unescaped again (a ~770-byte event: 3.3 µs to frame, 2.0 µs to read;
+ * this way 1.6 and 1.2 µs; a 25 KB batch 51 → 8 and 31 → 5 µs).
+ */
+const TEXT_TAIL = 0x01;
+/** The fields that may travel as a text tail: a frame naming any other is a protocol error. */
+const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text"];
+
+/**
+ * `encodeFrame`, with the first string field named in TEXT_FIELDS sent as a text tail. Only for
+ * peers whose reader is FrameReader (the process host and its workers; not the deno engine's).
+ */
+export function encodeTextFrame(message: object): Buffer {
+  const fields = message as Record<string, unknown>;
+  const field = TEXT_FIELDS.find((name) => typeof fields[name] === "string");
+  const text = field === undefined ? undefined : (fields[field] as string);
+  // A lone surrogate would not survive UTF-8: such text stays inside the JSON, escaped.
+  if (field === undefined || text === undefined || !isWellFormed(text)) return encodeFrame(message);
+  const header = JSON.stringify({ ...message, [field]: undefined, "~": field });
+  const headerBytes = Buffer.byteLength(header);
+  const textBytes = Buffer.byteLength(text);
+  const length = 1 + 4 + headerBytes + textBytes;
+  if (length > MAX_FRAME_BYTES) throw new RangeError(`a frame of ${length} bytes is over the limit of ${MAX_FRAME_BYTES}`);
+  const frame = Buffer.allocUnsafe(4 + length);
+  frame.writeUInt32BE(length, 0);
+  frame[4] = TEXT_TAIL;
+  frame.writeUInt32BE(headerBytes, 5);
+  frame.write(header, 9, "utf8");
+  frame.write(text, 9 + headerBytes, "utf8");
+  return frame;
+}
+
+/** String.prototype.isWellFormed (Node 20 has it; the TypeScript lib cordon targets does not name it). */
+function isWellFormed(text: string): boolean {
+  return (text as string & { isWellFormed(): boolean }).isWellFormed();
+}
+
 export class FrameReader {
   private buffered: Buffer[] = [];
   private size = 0;
@@ -39,20 +79,44 @@ export class FrameReader {
       if (this.size < 4 + length) return;
       this.take(4, true);
       const body = this.take(length, true);
-      let message: unknown;
-      try {
-        message = JSON.parse(body.toString("utf8"));
-      } catch {
-        this.fail("a frame was not JSON");
-        return;
-      }
-      if (message === null || typeof message !== "object" || Array.isArray(message)) {
-        this.fail("a frame was not an object");
-        return;
-      }
-      this.onMessage(message as Record<string, unknown>);
+      const message = body[0] === TEXT_TAIL ? this.readTextFrame(body) : this.readJson(body.toString("utf8"));
+      if (message === undefined) return;
+      this.onMessage(message);
       if (this.failed) return;
     }
+  }
+
+  private readJson(text: string): Record<string, unknown> | undefined {
+    let message: unknown;
+    try {
+      message = JSON.parse(text);
+    } catch {
+      this.fail("a frame was not JSON");
+      return undefined;
+    }
+    if (message === null || typeof message !== "object" || Array.isArray(message)) {
+      this.fail("a frame was not an object");
+      return undefined;
+    }
+    return message as Record<string, unknown>;
+  }
+
+  private readTextFrame(body: Buffer): Record<string, unknown> | undefined {
+    const headerBytes = body.length >= 5 ? body.readUInt32BE(1) : -1;
+    if (headerBytes < 0 || 5 + headerBytes > body.length) {
+      this.fail("a text frame's header did not fit in it");
+      return undefined;
+    }
+    const message = this.readJson(body.toString("utf8", 5, 5 + headerBytes));
+    if (message === undefined) return undefined;
+    const field = message["~"];
+    if (typeof field !== "string" || !TEXT_FIELDS.includes(field)) {
+      this.fail("a text frame named no text field");
+      return undefined;
+    }
+    delete message["~"];
+    message[field] = body.toString("utf8", 5 + headerBytes);
+    return message;
   }
 
   private take(n: number, consume: boolean): Buffer {

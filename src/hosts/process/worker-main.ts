@@ -11,7 +11,7 @@ import { writeFileSync } from "node:fs";
 import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { readBodies } from "../../core/fetch-wire.js";
-import { encodeFrame, FrameReader } from "../../core/framing.js";
+import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
         process.stdout.uncork();
       });
     }
-    process.stdout.write(encodeFrame(event));
+    process.stdout.write(encodeTextFrame(event));
   };
   const aborts = new Map<number, AbortController>();
   const prefixes = new Map<number, EnginePrefix>();

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import type { BindingsLike } from "../../core/bindings.js";
 import { sharedCodec } from "../../core/bindings.js";
 import type { ErrorCode } from "../../core/errors.js";
-import { encodeFrame, FrameReader } from "../../core/framing.js";
+import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
@@ -301,7 +301,7 @@ export class WorkerProcess {
         this.child.stdin?.uncork();
       });
     }
-    this.child.stdin.write(encodeFrame(message));
+    this.child.stdin.write(encodeTextFrame(message));
   }
 
   private route(event: HostEvent): void {

@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { encodeFrame, encodeTextFrame, FrameReader } from "../../src/core/framing.js";
+
+/** Feed `bytes` to a reader in chunks of `size` bytes; collect what it reads and why it stopped. */
+function read(bytes: Buffer, size = bytes.length): { messages: Record<string, unknown>[]; error?: string } {
+  const messages: Record<string, unknown>[] = [];
+  let error: string | undefined;
+  const reader = new FrameReader(
+    (message) => messages.push(message),
+    (reason) => {
+      error = reason;
+    },
+  );
+  for (let at = 0; at < bytes.length; at += size) reader.push(bytes.subarray(at, at + size));
+  return { messages, error };
+}
+
+/** A frame with a hand-made text-tail body: [0x01][header length][header][text]. */
+function textFrame(header: string, text: string, headerLength = Buffer.byteLength(header)): Buffer {
+  const body = Buffer.concat([Buffer.from([1]), Buffer.alloc(4), Buffer.from(header), Buffer.from(text)]);
+  body.writeUInt32BE(headerLength, 1);
+  const frame = Buffer.alloc(4);
+  frame.writeUInt32BE(body.length, 0);
+  return Buffer.concat([frame, body]);
+}
+
+describe("frames", () => {
+  it("a text field travels after the header, intact, whatever the chunking", () => {
+    const argsText = JSON.stringify([{ quote: 'say "hi"', umlaut: "ü", emoji: "😀 𝄞", big: "x".repeat(70_000) }]);
+    const messages = [
+      { t: "prefix-call", id: 1, path: "track", argsText, limits: { wallTimeMs: 5000 } },
+      { t: "result", id: 1, resultText: ' {"status":"completed","ok":true,"value":3}' },
+      { t: "bridge-result", cid: 7, ok: true, text: "" },
+      { t: "stats", id: 0 },
+    ];
+    const bytes = Buffer.concat(messages.map((m) => encodeTextFrame(m)));
+    // The text is not escaped again inside the frame's JSON: it appears byte for byte.
+    expect(bytes.includes(Buffer.from(argsText.slice(0, 60)))).toBe(true);
+    expect(encodeFrame(messages[0]).includes(Buffer.from(argsText.slice(0, 60)))).toBe(false);
+    for (const size of [bytes.length, 4096, 7, 1]) {
+      const { messages: got, error } = read(bytes, size);
+      expect(error).toBeUndefined();
+      expect(got).toEqual(messages);
+    }
+  });
+
+  it("text that UTF-8 cannot carry (a lone surrogate) stays inside the JSON, escaped", () => {
+    const message = { t: "bridge-result", cid: 1, ok: true, text: '"\ud800 lone"' };
+    const frame = encodeTextFrame(message);
+    expect(frame[4]).toBe("{".charCodeAt(0));
+    expect(read(frame).messages).toEqual([message]);
+  });
+
+  it("JSON frames and text frames mix on one stream", () => {
+    const a = { t: "ready", pid: 1 };
+    const b = { t: "result", id: 2, resultText: "x" };
+    expect(read(Buffer.concat([encodeFrame(a), encodeTextFrame(b), encodeFrame(a)])).messages).toEqual([a, b, a]);
+  });
+
+  it("a malformed text frame is a protocol error, never a message", () => {
+    const cases: [Buffer, RegExp][] = [
+      [textFrame('{"t":"result","~":"resultText"}', "x", 10_000), /header did not fit/],
+      [textFrame('{"t":"result"}', "x"), /named no text field/],
+      [textFrame('{"t":"result","~":"__proto__"}', '{"polluted":true}'), /named no text field/],
+      [textFrame('{"t":"result","~":"stats"}', "x"), /named no text field/],
+      [textFrame("not json", "x"), /not JSON/],
+      [textFrame('["result"]', "x"), /not an object/],
+    ];
+    for (const [frame, reason] of cases) {
+      const { messages, error } = read(frame);
+      expect(messages).toEqual([]);
+      expect(error).toMatch(reason);
+    }
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});
