@@ -500,24 +500,32 @@ export function installRuntime(
     entry(factory(helpers));
   }
 
+  /** How a run on an instance starts: its bindings installed (unless null), its state begun. */
+  function start(
+    bindingsText: string | null,
+    mode: string,
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+  ): void {
+    if (bindingsText !== null) install(bindingsText);
+    begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+  }
+
   return {
     helpers,
     begin,
     install,
     runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, code, filename) {
-      if (bindingsText !== null) install(bindingsText);
-      begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+      start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
       runScript(code, filename);
     },
     runFactory(factory, bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
-      if (bindingsText !== null) install(bindingsText);
-      begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+      start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
       entry(factory(helpers));
     },
-    start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
-      install(bindingsText);
-      begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
-    },
+    start,
     settle(callId, ok, text) {
       const pending = pendingCalls.get(callId);
       if (!pending) return;

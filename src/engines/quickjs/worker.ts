@@ -174,13 +174,14 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     });
   }
 
-  function callInternal(inst: Instance, name: string, args: unknown[]): Any {
+  /** Call a runtime internal with text and number arguments, after `leading` (a handle the caller owns) when given. */
+  function callInternal(inst: Instance, name: string, args: unknown[], leading?: Any): Any {
     const vm = inst.vm;
     const handles = args.map((a) =>
       a === null ? vm.null : a === undefined ? vm.undefined : typeof a === "number" ? vm.newNumber(a) : vm.newString(String(a)),
     );
     try {
-      const result = vm.callFunction(inst.fns[name], vm.undefined, ...handles);
+      const result = vm.callFunction(inst.fns[name], vm.undefined, ...(leading ? [leading, ...handles] : handles));
       if (result.error) {
         const error = describeError(vm, result.error);
         release(result.error);
@@ -334,17 +335,15 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       return;
     }
     const [out, entries, bytes] = message.caps;
-    const args = [message.bindingsText, message.mode, message.inputText, out, entries, bytes];
-    const handles = args.map((a) => (a === null ? vm.null : typeof a === "number" ? vm.newNumber(a) : vm.newString(a)));
     try {
-      const ran = vm.callFunction(inst.fns.runFactory, vm.undefined, compiled.value, ...handles);
-      if (ran.error) {
-        threw(inst, describeError(vm, ran.error));
-        release(ran.error);
-      } else ran.value.dispose();
+      callInternal(
+        inst,
+        "runFactory",
+        [message.bindingsText, message.mode, message.inputText, out, entries, bytes],
+        compiled.value,
+      );
     } finally {
       compiled.value.dispose();
-      for (const h of handles) if (h !== vm.null) h.dispose();
     }
   }
 
