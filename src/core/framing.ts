@@ -33,9 +33,10 @@ const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text"];
 export function encodeTextFrame(message: object): Buffer {
   const fields = message as Record<string, unknown>;
   const field = TEXT_FIELDS.find((name) => typeof fields[name] === "string");
-  const text = field === undefined ? undefined : (fields[field] as string);
+  if (field === undefined) return encodeFrame(message);
+  const text = fields[field] as string;
   // A lone surrogate would not survive UTF-8: such text stays inside the JSON, escaped.
-  if (field === undefined || text === undefined || !isWellFormed(text)) return encodeFrame(message);
+  if (!isWellFormed(text)) return encodeFrame(message);
   const header = JSON.stringify({ ...message, [field]: undefined, "~": field });
   const headerBytes = Buffer.byteLength(header);
   const textBytes = Buffer.byteLength(text);

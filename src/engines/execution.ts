@@ -189,7 +189,7 @@ export class Execution implements InstanceListener, Watched {
     const outcomes = joined.split("\u0001");
     let pending = false;
     // Outcomes that arrive together share one reading of the clocks (the isolate's CPU time is
-    // a call into isolated-vm): ~10% of the host thread per event with dozens per crossing.
+    // a call into isolated-vm): one per crossing instead of one per outcome.
     this.sharedStats = this.stats();
     try {
       for (let i = 0; i < outcomes.length && i < this.size; i++) {

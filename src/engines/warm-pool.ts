@@ -219,9 +219,7 @@ export class WarmPool implements EnginePrefix {
     while (this.queue.length > 0 && this.idle.length > 0) {
       // Shared out over the idle instances: one crossing each, run in parallel.
       const share = Math.ceil(this.queue.length / this.idle.length);
-      const instance = this.takeIdle() as EngineInstance;
-      this.busy--; // drain counts it busy again
-      this.drain(instance, share);
+      this.drain(this.leaveIdle() as EngineInstance, share);
     }
     this.serveOrphans();
   }
@@ -285,9 +283,15 @@ export class WarmPool implements EnginePrefix {
   }
 
   private takeIdle(): EngineInstance | undefined {
+    const instance = this.leaveIdle();
+    if (instance) this.busy++;
+    return instance;
+  }
+
+  /** An idle instance out of the idle list and the residency budget (not counted busy yet). */
+  private leaveIdle(): EngineInstance | undefined {
     const instance = this.idle.pop();
     if (!instance) return undefined;
-    this.busy++;
     const resident = this.residents.get(instance);
     if (resident) this.residency.leave(resident);
     this.residents.delete(instance);
