@@ -125,8 +125,21 @@ describe("value codec", () => {
       [Number.NaN],
       [new Map()],
       [Object.create({ inherited: 1 })],
+      // Primitive children are checked inline: each kind JSON.stringify would change.
+      [{ n: -0 }],
+      [[-0]],
+      [{ x: Number.POSITIVE_INFINITY }],
+      [{ f: () => 1 }],
+      [{ b: 1n }],
+      [{ s: Symbol("s") }],
+      [[undefined]],
+      [{ toJSON: 1 }],
+      [JSON.parse('{"__proto__": 1}')],
+      [Object.setPrototypeOf([1], {})],
     ];
     for (const value of needWalk) expect(host.encodeFast(value), String(value)).toBeUndefined();
+    const nullProto = Object.assign(Object.create(null), { a: [true, null, "x"] });
+    expect(host.decode(host.encodeFast([nullProto]) as string)).toEqual([{ a: [true, null, "x"] }]);
     // The guest's codec (untrusted: a getter may answer differently on a second read) never takes it.
     expect(codec.encodeFast([{ a: 1 }])).toBeUndefined();
     expect(codec.encodeFast(7)).toBe("7");
