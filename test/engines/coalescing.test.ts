@@ -9,6 +9,8 @@ const PREFIX = `
   let ticks = 0;
   export function spin() { for (;;) {} }
   export function counted() { calls++; queueMicrotask(() => { ticks++ }); return [calls, ticks] }
+  const instance = Math.random();
+  export function weighed(text) { queueMicrotask(() => { ticks++ }); return [text.length, instance, ticks] }
 `;
 
 describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
@@ -35,6 +37,24 @@ describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
     // A burst also warms a second instance (one per core) for the bursts that follow.
     await new Promise((r) => setTimeout(r, 200));
     expect(sandbox.stats().prefixes[0].warm).toBe(Math.min(2, availableParallelism()));
+  });
+
+  it("waiting calls with large arguments cross together only up to ~60,000 characters", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    await using prefix = await sandbox.prepare({ code: PREFIX });
+    // why: V8 puts a string over 128 KB in its large-object space, where joining six 25 KB
+    // batches cost 10x five of them. 25,000 characters each: two fit in a crossing, three do not.
+    const text = "x".repeat(25_000);
+    const results = await Promise.all(Array.from({ length: 16 }, () => prefix.call({ export: "weighed", args: [text] })));
+    const crossings = new Map<string, number>();
+    for (const result of results) {
+      if (!result.ok) throw new Error(result.error.message);
+      const [length, instance, ticks] = result.value as [number, number, number];
+      expect(length).toBe(25_000);
+      crossings.set(`${instance}:${ticks}`, (crossings.get(`${instance}:${ticks}`) ?? 0) + 1);
+    }
+    // Calls of one crossing run back to back (no guest microtask between them): same instance, same count.
+    expect(Math.max(...crossings.values())).toBe(2);
   });
 
   it("calls made before the prefix is disposed still run, queued ones too", async () => {
