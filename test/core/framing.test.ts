@@ -15,10 +15,10 @@ function read(bytes: Buffer, size = bytes.length): { messages: Record<string, un
   return { messages, error };
 }
 
-/** A frame with a hand-made text-tail body: [0x01][header length][header][text]. */
-function textFrame(header: string, text: string, headerLength = Buffer.byteLength(header)): Buffer {
-  const body = Buffer.concat([Buffer.from([1]), Buffer.alloc(4), Buffer.from(header), Buffer.from(text)]);
-  body.writeUInt32BE(headerLength, 1);
+/** A frame with a hand-made text-tail body: [0x01][field index][header length][header][text]. */
+function textFrame(field: number, header: string, text: string, headerLength = Buffer.byteLength(header)): Buffer {
+  const body = Buffer.concat([Buffer.from([1, field]), Buffer.alloc(4), Buffer.from(header), Buffer.from(text)]);
+  body.writeUInt32BE(headerLength, 2);
   const frame = Buffer.alloc(4);
   frame.writeUInt32BE(body.length, 0);
   return Buffer.concat([frame, body]);
@@ -33,7 +33,10 @@ describe("frames", () => {
       { t: "bridge-result", cid: 7, ok: true, text: "" },
       { t: "stats", id: 0 },
     ];
+    const sent = structuredClone(messages);
     const bytes = Buffer.concat(messages.map((m) => encodeTextFrame(m)));
+    // The header is made with the text field set aside in place: the message is as it was.
+    expect(messages).toEqual(sent);
     // The text is not escaped again inside the frame's JSON: it appears byte for byte.
     expect(bytes.includes(Buffer.from(argsText.slice(0, 60)))).toBe(true);
     expect(encodeFrame(messages[0]).includes(Buffer.from(argsText.slice(0, 60)))).toBe(false);
@@ -59,12 +62,12 @@ describe("frames", () => {
 
   it("a malformed text frame is a protocol error, never a message", () => {
     const cases: [Buffer, RegExp][] = [
-      [textFrame('{"t":"result","~":"resultText"}', "x", 10_000), /header did not fit/],
-      [textFrame('{"t":"result"}', "x"), /named no text field/],
-      [textFrame('{"t":"result","~":"__proto__"}', '{"polluted":true}'), /named no text field/],
-      [textFrame('{"t":"result","~":"stats"}', "x"), /named no text field/],
-      [textFrame("not json", "x"), /not JSON/],
-      [textFrame('["result"]', "x"), /not an object/],
+      [textFrame(1, '{"t":"result"}', "x", 10_000), /header did not fit/],
+      [textFrame(3, '{"t":"result"}', "x"), /named no text field/],
+      [textFrame(255, '{"t":"result"}', '{"polluted":true}'), /named no text field/],
+      [Buffer.from([0, 0, 0, 3, 1, 1, 0]), /named no text field/],
+      [textFrame(1, "not json", "x"), /not JSON/],
+      [textFrame(1, '["result"]', "x"), /not an object/],
     ];
     for (const [frame, reason] of cases) {
       const { messages, error } = read(frame);
@@ -72,5 +75,11 @@ describe("frames", () => {
       expect(error).toMatch(reason);
     }
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it("the text tail wins over a field of the same name in the header", () => {
+    const { messages, error } = read(textFrame(1, '{"t":"result","id":1,"resultText":{"$":"x"}}', "tail"));
+    expect(error).toBeUndefined();
+    expect(messages).toEqual([{ t: "result", id: 1, resultText: "tail" }]);
   });
 });
