@@ -52,7 +52,11 @@ export type HostRequest =
   | ({ t: "run"; id: number } & RunBody)
   | ({ t: "prepare"; id: number } & PrepareBody)
   | ({ t: "prefix-run"; id: number } & PrefixRunBody<number>)
-  | ({ t: "prefix-call"; id: number } & PrefixCallBody<number>)
+  /**
+   * Limits omitted: the same as the previous call to this prefix (a call's header was two thirds
+   * limits, stringified by the host and parsed by the worker every time).
+   */
+  | ({ t: "prefix-call"; id: number } & Omit<PrefixCallBody<number>, "limits"> & { limits?: ResolvedLimits })
   | { t: "prefix-dispose"; prefix: number }
   | { t: "abort"; id: number; reason: string }
   | { t: "bridge-result"; cid: number; ok: boolean; text: string }

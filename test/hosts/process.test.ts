@@ -215,6 +215,30 @@ describe("process host", () => {
     expect(pids.size).toBeGreaterThan(2);
   }, 30_000);
 
+  it("calls run under their own limits, also when the host leaves out limits that did not change", async () => {
+    const s = await sandbox({ workers: { max: 1 } });
+    const spinner = "export function spin(ms) { const end = Date.now() + ms; while (Date.now() < end) {} return ms }";
+    const [a, b] = [await s.prepare({ code: spinner }), await s.prepare({ code: `${spinner}\nexport const b = 1` })];
+    const loose = { cpuTimeMs: 5000 };
+    const tight = { cpuTimeMs: 50 };
+    // why: the worker keeps each prefix's last call limits; an omitted set must be that prefix's
+    // latest, never another prefix's nor an older one.
+    const steps: [typeof a, object, string][] = [
+      [a, loose, "completed"],
+      [a, tight, "ERR_CPU_TIMEOUT"],
+      [a, { ...loose }, "completed"],
+      [a, { ...loose }, "completed"],
+      [b, tight, "ERR_CPU_TIMEOUT"],
+      [a, { ...loose }, "completed"],
+      [b, tight, "ERR_CPU_TIMEOUT"],
+      [a, tight, "ERR_CPU_TIMEOUT"],
+      [a, tight, "ERR_CPU_TIMEOUT"],
+    ];
+    for (const [prefix, limits, expected] of steps) {
+      expect(code(await prefix.call({ export: "spin", args: [300], limits }))).toBe(expected);
+    }
+  });
+
   it("a worker that writes garbage on its pipe is retired and only its request fails", async () => {
     const entry = fileURLToPath(new URL("../fixtures/garbage-worker.mjs", import.meta.url));
     const s = await sandbox({ workers: { entry } as never });

@@ -55,7 +55,7 @@ export class ProcessHost implements Engine {
     }
     const { source, sourceImports, bindings, inputText, limits, mode, signal } = request;
     return worker.request(
-      { t: "run", source, sourceImports, bindingsText: bindings.text, inputText, limits, mode },
+      { t: "run", id: 0, source, sourceImports, bindingsText: bindings.text, inputText, limits, mode },
       bindings,
       limits.memoryMb,
       signal,
@@ -118,12 +118,12 @@ class ProcessPrefix implements EnginePrefix {
     private readonly onDispose: () => void,
   ) {}
 
-  /** Make sure a live worker holds this prefix; the prepare's result says whether it evaluated. */
   /** A live worker that is not retiring holds it: a recycled worker gets no new work, so its prefixes move. */
   private held(): boolean {
     return this.worker?.alive === true && !this.worker.retiring && this.handle !== undefined;
   }
 
+  /** Make sure a live worker holds this prefix; the prepare's result says whether it evaluated. */
   ensure(): Promise<RunResult> {
     if (this.held()) return Promise.resolve(heldPrefixResult(this.engine, "process"));
     if (this.worker?.alive && this.handle !== undefined) {
@@ -163,6 +163,7 @@ class ProcessPrefix implements EnginePrefix {
   async run(request: PrefixRunRequest): Promise<RunResult> {
     return this.send(request.limits, request.signal, (handle) => ({
       t: "prefix-run",
+      id: 0,
       prefix: handle,
       source: request.source,
       inputText: request.inputText,
@@ -173,6 +174,7 @@ class ProcessPrefix implements EnginePrefix {
   async call(request: PrefixCallRequest): Promise<RunResult> {
     return this.send(request.limits, request.signal, (handle) => ({
       t: "prefix-call",
+      id: 0,
       prefix: handle,
       path: request.path,
       argsText: request.argsText,
@@ -186,8 +188,10 @@ class ProcessPrefix implements EnginePrefix {
     message: (handle: number) => Parameters<WorkerProcess["request"]>[0],
   ): Promise<RunResult> {
     const warm = this.held();
-    const prepared = await this.ensure();
-    if (!prepared.ok) return prepared;
+    if (!warm) {
+      const prepared = await this.ensure();
+      if (!prepared.ok) return prepared;
+    }
     const worker = this.worker;
     const handle = this.handle;
     if (!worker || handle === undefined) return instanceFailure(this.engine, "process", new Error("the prefix has no worker"));

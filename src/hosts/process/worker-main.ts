@@ -12,6 +12,7 @@ import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bi
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { readBodies } from "../../core/fetch-wire.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
+import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
@@ -72,6 +73,8 @@ async function main(): Promise<void> {
   };
   const aborts = new Map<number, AbortController>();
   const prefixes = new Map<number, EnginePrefix>();
+  /** Each prefix's call limits: a call carries them only when they changed (protocol.ts). */
+  const callLimits = new Map<number, ResolvedLimits>();
   const bridge = new Map<number, (answer: BridgeAnswer) => void>();
   let nextCid = 0;
   let nextPrefix = 0;
@@ -172,15 +175,19 @@ async function main(): Promise<void> {
       }
       case "prefix-call": {
         const prefix = prefixes.get(message.prefix);
-        const { path, argsText, limits } = message;
+        if (message.limits) callLimits.set(message.prefix, message.limits);
+        const limits = callLimits.get(message.prefix);
+        if (prefix && !limits) return protocolError(`a call to prefix ${message.prefix} without limits`);
+        const { path, argsText } = message;
         void answer(message.id, message.abortable, (signal) =>
-          prefix ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
+          prefix && limits ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;
       }
       case "prefix-dispose":
         prefixes.get(message.prefix)?.dispose();
         prefixes.delete(message.prefix);
+        callLimits.delete(message.prefix);
         return;
       case "abort":
         aborts.get(message.id)?.abort(message.reason);
