@@ -24,7 +24,7 @@ export function encodeFrame(message: unknown): Buffer {
  */
 const TEXT_TAIL = 0x01;
 /** The fields that may travel as a text tail. */
-const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text"];
+const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text", "valueText"];
 
 /**
  * `encodeFrame`, with the first string field named in TEXT_FIELDS sent as a text tail. Only for

@@ -70,6 +70,13 @@ export type HostEvent =
    * stats after it when the answer leaves the worker idle or the last stats are 100 ms old.
    */
   | { t: "result"; id: number; resultText: string; stats?: EngineStats }
+  /**
+   * The same answer when it completed with a value and nothing else (no logs, exports or skipped
+   * exports): the value as codec text, the run's stats as [wallMs, cpuMs, heapUsedBytes or -1,
+   * bridgeCalls, warm ? 1 : 0]. A whole RunResult took the worker 1.2 µs to encode and the host
+   * 1.6 µs to read; this form 0.5 and 0.6 µs.
+   */
+  | { t: "value"; id: number; valueText: string; run: number[]; stats?: EngineStats }
   /** The answer to prepare: the prefix's handle in this worker (when it evaluated) and its RunResult. */
   | { t: "prepared"; id: number; prefix?: number; resultText: string; stats: EngineStats }
   /** A guest called a host binding of run (or prefix) `id`. */

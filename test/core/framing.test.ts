@@ -63,7 +63,7 @@ describe("frames", () => {
   it("a malformed text frame is a protocol error, never a message", () => {
     const cases: [Buffer, RegExp][] = [
       [textFrame(1, '{"t":"result"}', "x", 10_000), /header did not fit/],
-      [textFrame(3, '{"t":"result"}', "x"), /named no text field/],
+      [textFrame(9, '{"t":"result"}', "x"), /named no text field/],
       [textFrame(255, '{"t":"result"}', '{"polluted":true}'), /named no text field/],
       [Buffer.from([0, 0, 0, 3, 1, 1, 0]), /named no text field/],
       [textFrame(1, "not json", "x"), /not JSON/],

@@ -250,6 +250,19 @@ describe("process host", () => {
     await until(() => !alive(pid));
   });
 
+  it("an unreadable value answer (stats not numbers, value not codec text) retires the worker and fails only its run", async () => {
+    for (const fixture of ["bad-value-worker.mjs", "bad-value-text-worker.mjs"]) {
+      const entry = fileURLToPath(new URL(`../fixtures/${fixture}`, import.meta.url));
+      const s = await sandbox({ workers: { entry } as never });
+      await until(() => workerPids(s).length === 1);
+      const [pid] = workerPids(s);
+      const result = await s.run({ code: "export default 1" });
+      expect(code(result), fixture).toBe("ERR_INSTANCE_RESET");
+      if (!result.ok) expect(result.error.message).toMatch(/could not be read/);
+      await until(() => !alive(pid));
+    }
+  });
+
   it("partition isolation gives each partition key its own worker processes", async () => {
     const s = await sandbox({ isolateProcesses: "partition" });
     const prefixCode = "export function pid() { return 0 }";

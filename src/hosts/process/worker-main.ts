@@ -90,6 +90,10 @@ async function main(): Promise<void> {
     if (result.ok && result.value !== null && typeof result.value === "object") await readBodies([result.value]);
     return sharedCodec().encode(result, "result");
   };
+  const encodeValue = async (value: unknown): Promise<string> => {
+    if (value !== null && typeof value === "object") await readBodies([value]);
+    return sharedCodec().encode(value, "result.value");
+  };
 
   /**
    * The engine's stats ride on an answer only when the host does not hold them already: when
@@ -123,7 +127,23 @@ async function main(): Promise<void> {
     if (controller) aborts.set(id, controller);
     answering++;
     try {
-      const resultText = await encodeResult(await work(controller?.signal));
+      const result = await work(controller?.signal);
+      if (result.ok && result.logs.length === 0 && result.skippedExports.length === 0 && isEmpty(result.exports)) {
+        const valueText = await encodeValue(result.value);
+        const { wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm } = result.stats;
+        answering--;
+        // Finite numbers only: JSON would turn a NaN into null, which the host rejects.
+        const run = [
+          finite(wallMs),
+          finite(cpuMs),
+          heapUsedBytes === undefined ? -1 : finite(heapUsedBytes),
+          finite(bridgeCalls),
+          warm ? 1 : 0,
+        ];
+        send({ t: "value", id, valueText, run, stats: statsWithAnswer() });
+        return;
+      }
+      const resultText = await encodeResult(result);
       answering--;
       send({ t: "result", id, resultText, stats: statsWithAnswer() });
     } catch (error) {
@@ -236,3 +256,12 @@ function gone(engine: "v8" | "quickjs"): RunResult {
 }
 
 void main();
+
+function isEmpty(record: Record<string, unknown>): boolean {
+  for (const _ in record) return false;
+  return true;
+}
+
+function finite(n: number): number {
+  return Number.isFinite(n) ? n : 0;
+}

@@ -11,7 +11,7 @@ import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
-import type { EngineName, RunResult } from "../../core/types.js";
+import type { EngineName, RunResult, RunStats } from "../../core/types.js";
 import { abortReason } from "../../engines/execution.js";
 import { readRss } from "./rss.js";
 import type { WorkerConfig } from "./worker-main.js";
@@ -336,6 +336,16 @@ export class WorkerProcess {
         pending.resolve(this.decode(event.resultText));
         return;
       }
+      case "value": {
+        if (event.stats) this.engineStats = event.stats;
+        const pending = this.take(event.id);
+        if (!pending) {
+          this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
+          return;
+        }
+        pending.resolve(this.completed(event.valueText, event.run));
+        return;
+      }
       case "prepared": {
         this.engineStats = event.stats;
         const pending = this.take(event.id);
@@ -387,6 +397,21 @@ export class WorkerProcess {
       return result;
     } catch {
       // An unreadable answer: this worker is retired, and this one run fails.
+      this.retire("ERR_INSTANCE_RESET", "protocol error: an unreadable result");
+      return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
+    }
+  }
+
+  /** A RunResult from a "value" answer: the value's codec text and the run's stats as numbers. */
+  private completed(valueText: string, run: unknown): RunResult {
+    try {
+      if (!Array.isArray(run) || run.length !== 5 || !run.every((n) => typeof n === "number")) throw new Error("not stats");
+      const [wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm] = run as number[];
+      const stats: RunStats = { engine: this.engine, host: "process", wallMs, cpuMs, bridgeCalls, warm: warm === 1 };
+      if (heapUsedBytes >= 0) stats.heapUsedBytes = heapUsedBytes;
+      const value = sharedCodec().decode(valueText);
+      return { status: "completed", ok: true, value, exports: {}, skippedExports: [], logs: [], stats };
+    } catch {
       this.retire("ERR_INSTANCE_RESET", "protocol error: an unreadable result");
       return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
     }
