@@ -326,16 +326,7 @@ export class WorkerProcess {
 
   private route(event: HostEvent): void {
     switch (event.t) {
-      case "result": {
-        if (event.stats) this.engineStats = event.stats;
-        const pending = this.take(event.id);
-        if (!pending) {
-          this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
-          return;
-        }
-        pending.resolve(this.decode(event.resultText));
-        return;
-      }
+      case "result":
       case "value": {
         if (event.stats) this.engineStats = event.stats;
         const pending = this.take(event.id);
@@ -343,7 +334,7 @@ export class WorkerProcess {
           this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
           return;
         }
-        pending.resolve(this.completed(event.valueText, event.run));
+        pending.resolve(event.t === "value" ? this.completed(event.valueText, event.run) : this.decode(event.resultText));
         return;
       }
       case "prepared": {
