@@ -144,8 +144,8 @@ export class WarmPool implements EnginePrefix {
    * crosses with the calls made in the same tick (gather); a long one crosses at once. When
    * every instance the prefix may use is busy, calls wait in the prefix's queue, and the next
    * free instance takes all waiting calls to the same export with the same limits in ONE
-   * crossing (up to MAX_COALESCED calls, MAX_COALESCED_CHARS of arguments): the guest runs them one after another and returns every
-   * outcome together. Coalesced calls share the crossing's limits: a limit that fires fails all
+   * crossing (up to MAX_COALESCED calls and MAX_COALESCED_CHARS of arguments): the guest runs
+   * them one after another and returns every outcome together. Coalesced calls share the crossing's limits: a limit that fires fails all
    * of them. Decisions 005 and 011.
    */
   async call(request: PrefixCallRequest): Promise<RunResult> {

@@ -195,7 +195,7 @@ async function main(): Promise<void> {
       }
       case "prefix-call": {
         const prefix = prefixes.get(message.prefix);
-        if (message.limits) callLimits.set(message.prefix, message.limits);
+        if (prefix && message.limits) callLimits.set(message.prefix, message.limits);
         const limits = callLimits.get(message.prefix);
         if (prefix && !limits) return protocolError(`a call to prefix ${message.prefix} without limits`);
         const { path, argsText } = message;
@@ -255,8 +255,6 @@ function gone(engine: "v8" | "quickjs"): RunResult {
   return failedResult(engine, "process", { code: "ERR_INSTANCE_RESET", name: "CordonError", message });
 }
 
-void main();
-
 function isEmpty(record: Record<string, unknown>): boolean {
   for (const _ in record) return false;
   return true;
@@ -265,3 +263,5 @@ function isEmpty(record: Record<string, unknown>): boolean {
 function finite(n: number): number {
   return Number.isFinite(n) ? n : 0;
 }
+
+void main();
