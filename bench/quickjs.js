@@ -80,10 +80,40 @@ export async function benchQuickJS({ quick }) {
   section(`quickjs: ~${JSON.stringify(EVENT).length}-byte analytics events`);
   const total = quick ? 10_000 : 50_000;
   const batch = Array.from({ length: 32 }, () => EVENT);
+  // Raw does the same work on this thread, one call after another (QuickJS is synchronous): the
+  // event serialized per call, parsed in the context. It blocks this thread throughout and uses
+  // one core; cordon's calls run on its worker threads (one per core).
+  const track = vm.unwrapResult(vm.evalCode("(function (json) { return JSON.parse(json).type.length })"));
+  const batchFn = vm.unwrapResult(
+    vm.evalCode("(function (json) { let n = 0; for (const e of JSON.parse(json)) n += e.type.length; return n })"),
+  );
+  const rawEvents = (fn, perCall, value) => {
+    const calls = Math.ceil(total / perCall);
+    const run = () => {
+      for (let i = 0; i < calls; i++) {
+        const arg = vm.newString(JSON.stringify(value));
+        vm.unwrapResult(vm.callFunction(fn, vm.undefined, arg)).dispose();
+        arg.dispose();
+      }
+    };
+    run(); // warm-up, as long as the run (as cordon's below)
+    const begin = performance.now();
+    run();
+    return (calls * perCall) / ((performance.now() - begin) / 1000);
+  };
+  const rawSingle = rawEvents(track, 1, EVENT);
+  const rawBatched = rawEvents(batchFn, 32, batch);
   const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
   const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
-  console.log(`  cordon, one per call, 64 in flight: ${Math.round(single).toLocaleString("en-US")}/s`);
-  console.log(`  cordon, 32 per call, 8 in flight:   ${Math.round(batched).toLocaleString("en-US")}/s`);
+  const fmt = (v) => Math.round(v).toLocaleString("en-US");
+  console.log(
+    `  one per call, 64 in flight:  raw ${fmt(rawSingle)}/s (this thread, blocking)   cordon ${fmt(single)}/s   ratio ${(single / rawSingle).toFixed(2)}`,
+  );
+  console.log(
+    `  32 per call, 8 in flight:    raw ${fmt(rawBatched)}/s (this thread, blocking)   cordon ${fmt(batched)}/s   ratio ${(batched / rawBatched).toFixed(2)}`,
+  );
+  track.dispose();
+  batchFn.dispose();
 
   handle.dispose();
   vm.dispose();
