@@ -10,6 +10,15 @@ import type { Spares } from "./spares.js";
 
 /** Calls with arguments up to this long wait for their tick's twins (a longer one pays for its own crossing). */
 const GATHER_MAX_CHARS = 8192;
+/**
+ * ...and only to exports whose last crossing took at most this much CPU a call (ms): gathered
+ * calls run one after another on one instance, which pays when a crossing costs more than the
+ * calls (20-100 µs here), not when each call computes for milliseconds and a second instance
+ * could run half of them at once. (A first, cold call of a trivial export: 0.2-0.4 ms.)
+ */
+const GATHER_MAX_CALL_MS = 1;
+/** Exports remembered per prefix (a caller may name any number of paths); past it, forgotten. */
+const MAX_REMEMBERED_PATHS = 256;
 /** At most this many waiting calls cross together. */
 const MAX_COALESCED = 64;
 /**
@@ -61,6 +70,8 @@ export class WarmPool implements EnginePrefix {
   private readonly fencing = new Set<Promise<void>>();
   /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
   private readonly asyncPaths = new Set<string>();
+  /** Exports whose last crossing was quick and synchronous: their calls are gathered. */
+  private readonly quickPaths = new Set<string>();
   private readonly residents = new Map<EngineInstance, Resident>();
   /** When each instance's heap was last measured in the background. */
   private readonly heapSampledAt = new WeakMap<EngineInstance, number>();
@@ -198,6 +209,10 @@ export class WarmPool implements EnginePrefix {
         (error: unknown) => execution.taskFailed(error),
       );
     const results = await execution.outcomes;
+    // CPU time, not wall time: right after a prepare, spares being made on this thread put
+    // trivial calls at 0.2-3 ms of wall time (their CPU: 0.03-0.4 ms).
+    const cpuMs = results[0]?.stats.cpuMs;
+    this.noteSpeed(path, !this.asyncPaths.has(path) && cpuMs !== undefined && cpuMs / requests.length <= GATHER_MAX_CALL_MS);
     // A crossing returns only once the isolate's task is over: the instance is idle now.
     this.release(instance);
     return results;
@@ -254,7 +269,21 @@ export class WarmPool implements EnginePrefix {
    * other crossing carried one call. Longer arguments (a batch of events) gained nothing.
    */
   private gatherable(request: PrefixCallRequest): boolean {
-    return request.argsText.length <= GATHER_MAX_CHARS && !this.asyncPaths.has(request.path);
+    return request.argsText.length <= GATHER_MAX_CHARS && this.quickPaths.has(request.path);
+  }
+
+  /**
+   * Remember whether `path`'s last crossing was quick (GATHER_MAX_CALL_MS a call, no promise).
+   * An export not seen yet is not gathered: its first burst goes the way a slow one does (one
+   * call to the idle instance, the next to another, the rest coalesced behind them).
+   */
+  private noteSpeed(path: string, quick: boolean): void {
+    if (!quick) {
+      this.quickPaths.delete(path);
+      return;
+    }
+    if (this.quickPaths.size >= MAX_REMEMBERED_PATHS) this.quickPaths.clear();
+    this.quickPaths.add(path);
   }
 
   /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
