@@ -147,10 +147,15 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     await expect(prefixes[0].call({ export: "ping" })).rejects.toThrow(/disposed/);
   });
 
-  it("calls keep their arguments after the guest redefines String.prototype.split and Symbol.split", async () => {
+  it("calls keep their arguments and targets after the guest redefines the builtins the runtime uses", async () => {
     await using prefix = await sandbox.prepare({
       code: `String.prototype.split = function () { return [] };
         Object.defineProperty(String.prototype, Symbol.split, { value: function () { return [] }, configurable: true });
+        // The runtime splits a crossing's arguments with indexOf, into an object without a
+        // prototype, and finds exports with Object.hasOwn: all captured before guest code.
+        String.prototype.indexOf = function () { return -1 };
+        Object.hasOwn = function () { return false };
+        Reflect.apply = function () { return "garbled" };
         export function pair(a, b) { return [b, a] }`,
     });
     for (let i = 0; i < 5; i++) expect(value(await prefix.call({ export: "pair", args: [i, "x"] }))).toEqual(["x", i]);
