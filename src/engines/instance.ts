@@ -62,6 +62,11 @@ export interface EngineInstance {
   measureHeap(): Promise<number>;
   /** Wake the thread this instance runs on, if it has one of its own that may be asleep. */
   wake?(): void;
+  /**
+   * The guest has finished the current crossing and its outcome waits for this thread to read
+   * it (v8's shared-memory calls): no limit may fire for time spent waiting on the host.
+   */
+  answerReady?(): boolean;
   dispose(): void;
 }
 

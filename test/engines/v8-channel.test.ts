@@ -198,6 +198,26 @@ describe("v8 warm calls through shared memory", () => {
     expect(value(await prefix.call({ export: "leaks" }))).toBe("");
   });
 
+  it("a served call's answer that waits for a busy host loop is not failed by the CPU limit", async () => {
+    // why: after answering, the serving task polls for the next call, and that polling is the
+    // isolate's CPU time too. A loop busy elsewhere reads the answer late: the watchdog must not
+    // take the polling for the guest's work. A 20 ms window makes the polling outlast the limit.
+    await using sandbox = await createSandbox({ engine: "v8", host: "inprocess", busyPollMs: 20 });
+    await using prefix = await sandbox.prepare({ code: PREFIX });
+    const served = countServed();
+    const codes: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const call = prefix.call({ export: "add", args: [i, 1], limits: { cpuTimeMs: 5 } });
+      // After the pool's end-of-tick gather (a later nextTick runs after it): the call is in shared memory.
+      await new Promise((resolve) => process.nextTick(resolve));
+      const end = performance.now() + 30;
+      while (performance.now() < end) {} // this loop is busy for 30 ms
+      codes.push(code(await call));
+    }
+    expect(served()).toBeGreaterThan(5);
+    expect(codes).toEqual(Array(20).fill("completed"));
+  });
+
   it("with busyPollMs: 0 nothing is served", async () => {
     const served = countServed();
     await using sandbox = await createSandbox({ engine: "v8", host: "inprocess", busyPollMs: 0 });

@@ -97,6 +97,13 @@ export class CallChannel {
     return this.reading;
   }
 
+  /** The serving task has written the answer being waited for; this thread has not read it yet. */
+  get answered(): boolean {
+    if (!this.reading) return false;
+    const state = Atomics.load(this.ctl, 0);
+    return state === S.answer || state === S.answerClosed || state === S.tooBig;
+  }
+
   /**
    * Send a call to the serving task and read its answer (the loop busy-polls meanwhile).
    * Undefined when the task has just ended: the caller crosses the usual way.

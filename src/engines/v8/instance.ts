@@ -232,6 +232,10 @@ export class V8Instance implements EngineInstance {
     return pollUntilSettled(this.refs[name].apply(undefined, args), this.busyPollMs);
   }
 
+  answerReady(): boolean {
+    return this.channel?.answered === true;
+  }
+
   /** A cheap round trip: resolves once the isolate has finished everything queued before it. */
   ping(): Promise<unknown> {
     return this.cross("ping", []);
