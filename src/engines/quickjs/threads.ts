@@ -7,6 +7,7 @@ import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.
 import { createHostServices } from "../host-services.js";
 import { warmUpModulesJson } from "../warm-up-modules.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
+import { installSeededRandom } from "./seeded-random.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 
 /** QuickJS's own stack limit for guest code. */
@@ -163,6 +164,7 @@ async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
     wasmPath: require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm"),
     runtimeScript: await compactGuestRuntimeScript(),
     hostServicesSource: createHostServices.toString(),
+    seededRandomSource: installSeededRandom.toString(),
     callbackNames: HOST_CALLBACK_NAMES,
     stackBytes: STACK_BYTES,
     busyPollMs,

@@ -28,6 +28,8 @@ export interface QuickJSWorkerData {
   busyPollMs: number;
   /** The warm-up runs for spares made ahead (engines/warm-up-modules.ts). */
   warmUpModules: string;
+  /** `installSeededRandom.toString()`: each instance's Math.random, seeded from the host's CSPRNG. */
+  seededRandomSource: string;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: packages are loaded by path at run time, untyped.
@@ -274,6 +276,10 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       return bytes;
     });
     instances.set(id, inst);
+    // Before anything else runs in the context: Math.random with a sequence of its own.
+    const bytes = services.randomBytes(16);
+    const seed = [0, 4, 8, 12].map((i) => (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)) >>> 0);
+    vm.unwrapResult(vm.evalCode(`(${workerData.seededRandomSource})(globalThis, [${seed.join(",")}])`, "<cordon>")).dispose();
     enter(inst);
     const result = vm.evalCode(workerData.runtimeScript, "<cordon>");
     leave(inst);
