@@ -35,3 +35,9 @@ export function heldPrefixResult(engine: RunStats["engine"], host: RunStats["hos
     stats: { engine, host, wallMs: 0, cpuMs: 0, bridgeCalls: 0, warm: true },
   };
 }
+
+/** No enumerable key at all: a result's exports with nothing in them (no array of keys is made). */
+export function isEmptyRecord(record: object): boolean {
+  for (const _ in record) return false;
+  return true;
+}

@@ -2,6 +2,7 @@ import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
+import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
 import type { EngineInstance, InstanceListener } from "./instance.js";
@@ -225,7 +226,7 @@ export class Execution implements InstanceListener, Watched {
           ok: true,
           value: codec.revive(parsed.v),
           // A call's outcome has no exports: nothing to revive.
-          exports: isEmpty(parsed.x) ? {} : (codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>),
+          exports: isEmptyRecord(parsed.x) ? {} : (codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>),
           skippedExports: parsed.k.length === 0 ? [] : parsed.k.map(String),
           logs: this.logs[index],
           stats: this.stats(),
@@ -347,11 +348,6 @@ export function abortReason(reason: unknown): string {
   if (reason instanceof Error) return reason.message || reason.name;
   if (typeof reason === "string") return reason;
   return "aborted by the caller";
-}
-
-function isEmpty(object: Record<string, unknown>): boolean {
-  for (const _ in object) return false;
-  return true;
 }
 
 function round(ms: number): number {

@@ -14,7 +14,7 @@ import { readBodies } from "../../core/fetch-wire.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
-import { failedResult } from "../../core/results.js";
+import { failedResult, isEmptyRecord } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 
@@ -86,12 +86,16 @@ async function main(): Promise<void> {
       send({ t: "bridge-call", id: owner, cid, fnId, argsText });
     });
 
+  /** A Response value's body is read before it is encoded. */
+  const readValueBodies = async (value: unknown): Promise<void> => {
+    if (value !== null && typeof value === "object") await readBodies([value]);
+  };
   const encodeResult = async (result: RunResult): Promise<string> => {
-    if (result.ok && result.value !== null && typeof result.value === "object") await readBodies([result.value]);
+    if (result.ok) await readValueBodies(result.value);
     return sharedCodec().encode(result, "result");
   };
   const encodeValue = async (value: unknown): Promise<string> => {
-    if (value !== null && typeof value === "object") await readBodies([value]);
+    await readValueBodies(value);
     return sharedCodec().encode(value, "result.value");
   };
 
@@ -128,7 +132,7 @@ async function main(): Promise<void> {
     answering++;
     try {
       const result = await work(controller?.signal);
-      if (result.ok && result.logs.length === 0 && result.skippedExports.length === 0 && isEmpty(result.exports)) {
+      if (result.ok && result.logs.length === 0 && result.skippedExports.length === 0 && isEmptyRecord(result.exports)) {
         const valueText = await encodeValue(result.value);
         const { wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm } = result.stats;
         answering--;
@@ -253,11 +257,6 @@ function sameStats(a: EngineStats, b: EngineStats): boolean {
 function gone(engine: "v8" | "quickjs"): RunResult {
   const message = "the prefix is no longer held by this worker";
   return failedResult(engine, "process", { code: "ERR_INSTANCE_RESET", name: "CordonError", message });
-}
-
-function isEmpty(record: Record<string, unknown>): boolean {
-  for (const _ in record) return false;
-  return true;
 }
 
 function finite(n: number): number {
