@@ -70,10 +70,8 @@ export class WarmPool implements EnginePrefix {
   private readonly fencing = new Set<Promise<void>>();
   /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
   private readonly asyncPaths = new Set<string>();
-  /** CPU ms a call of each export's last crossing (only synchronous exports are gathered). */
-  private readonly cpuPerCall = new Map<string, number>();
-  /** Exports quick in one of their last two crossings: their calls are gathered. */
-  private readonly quickPaths = new Set<string>();
+  /** CPU ms a call in each export's last two crossings (the lower one decides gathering). */
+  private readonly cpuPerCall = new Map<string, { last: number; previous: number }>();
   private readonly residents = new Map<EngineInstance, Resident>();
   /** When each instance's heap was last measured in the background. */
   private readonly heapSampledAt = new WeakMap<EngineInstance, number>();
@@ -158,8 +156,8 @@ export class WarmPool implements EnginePrefix {
    * every instance the prefix may use is busy, calls wait in the prefix's queue, and the next
    * free instance takes all waiting calls to the same export with the same limits in ONE
    * crossing (up to MAX_COALESCED calls and MAX_COALESCED_CHARS of arguments): the guest runs
-   * them one after another and returns every outcome together. Coalesced calls share the crossing's limits: a limit that fires fails all
-   * of them. Decisions 005 and 011.
+   * them one after another and returns every outcome together. Coalesced calls share the
+   * crossing's limits: a limit that fires fails all of them. Decisions 005 and 011.
    */
   async call(request: PrefixCallRequest): Promise<RunResult> {
     if (this.queue.length >= this.maxQueued) return queueFull(this.engine, this.request.host, this.queue.length);
@@ -271,7 +269,7 @@ export class WarmPool implements EnginePrefix {
    * other crossing carried one call. Longer arguments (a batch of events) gained nothing.
    */
   private gatherable(request: PrefixCallRequest): boolean {
-    return request.argsText.length <= GATHER_MAX_CHARS && this.quickPaths.has(request.path);
+    return request.argsText.length <= GATHER_MAX_CHARS && this.isQuick(request.path);
   }
 
   /**
@@ -282,14 +280,20 @@ export class WarmPool implements EnginePrefix {
    * burst goes the way a slow one does (one call to the idle instance, the next to another, the
    * rest coalesced behind them).
    */
+  private isQuick(path: string): boolean {
+    const cpu = this.cpuPerCall.get(path);
+    return cpu !== undefined && !this.asyncPaths.has(path) && Math.min(cpu.last, cpu.previous) <= GATHER_MAX_CALL_MS;
+  }
+
   private noteSpeed(path: string, cpuMs: number): void {
-    const previous = this.cpuPerCall.get(path) ?? Number.POSITIVE_INFINITY;
+    const cpu = this.cpuPerCall.get(path);
+    if (cpu) {
+      cpu.previous = cpu.last;
+      cpu.last = cpuMs;
+      return;
+    }
     if (this.cpuPerCall.size >= MAX_REMEMBERED_PATHS) this.cpuPerCall.clear();
-    this.cpuPerCall.set(path, cpuMs);
-    if (!this.asyncPaths.has(path) && Math.min(previous, cpuMs) <= GATHER_MAX_CALL_MS) {
-      if (this.quickPaths.size >= MAX_REMEMBERED_PATHS) this.quickPaths.clear();
-      this.quickPaths.add(path);
-    } else this.quickPaths.delete(path);
+    this.cpuPerCall.set(path, { last: cpuMs, previous: Number.POSITIVE_INFINITY });
   }
 
   /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
