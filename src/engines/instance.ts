@@ -53,8 +53,12 @@ export interface EngineInstance {
    * the promise rejects with what evaluation threw.
    */
   evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void>;
-  /** Call an export of the prepared prefix once per argument list; resolves with the joined outcomes. */
-  call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string>;
+  /**
+   * Call an export of the prepared prefix once per argument list; resolves with the joined outcomes.
+   * `blockForMs`: the caller allows this crossing to run synchronously on this thread, stopped
+   * after that long (v8 in a process worker, made with `syncCalls`; other instances ignore it).
+   */
+  call(path: string, argsTexts: string[], caps: RuntimeCaps, blockForMs?: number): Promise<string>;
   settle(id: number, ok: boolean, text: string): Promise<unknown>;
   fire(id: number): Promise<unknown>;
   /** Resolves once the instance has finished everything queued before it. */

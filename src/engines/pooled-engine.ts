@@ -31,6 +31,11 @@ export interface PooledEngineOptions {
   maxQueued: number;
   /** The event loop keeps turning this long after engine traffic (core/busy-poll.ts); 0: off. */
   busyPollMs: number;
+  /**
+   * Quick warm calls run on this thread, blocking it (v8; set by process workers, whose loop
+   * serves no caller: decision 012). Never in the caller's process.
+   */
+  syncCalls?: boolean;
 }
 
 /**

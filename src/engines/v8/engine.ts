@@ -9,7 +9,8 @@ export function createV8Engine(options: PooledEngineOptions): PooledEngine {
   // pay the same compilation twice over).
   return new PooledEngine(
     "v8",
-    (memoryMb, ahead) => V8Instance.create(memoryMb, { warmUp: ahead, busyPollMs: options.busyPollMs }),
+    (memoryMb, ahead) =>
+      V8Instance.create(memoryMb, { warmUp: ahead, busyPollMs: options.busyPollMs, syncCalls: options.syncCalls }),
     options,
   );
 }

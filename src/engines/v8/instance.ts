@@ -12,11 +12,20 @@ import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } f
 import { warmUpModulesJson } from "../warm-up-modules.js";
 import { CallChannel } from "./channel.js";
 import { loadIsolatedVm } from "./load.js";
+import { syncCall } from "./sync-call.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
+
+export interface V8InstanceOptions {
+  /** Run cordon's own modules once before the instance is handed out (spares made ahead). */
+  warmUp?: boolean;
+  busyPollMs?: number;
+  /** Calls the caller allows to block (`blockForMs`) run on this thread: process workers only. */
+  syncCalls?: boolean;
+}
 
 let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
 
@@ -47,6 +56,8 @@ export class V8Instance implements EngineInstance {
     readonly context: IVM.Context,
     readonly memoryMb: number,
     private readonly busyPollMs: number,
+    /** Quick calls may run on this thread with applySync (process workers: ./sync-call.ts). */
+    private readonly syncCalls: boolean,
     private readonly refs: Record<
       "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "ping" | "warmUp" | "serve",
       Ref
@@ -54,12 +65,12 @@ export class V8Instance implements EngineInstance {
   ) {}
 
   /** A new isolate, its runtime bootstrapped (and warmed up when made ahead). */
-  static create(memoryMb: number, options: { warmUp?: boolean; busyPollMs?: number } = {}): Promise<V8Instance> {
+  static create(memoryMb: number, options: V8InstanceOptions = {}): Promise<V8Instance> {
     // Its crossings keep a pool thread busy: the loop does not busy-poll meanwhile.
     return inBackground(V8Instance.make(memoryMb, options));
   }
 
-  private static async make(memoryMb: number, options: { warmUp?: boolean; busyPollMs?: number }): Promise<V8Instance> {
+  private static async make(memoryMb: number, options: V8InstanceOptions): Promise<V8Instance> {
     const ivm = loadIsolatedVm();
     const isolate = new ivm.Isolate({ memoryLimit: memoryMb });
     try {
@@ -95,7 +106,8 @@ export class V8Instance implements EngineInstance {
         warmUp: get("warmUp"),
         serve: get("serve"),
       };
-      const instance = new V8Instance(isolate, context, memoryMb, options.busyPollMs ?? DEFAULT_BUSY_POLL_MS, refs);
+      const busyPollMs = options.busyPollMs ?? DEFAULT_BUSY_POLL_MS;
+      const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs);
       if (options.warmUp) await warmUp(refs);
       holder.instance = instance;
       return instance;
@@ -184,20 +196,41 @@ export class V8Instance implements EngineInstance {
    * Call a dotted export of the prepared prefix once per argument list, in one crossing. Resolves
    * with the outcomes joined by U+0001; "p" marks one that arrives later through onDone.
    */
-  call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
+  call(path: string, argsTexts: string[], caps: RuntimeCaps, blockForMs?: number): Promise<string> {
     // Caps cross only when they changed: every argument costs on the host's thread.
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
     const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
-    // In a stream of calls, through shared memory (./channel.ts); else one crossing.
+    const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
+    // On this thread when allowed (process workers); in a stream of calls, through shared memory
+    // (./channel.ts); else one crossing.
+    if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(args, blockForMs);
     const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps) : undefined;
     if (served) return served;
-    const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
     return (this.cross("call", args) as Promise<string>).then((out) => {
       this.lastCallEnd = performance.now();
       return out;
     });
+  }
+
+  /**
+   * The call on this thread, blocking it for at most `ms` (the isolate's own timer stops the
+   * guest then). No thread hand-off either way: in a process worker a warm call went from ~240 to
+   * ~140 µs p50 (docs/decisions/012-synchronous-calls-in-workers.md).
+   */
+  private callSync(args: Parameters<Ref["applySync"]>[1] & unknown[], ms: number): Promise<string> {
+    try {
+      const out = syncCall(this.refs.call, args, ms);
+      this.lastCallEnd = performance.now();
+      return Promise.resolve(out);
+    } catch (error) {
+      if (!(error instanceof CordonError) || this.isolate.isDisposed) return Promise.reject(error);
+      // Stopped by its time limit: like any fired limit, the instance is never reused.
+      this.tainted = true;
+      this.dispose();
+      return Promise.reject(error);
+    }
   }
 
   private inStream(path: string): boolean {

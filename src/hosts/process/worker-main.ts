@@ -56,7 +56,8 @@ async function main(): Promise<void> {
   const engine: Engine =
     config.engine === "quickjs"
       ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
-      : (await import("../../engines/v8/engine.js")).createV8Engine(config.engineOptions);
+      : // Quick warm calls run on this thread: it serves no caller (decision 012).
+        (await import("../../engines/v8/engine.js")).createV8Engine({ ...config.engineOptions, syncCalls: true });
 
   // Frames sent in one tick leave in one write.
   let corked = false;
