@@ -117,9 +117,10 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir });
   } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
-    // The workers' own engines poll only when asked (workers.busyPollMs): see SandboxOptions.
-    const workerEngineOptions = { ...engineOptions, busyPollMs: workers.busyPollMs ?? 0 };
-    engine = new ProcessHost(engineChoice as "v8" | "quickjs", workerEngineOptions, {
+    // The workers' engines never poll: with the pipe polled too that made three spinning threads
+    // per call (decision 012). workers.busyPollMs is the pipe's window, on both sides.
+    const workerEngineOptions = { ...engineOptions, busyPollMs: 0 };
+    const poolOptions = {
       min: workers.min ?? 1,
       softCap: workers.max ?? availableParallelism(),
       idleTtlMs: workers.idleTtlMs ?? 60_000,
@@ -128,7 +129,8 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
       rssSlackMb: workers.rssSlackMb ?? 256,
       isolateProcesses,
       entry: workers.entry,
-    });
+    };
+    engine = new ProcessHost(engineChoice as "v8" | "quickjs", workerEngineOptions, poolOptions, workers.busyPollMs ?? 0);
   } else {
     engine = await createInProcessEngine(engineChoice as "v8" | "quickjs", engineOptions);
   }

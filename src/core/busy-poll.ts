@@ -24,19 +24,32 @@
  * docs/decisions/009-busy-poll.md records the measurements and the trade-off.
  */
 let due = 0;
+/** Of them, answers from another process (a pipe): not waited for while a serving task spins. */
+let dueFromProcess = 0;
 let background = 0;
+/** Tasks spinning on other threads of this process while they wait (v8's shared-memory calls). */
+let spinners = 0;
 let until = 0;
 /** When the latest answer arrived: polling starts only in a stream of them. */
 let lastSettled = Number.NEGATIVE_INFINITY;
 let turning = false;
 
+/**
+ * One answer due, nothing in the background, and, when that answer comes from another process, no
+ * task spinning here: the process computing it would get no core (measured: a process host call
+ * interleaved with in-process calls whose serving task kept spinning, p50 0.1 -> 1.2 ms).
+ */
+function worthTurning(): boolean {
+  return due === 1 && background === 0 && (dueFromProcess === 0 || spinners === 0);
+}
+
 function turn(): void {
-  if (due === 1 && background === 0 && performance.now() < until) setImmediate(turn);
+  if (worthTurning() && performance.now() < until) setImmediate(turn);
   else turning = false;
 }
 
 function start(): void {
-  if (!turning && due === 1 && background === 0) {
+  if (!turning && worthTurning()) {
     turning = true;
     setImmediate(turn);
   }
@@ -46,19 +59,39 @@ function start(): void {
  * `answer` is due from another thread or process: keep this thread's loop turning for up to
  * `ms` until it settles (0: never). Returns `answer`.
  */
-export function pollUntilSettled<T>(answer: Promise<T>, ms: number): Promise<T> {
+export function pollUntilSettled<T>(answer: Promise<T>, ms: number, fromProcess = false): Promise<T> {
   if (!(ms > 0)) return answer;
   due++;
+  if (fromProcess) dueFromProcess++;
   const now = performance.now();
   if (now - lastSettled <= ms) until = now + ms;
   start();
   const settled = () => {
     due--;
+    if (fromProcess) dueFromProcess--;
     lastSettled = performance.now();
     start();
   };
   answer.then(settled, settled);
   return answer;
+}
+
+/**
+ * Would an answer due from another process now be polled for (`pollUntilSettled(answer, ms,
+ * true)`)? Its sender tells the other side, which may then turn too (pollForRequests).
+ */
+export function wouldPollProcess(ms: number): boolean {
+  return ms > 0 && due === 0 && background === 0 && spinners === 0 && performance.now() - lastSettled <= ms;
+}
+
+/** `task` spins on another thread of this process until it settles (a v8 serving task). */
+export function spinsUntilSettled(task: Promise<unknown>): void {
+  spinners++;
+  const settled = () => {
+    spinners--;
+    start();
+  };
+  task.then(settled, settled);
 }
 
 /**
@@ -113,3 +146,31 @@ export function inBackground<T>(work: Promise<T>): Promise<T> {
 
 /** The window cordon uses unless a sandbox says otherwise (`busyPollMs`). */
 export const DEFAULT_BUSY_POLL_MS = 1;
+
+/**
+ * The other side of a round trip: a process worker's loop, between the requests it serves. After
+ * answering a request whose sender polls for the answer (`wouldPollProcess` there), the loop keeps
+ * turning until `ms` after that request, whenever `idle()` says nothing of its own is in progress,
+ * so the next request is read at once instead of after a wake-up (the QuickJS threads do the same
+ * in their worker.ts). Not while a request is in progress: the engine thread computing it needs
+ * the core. Call `heard(polled)` on each request and `answered()` after each answer.
+ */
+export function pollForRequests(ms: number, idle: () => boolean): { heard(polled: boolean | undefined): void; answered(): void } {
+  let until = 0;
+  let turning = false;
+  const turn = () => {
+    if (performance.now() < until && idle()) setImmediate(turn);
+    else turning = false;
+  };
+  return {
+    heard(polled) {
+      if (polled && ms > 0) until = performance.now() + ms;
+    },
+    answered() {
+      if (!turning && performance.now() < until && idle()) {
+        turning = true;
+        setImmediate(turn);
+      }
+    },
+  };
+}

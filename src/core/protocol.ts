@@ -47,16 +47,25 @@ interface PrefixCallBody<H> {
   abortable?: boolean;
 }
 
+/**
+ * Over a pipe: the sandbox's loop turns until this answer is read (core/busy-poll.ts), so the
+ * worker's loop may turn after answering it, for the next request. Only then: with the sandbox's
+ * thread asleep, a worker turning takes the core that thread wakes up on.
+ */
+interface PollHint {
+  poll?: boolean;
+}
+
 /** Sandbox → worker. */
 export type HostRequest =
-  | ({ t: "run"; id: number } & RunBody)
+  | ({ t: "run"; id: number } & RunBody & PollHint)
   | ({ t: "prepare"; id: number } & PrepareBody)
-  | ({ t: "prefix-run"; id: number } & PrefixRunBody<number>)
+  | ({ t: "prefix-run"; id: number } & PrefixRunBody<number> & PollHint)
   /**
    * Limits omitted: the same as the previous call to this prefix (a call's header was two thirds
    * limits, stringified by the host and parsed by the worker every time).
    */
-  | ({ t: "prefix-call"; id: number } & Omit<PrefixCallBody<number>, "limits"> & { limits?: ResolvedLimits })
+  | ({ t: "prefix-call"; id: number } & Omit<PrefixCallBody<number>, "limits"> & { limits?: ResolvedLimits } & PollHint)
   | { t: "prefix-dispose"; prefix: number }
   | { t: "abort"; id: number; reason: string }
   | { t: "bridge-result"; cid: number; ok: boolean; text: string }

@@ -60,9 +60,12 @@ export interface SandboxOptions {
     /** The calibrated allowance for the worker's own heap, code and garbage not yet collected. Default 256. */
     rssSlackMb?: number;
     /**
-     * `busyPollMs` for the engines inside the workers (v8 then takes warm calls through shared
-     * memory). Default 0: on 2 cores it cut a warm call's p50 from ~270 to ~83 µs but doubled
-     * its p99 (three threads per call, two of them spinning); worth it with cores to spare.
+     * Busy-poll the pipes, on both sides, for this many ms: the sandbox's thread turns until a
+     * worker's answer is read, and the worker's loop after answering, for the next request (in a
+     * stream of requests only, never while a request is in progress). Default 0: on this 2-core
+     * machine it cut a quick warm call's p50 from ~150 to ~40-80 µs but raised its p99 from
+     * ~0.4 to ~0.6-1.2 ms, and it takes a core from whatever else the host does meanwhile; worth
+     * it with cores to spare. The engines inside workers never poll (decision 012).
      */
     busyPollMs?: number;
   };
@@ -88,8 +91,8 @@ export interface SandboxOptions {
    * In-process v8 and quickjs: while one answer from an engine's thread is due in a stream of
    * them, this process's event loop keeps turning (never blocked) for up to this many ms, so the
    * answer is seen at once instead of after a thread's wake-up (~35 µs on a shared VM). Costs CPU
-   * for at most that long per request. Default 1; 0 turns it off. For the process host's
-   * workers see `workers.busyPollMs`.
+   * for at most that long per request. Default 1; 0 turns it off. The process host's pipes are
+   * polled per `workers.busyPollMs`.
    */
   busyPollMs?: number;
   /** Runs executing at once. Default: four per core. */

@@ -1,6 +1,12 @@
 import { performance } from "node:perf_hooks";
 import { describe, expect, it } from "vitest";
-import { inBackground, pollUntilSettled } from "../../src/core/busy-poll.js";
+import {
+  inBackground,
+  pollForRequests,
+  pollUntilSettled,
+  spinsUntilSettled,
+  wouldPollProcess,
+} from "../../src/core/busy-poll.js";
 import { createSandbox } from "../../src/index.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -70,6 +76,52 @@ describe("busy-polling the event loop", () => {
     await expect(pollUntilSettled(Promise.reject(new Error("gone")), 30)).rejects.toThrow("gone");
     // The rejection settled its wait: the next lone answer in the stream is polled for again.
     expect(await utilization(() => pollUntilSettled(answerAfter(40), 30))).toBeGreaterThan(0.4);
+  });
+});
+
+describe("busy-polling a pipe (the process host)", () => {
+  it("an answer from another process is not polled for while a serving task spins in this one", async () => {
+    await inStream();
+    expect(wouldPollProcess(30)).toBe(true);
+    const task = answerAfter(60);
+    spinsUntilSettled(task);
+    expect(wouldPollProcess(30)).toBe(false);
+    // The spinning task and this loop would take both cores from the process computing the answer.
+    expect(await utilization(() => pollUntilSettled(answerAfter(40), 30, true))).toBeLessThan(0.2);
+    // An answer from this process's own engine threads still is (the serving task allows for it).
+    await inStream();
+    expect(await utilization(() => pollUntilSettled(answerAfter(20), 30))).toBeGreaterThan(0.4);
+    await task;
+    await inStream();
+    expect(wouldPollProcess(30)).toBe(true);
+    expect(wouldPollProcess(0)).toBe(false);
+  });
+
+  it("a worker's loop turns after answering a polled request, for the rest of the window, and only while idle", async () => {
+    let idle = true;
+    const poller = pollForRequests(40, () => idle);
+    // Not polled by its sender: the sender's thread sleeps, and a turning worker would take the core it wakes on.
+    poller.heard(false);
+    poller.answered();
+    expect(await utilization(() => sleep(30))).toBeLessThan(0.2);
+    poller.heard(true);
+    poller.answered();
+    expect(await utilization(() => sleep(25))).toBeGreaterThan(0.6);
+    // Past the window (40 ms after the request) it stops by itself.
+    await sleep(20);
+    expect(await utilization(() => sleep(30))).toBeLessThan(0.2);
+    // A request in progress (not idle): the engine computing it gets the core.
+    poller.heard(true);
+    idle = false;
+    poller.answered();
+    expect(await utilization(() => sleep(30))).toBeLessThan(0.2);
+  });
+
+  it("with a window of 0 a worker's loop never turns", async () => {
+    const poller = pollForRequests(0, () => true);
+    poller.heard(true);
+    poller.answered();
+    expect(await utilization(() => sleep(30))).toBeLessThan(0.2);
   });
 });
 

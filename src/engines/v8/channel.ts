@@ -1,6 +1,6 @@
 import type * as IVM from "isolated-vm";
 import { availableParallelism } from "node:os";
-import { pollMemory } from "../../core/busy-poll.js";
+import { pollMemory, spinsUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { CHANNEL_LAYOUT } from "../guest/serve.js";
 import type { RuntimeCaps } from "../instance.js";
@@ -79,6 +79,7 @@ export class CallChannel {
     this.task = task;
     this.lastTask = task;
     servingTasks++;
+    spinsUntilSettled(task);
     task.then(
       () => {
         servingTasks--;

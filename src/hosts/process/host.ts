@@ -41,9 +41,11 @@ export class ProcessHost implements Engine {
     readonly name: Exclude<EngineName, "auto">,
     engineOptions: PooledEngineOptions,
     poolOptions: WorkerPoolOptions,
+    pipePollMs: number,
   ) {
     this.budgetBytes = engineOptions.budgetBytes;
-    this.pool = new WorkerPool(name, { engine: name === "quickjs" ? "quickjs" : "v8", engineOptions }, poolOptions);
+    const engine = name === "quickjs" ? "quickjs" : "v8";
+    this.pool = new WorkerPool(name, { engine, engineOptions, pipePollMs }, poolOptions);
   }
 
   async run(request: EngineRunRequest): Promise<RunResult> {

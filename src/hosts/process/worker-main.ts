@@ -10,6 +10,7 @@
 import { writeFileSync } from "node:fs";
 import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
+import { pollForRequests } from "../../core/busy-poll.js";
 import { readBodies } from "../../core/fetch-wire.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
@@ -21,6 +22,8 @@ import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 export interface WorkerConfig {
   engine: "v8" | "quickjs";
   engineOptions: PooledEngineOptions;
+  /** The host polls for answers, and this loop for requests in a stream, this long (core/busy-poll.ts); 0: off. */
+  pipePollMs: number;
 }
 
 /** Bindings whose functions live in the sandbox's process: a call is a message and its answer. */
@@ -49,10 +52,8 @@ async function main(): Promise<void> {
   console.log = console.info = console.debug = (...args: unknown[]) => process.stderr.write(`${args.join(" ")}\n`);
 
   const config = JSON.parse(process.argv[2] ?? "{}") as WorkerConfig;
-  // The engine polls (core/busy-poll.ts, v8's shared-memory calls) only when the sandbox set
-  // workers.busyPollMs: a call here passes three threads (the host's loop, this one, the
-  // engine's), more than a 2-core machine has cores for while two of them spin. Measured there,
-  // 20,000 sequential calls: p50 259-276 -> 82-83 µs, but p99 0.63-0.71 -> 1.4-1.6 ms.
+  // The engine never polls here (its busyPollMs is 0): with the pipe polled as well, a call would
+  // pass three threads, two of them spinning, on a 2-core machine (decision 012).
   const engine: Engine =
     config.engine === "quickjs"
       ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
@@ -108,6 +109,10 @@ async function main(): Promise<void> {
    * 200 prefixes prepared (17.7k/s -> 8.5k/s) and added 140 µs to a sequential call.
    */
   let answering = 0;
+  // After answering a request the sandbox polls for, this loop turns, so the next one is read
+  // without a wake-up; never while a request is in progress (an engine thread computing it needs
+  // the core).
+  const poller = pollForRequests(config.pipePollMs, () => answering === 0);
   let statsSentAt = Number.NEGATIVE_INFINITY;
   let statsSent: EngineStats | undefined;
   const sending = (stats: EngineStats): EngineStats => {
@@ -146,11 +151,13 @@ async function main(): Promise<void> {
           warm ? 1 : 0,
         ];
         send({ t: "value", id, valueText, run, stats: statsWithAnswer() });
+        poller.answered();
         return;
       }
       const resultText = await encodeResult(result);
       answering--;
       send({ t: "result", id, resultText, stats: statsWithAnswer() });
+      poller.answered();
     } catch (error) {
       answering--;
       throw error;
@@ -162,6 +169,7 @@ async function main(): Promise<void> {
   const handle = (message: HostRequest) => {
     switch (message.t) {
       case "run": {
+        poller.heard(message.poll);
         const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
         const { source, sourceImports, inputText, limits, mode } = message;
         void answer(message.id, message.abortable, (signal) =>
@@ -191,6 +199,7 @@ async function main(): Promise<void> {
         return;
       }
       case "prefix-run": {
+        poller.heard(message.poll);
         const prefix = prefixes.get(message.prefix);
         const { source, inputText, limits } = message;
         void answer(message.id, message.abortable, (signal) =>
@@ -199,6 +208,7 @@ async function main(): Promise<void> {
         return;
       }
       case "prefix-call": {
+        poller.heard(message.poll);
         const prefix = prefixes.get(message.prefix);
         if (prefix && message.limits) callLimits.set(message.prefix, message.limits);
         const limits = callLimits.get(message.prefix);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BindingsLike } from "../../core/bindings.js";
 import { sharedCodec } from "../../core/bindings.js";
+import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
@@ -50,6 +51,7 @@ export interface WorkerOptions {
  */
 export class WorkerProcess {
   readonly partition: string;
+  private readonly pipePollMs: number;
   pid = 0;
   /** Resident size when it became ready: the calibrated base of its memory budget. */
   baseRss = 0;
@@ -82,6 +84,7 @@ export class WorkerProcess {
     options: WorkerOptions,
   ) {
     this.partition = options.partition;
+    this.pipePollMs = options.config.pipePollMs;
     // A private working directory, an empty environment: nothing of the host's.
     this.dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
     this.child = spawn(process.execPath, ["--no-node-snapshot", options.entry ?? WORKER_MAIN, JSON.stringify(options.config)], {
@@ -190,6 +193,17 @@ export class WorkerProcess {
     signal: AbortSignal | undefined,
     backstopMs: number,
   ): Promise<RunResult> {
+    // In a stream, this loop turns until the answer is read (core/busy-poll.ts, decision 012).
+    return pollUntilSettled(this.exchange(message, bindings, memoryMb, signal, backstopMs), this.pipePollMs, true);
+  }
+
+  private exchange(
+    message: Extract<HostRequest, { t: "run" | "prefix-run" | "prefix-call" }>,
+    bindings: BindingsLike | undefined,
+    memoryMb: number,
+    signal: AbortSignal | undefined,
+    backstopMs: number,
+  ): Promise<RunResult> {
     return new Promise<RunResult>((resolve) => {
       if (this.dead) return resolve(this.failure());
       if (signal?.aborted) return resolve(this.aborted(signal.reason));
@@ -213,6 +227,7 @@ export class WorkerProcess {
         message.abortable = true;
       }
       if (message.t === "prefix-call") this.leaveOutSameLimits(message);
+      message.poll = wouldPollProcess(this.pipePollMs) || undefined;
       message.id = id;
       this.send(message);
     });
