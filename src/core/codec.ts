@@ -44,6 +44,13 @@ export function createCodec(trusted = false): Codec {
   const ownKeys = Object.keys;
   const hasOwn = (o: object, k: string) => ObjectProto.hasOwnProperty.call(o, k);
   const defineProperty = Object.defineProperty;
+  const setPrototypeOf = Object.setPrototypeOf;
+  /**
+   * An array no prototype reaches: writing an index that is not its own yet would otherwise meet
+   * an accessor a guest put on Array.prototype (say "0"), which would swallow the write and make
+   * every encode of its own results fail with a misleading "Invalid array length".
+   */
+  const bareArray = <T>(): T[] => setPrototypeOf([], null) as T[];
   const isArray = Array.isArray;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -107,20 +114,27 @@ export function createCodec(trusted = false): Codec {
 
   function toBase64(bytes: Uint8Array): string {
     let out = "";
-    const chunk: number[] = [];
+    const chunk = bareArray<number>();
+    let c = 0;
     let i = 0;
     for (; i + 2 < bytes.length; i += 3) {
       const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-      chunk.push(B64.charCodeAt(n >> 18), B64.charCodeAt((n >> 12) & 63), B64.charCodeAt((n >> 6) & 63), B64.charCodeAt(n & 63));
-      if (chunk.length >= 8192) {
+      chunk[c++] = B64.charCodeAt(n >> 18);
+      chunk[c++] = B64.charCodeAt((n >> 12) & 63);
+      chunk[c++] = B64.charCodeAt((n >> 6) & 63);
+      chunk[c++] = B64.charCodeAt(n & 63);
+      if (c >= 8192) {
         out += fromCharCode.apply(null, chunk);
         chunk.length = 0;
+        c = 0;
       }
     }
     if (i < bytes.length) {
       const n = (bytes[i] << 16) | ((i + 1 < bytes.length ? bytes[i + 1] : 0) << 8);
-      chunk.push(B64.charCodeAt(n >> 18), B64.charCodeAt((n >> 12) & 63));
-      chunk.push(i + 1 < bytes.length ? B64.charCodeAt((n >> 6) & 63) : 61, 61);
+      chunk[c++] = B64.charCodeAt(n >> 18);
+      chunk[c++] = B64.charCodeAt((n >> 12) & 63);
+      chunk[c++] = i + 1 < bytes.length ? B64.charCodeAt((n >> 6) & 63) : 61;
+      chunk[c++] = 61;
     }
     return out + fromCharCode.apply(null, chunk);
   }
@@ -189,8 +203,8 @@ export function createCodec(trusted = false): Codec {
     let budget = maxChars;
     // The objects being walked (for cycles) and the keys that led to the current value. A path
     // string is built only for an error: one per property would dominate the cost of encoding.
-    const stack: unknown[] = [];
-    const trail: (string | number)[] = [];
+    const stack = bareArray<unknown>();
+    const trail = bareArray<string | number>();
     const pathOf = (): string => {
       let out = rootPath;
       for (let i = 0; i < trail.length; i++) {

@@ -164,6 +164,28 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(many.map(value)).toEqual(Array.from({ length: 12 }, (_, i) => [i + 1, i]));
   });
 
+  it("index accessors a guest puts on Array.prototype do not garble its own results", async () => {
+    // A write to an index an array does not own yet meets such an accessor; the runtime's
+    // encoder keeps its walk in arrays no prototype reaches. Before, every call failed with
+    // ERR_USER_CODE "Invalid array length".
+    await using prefix = await sandbox.prepare({
+      code: `globalThis.swallowed = 0;
+        for (const i of [0, 1, 2, 3]) Object.defineProperty(Array.prototype, i, {
+          get() { return "planted" }, set() { globalThis.swallowed++ }, configurable: true });
+        Array.prototype.push = function () { return 0 };
+        export function shape(n) { return { n, list: [n, n + 1], nested: { deeper: { bytes: new Uint8Array([n, 2, 3]) } } } }
+        globalThis.shape = shape;
+        export function count() { return globalThis.swallowed }`,
+    });
+    for (let i = 0; i < 3; i++) {
+      const result = value(await prefix.call({ export: "shape", args: [i] })) as Record<string, unknown>;
+      expect(result).toEqual({ n: i, list: [i, i + 1], nested: { deeper: { bytes: new Uint8Array([i, 2, 3]) } } });
+    }
+    expect(value(await prefix.call({ export: "count" }))).toBe(0);
+    const run = await prefix.run({ code: "export default () => [shape(7).list, typeof [][0]]" });
+    expect(value(run)).toEqual([[7, 8], "string"]);
+  });
+
   it("host bindings of the prefix serve its calls", async () => {
     const store = new Map<string, number>();
     await using prefix = await sandbox.prepare({
