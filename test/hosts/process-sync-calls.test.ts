@@ -23,6 +23,7 @@ export function logs(n) { console.log("seen", n); return n }
 export function maybe(n) { return n ? Promise.resolve(n + 1) : 0 }
 export function forge(n) { if (n) throw new Error("Script execution timed out."); return 0 }
 export function fire(n) { if (n) ping(n); return n }
+export function slow(ms) { const end = Date.now() + ms; while (Date.now() < end) {} return ms }
 export function hog(n) { if (n) { const keep = []; for (;;) keep.push(new Array(100000).fill(n)); } return 0 }
 `;
 
@@ -91,6 +92,28 @@ describe("process host: quick calls on the worker's thread", () => {
     // Two whole limits fit the budget (200 ms); the third waits until that is paid back (50 ms a second).
     expect(spins).toEqual(["worker thread", "worker thread", "engine thread"]);
     expect(await prefix.call({ export: "work", args: [5], limits })).toMatchObject({ ok: true, value: 10 });
+  });
+
+  it("an export that turns slow (and completes) blocks the worker at most twice, then crosses the usual way", async () => {
+    const s = await sandbox();
+    const prefix = await s.prepare({ code: HANDLERS, globals: { ping: async () => 0 } });
+    const other = await s.prepare({ code: "export function ping() { return 1 }" });
+    await teach(prefix, "slow", 0);
+    await teach(other, "ping", 0);
+    const blocked: boolean[] = [];
+    for (let i = 0; i < 4; i++) {
+      // A call to another prefix in the same worker (workers.max 1) while the slow one runs: it
+      // waits for the slow call only if that one holds the worker's thread.
+      const slow = prefix.call({ export: "slow", args: [60], limits });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const started = performance.now();
+      await other.call({ export: "ping", limits });
+      blocked.push(performance.now() - started > 40);
+      expect(await slow).toMatchObject({ ok: true, value: 60 });
+    }
+    // Its first two 60 ms calls still found it quick (one of the last two crossings was), and the
+    // budget had room; after that its CPU readings say it is not quick.
+    expect(blocked).toEqual([true, true, false, false]);
   });
 
   it("never with an abort signal: an abort ends a spinning call at once", async () => {
