@@ -29,15 +29,26 @@ describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
   });
 
   it("calls made in one tick cross together, even when the first finds an idle instance", async () => {
-    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
+    // busyPollMs 0: a served call's CPU reading includes the serving task's polling, which a
+    // loaded machine (the whole suite in parallel) stretches past the 1 ms that makes it quick.
+    await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16, busyPollMs: 0 });
     await using prefix = await sandbox.prepare({ code: PREFIX });
-    // Calls first show the export is quick (one not seen yet is not gathered). Three: the last
-    // crossing's CPU time decides, and under load a cold first call took over 1 ms of it.
-    for (let i = 0; i < 3; i++) expect((await prefix.call({ export: "counted" })).ok).toBe(true);
-    const results = await Promise.all(Array.from({ length: 8 }, () => prefix.call({ export: "counted" })));
-    // One crossing runs its calls back to back: no microtask of the guest's ran in between, and
-    // the warm instance took them all (the first alone would have sent the rest elsewhere).
-    expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 8 }, (_, i) => [i + 4, 3]));
+    // Calls first show the export is quick (one not seen yet is not gathered): one of its last
+    // two crossings must read at most 1 ms of CPU, which a loaded machine can still deny a few
+    // times in a row, so the burst gets three tries.
+    let gathered: unknown[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      for (let i = 0; i < 3; i++) expect((await prefix.call({ export: "counted" })).ok).toBe(true);
+      const results = await Promise.all(Array.from({ length: 8 }, () => prefix.call({ export: "counted" })));
+      const values = results.map((r) => (r.ok ? r.value : r.error.code)) as [number, number][];
+      // One crossing runs its calls back to back: no microtask of the guest's ran in between, and
+      // the warm instance took them all (the first alone would have sent the rest elsewhere).
+      const [calls, ticks] = values[0];
+      gathered = values;
+      if (values.every(([c, t], i) => c === calls + i && t === ticks)) break;
+    }
+    const [calls, ticks] = gathered[0] as [number, number];
+    expect(gathered).toEqual(Array.from({ length: 8 }, (_, i) => [calls + i, ticks]));
     // A burst also warms a second instance (one per core) for the bursts that follow.
     await new Promise((r) => setTimeout(r, 200));
     expect(sandbox.stats().prefixes[0].warm).toBe(Math.min(2, availableParallelism()));
