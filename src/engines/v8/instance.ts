@@ -225,10 +225,8 @@ export class V8Instance implements EngineInstance {
       this.lastCallEnd = performance.now();
       return Promise.resolve(out);
     } catch (error) {
-      if (!(error instanceof CordonError) || this.isolate.isDisposed) return Promise.reject(error);
-      // Stopped by its time limit: like any fired limit, the instance is never reused.
-      this.tainted = true;
-      this.dispose();
+      // A time limit comes as a CordonError: the execution fails with it, which taints the
+      // instance, and the pool disposes it on release, as after any fired limit.
       return Promise.reject(error);
     }
   }

@@ -193,18 +193,7 @@ export class WorkerProcess {
     signal: AbortSignal | undefined,
     backstopMs: number,
   ): Promise<RunResult> {
-    // In a stream, this loop turns until the answer is read (core/busy-poll.ts, decision 012).
-    return pollUntilSettled(this.exchange(message, bindings, memoryMb, signal, backstopMs), this.pipePollMs, true);
-  }
-
-  private exchange(
-    message: Extract<HostRequest, { t: "run" | "prefix-run" | "prefix-call" }>,
-    bindings: BindingsLike | undefined,
-    memoryMb: number,
-    signal: AbortSignal | undefined,
-    backstopMs: number,
-  ): Promise<RunResult> {
-    return new Promise<RunResult>((resolve) => {
+    const answer = new Promise<RunResult>((resolve) => {
       if (this.dead) return resolve(this.failure());
       if (signal?.aborted) return resolve(this.aborted(signal.reason));
       const id = ++this.nextId;
@@ -231,6 +220,8 @@ export class WorkerProcess {
       message.id = id;
       this.send(message);
     });
+    // In a stream, this loop turns until the answer is read (core/busy-poll.ts, decision 012).
+    return pollUntilSettled(answer, this.pipePollMs, true);
   }
 
   /** The worker keeps each prefix's call limits: a call sends them only when they change. */
