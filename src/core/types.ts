@@ -63,8 +63,8 @@ export interface SandboxOptions {
      * Busy-poll the pipes, on both sides, for this many ms: the sandbox's thread turns until a
      * worker's answer is read, and the worker's loop after answering, for the next request (in a
      * stream of requests only, never while a request is in progress). Default 0: on this 2-core
-     * machine it cut a quick warm call's p50 from ~150 to ~40-80 µs but raised its p99 from
-     * ~0.4 to ~0.6-1.2 ms, and it takes a core from whatever else the host does meanwhile; worth
+     * machine it cut a quick warm call's p50 from ~140 to ~40-80 µs but raised its p99 from
+     * ~0.3 to ~0.4-0.9 ms (other calls: p99 up to ~2 ms), and it takes a core from whatever else the host does meanwhile; worth
      * it with cores to spare. The engines inside workers never poll (decision 012).
      */
     busyPollMs?: number;
