@@ -82,4 +82,21 @@ describe("frames", () => {
     expect(error).toBeUndefined();
     expect(messages).toEqual([{ t: "result", id: 1, resultText: "tail" }]);
   });
+
+  it("reads a 48 MB frame that arrives in 64 KB chunks in linear time, and frames split anywhere", () => {
+    const text = "中".repeat(16_000_000);
+    const frame = encodeTextFrame({ t: "value", id: 1, valueText: text });
+    const started = performance.now();
+    const { messages, error } = read(Buffer.concat([frame, encodeFrame({ t: "after" })]), 64 * 1024);
+    // Joining every buffered chunk on each new one took 7.2 s for this frame here.
+    expect(performance.now() - started).toBeLessThan(2500);
+    expect(error).toBeUndefined();
+    expect(messages.length).toBe(2);
+    expect((messages[0].valueText as string).length).toBe(16_000_000);
+    expect(messages[1]).toEqual({ t: "after" });
+    // A header and a body split byte by byte, and an empty frame (not JSON: a protocol error).
+    const small = Buffer.concat([encodeFrame({ t: "a" }), encodeTextFrame({ t: "b", argsText: "x" })]);
+    expect(read(small, 1).messages).toEqual([{ t: "a" }, { t: "b", argsText: "x" }]);
+    expect(read(Buffer.alloc(4), 1).error).toBe("a frame was not JSON");
+  });
 });

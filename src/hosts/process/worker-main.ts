@@ -136,34 +136,41 @@ async function main(): Promise<void> {
     const controller = abortable ? new AbortController() : undefined;
     if (controller) aborts.set(id, controller);
     answering++;
+    let event: Extract<HostEvent, { t: "value" | "result" }>;
     try {
-      const result = await work(controller?.signal);
-      if (result.ok && result.logs.length === 0 && result.skippedExports.length === 0 && isEmptyRecord(result.exports)) {
-        const valueText = await encodeValue(result.value);
-        const { wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm } = result.stats;
-        answering--;
-        // Finite numbers only: JSON would turn a NaN into null, which the host rejects.
-        const run = [
-          finite(wallMs),
-          finite(cpuMs),
-          heapUsedBytes === undefined ? -1 : finite(heapUsedBytes),
-          finite(bridgeCalls),
-          warm ? 1 : 0,
-        ];
-        send({ t: "value", id, valueText, run, stats: statsWithAnswer() });
-        poller.answered();
-        return;
-      }
-      const resultText = await encodeResult(result);
-      answering--;
-      send({ t: "result", id, resultText, stats: statsWithAnswer() });
-      poller.answered();
+      const result = await work(controller?.signal).catch(internalFailure);
+      // A guest's value that cannot be encoded here fails its own request, never the worker,
+      // which other tenants' requests share.
+      event = await answerEvent(id, result).catch((error: unknown) => answerEvent(id, unencodable(error)));
     } catch (error) {
-      answering--;
-      throw error;
+      event = await answerEvent(id, internalFailure(error));
     } finally {
+      answering--;
       aborts.delete(id);
     }
+    // Asked once this request no longer counts as in progress: an answer that leaves the
+    // worker idle carries exact stats.
+    event.stats = statsWithAnswer();
+    send(event);
+    poller.answered();
+  };
+
+  /** The answer to request `id`: the bare value when that is all the result holds, else the whole result. */
+  const answerEvent = async (id: number, result: RunResult): Promise<Extract<HostEvent, { t: "value" | "result" }>> => {
+    if (result.ok && result.logs.length === 0 && result.skippedExports.length === 0 && isEmptyRecord(result.exports)) {
+      const valueText = await encodeValue(result.value);
+      const { wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm } = result.stats;
+      // Finite numbers only: JSON would turn a NaN into null, which the host rejects.
+      const run = [
+        finite(wallMs),
+        finite(cpuMs),
+        heapUsedBytes === undefined ? -1 : finite(heapUsedBytes),
+        finite(bridgeCalls),
+        warm ? 1 : 0,
+      ];
+      return { t: "value", id, valueText, run };
+    }
+    return { t: "result", id, resultText: await encodeResult(result) };
   };
 
   const handle = (message: HostRequest) => {
@@ -183,18 +190,25 @@ async function main(): Promise<void> {
         void engine
           .prepare({ key, source, sourceImports, bindings, limits, host: "process" })
           .then(async ({ prefix, result }) => {
+            let resultText: string;
+            try {
+              resultText = await encodeResult(result);
+            } catch (error) {
+              // Not held: a prefix whose result cannot reach the host is no prefix there.
+              prefix.dispose();
+              result = unencodable(error);
+              resultText = await encodeResult(result);
+            }
             let handle: number | undefined;
             if (result.ok) {
               handle = ++nextPrefix;
               prefixes.set(handle, prefix);
             }
-            send({
-              t: "prepared",
-              id: message.id,
-              prefix: handle,
-              resultText: await encodeResult(result),
-              stats: currentStats(),
-            });
+            send({ t: "prepared", id: message.id, prefix: handle, resultText, stats: currentStats() });
+          })
+          .catch((error: unknown) => {
+            const resultText = sharedCodec().encode(internalFailure(error), "result");
+            send({ t: "prepared", id: message.id, prefix: undefined, resultText, stats: currentStats() });
           });
         return;
       }
@@ -240,6 +254,23 @@ async function main(): Promise<void> {
         protocolError(`unknown message type ${JSON.stringify((message as { t?: unknown }).t)}`);
     }
   };
+
+  /** A result that cannot be encoded for the host (a value nested too deep, too large). */
+  const unencodable = (error: unknown): RunResult => {
+    const code = (error as { code?: unknown })?.code === "ERR_OUTPUT_TOO_LARGE" ? "ERR_OUTPUT_TOO_LARGE" : "ERR_NOT_SERIALIZABLE";
+    return failedResult(config.engine, "process", {
+      code,
+      name: "TypeError",
+      message: String((error as Error)?.message ?? error),
+    });
+  };
+  /** The engine failed where it never should: this request fails, the worker stays. */
+  const internalFailure = (error: unknown): RunResult =>
+    failedResult(config.engine, "process", {
+      code: "ERR_INTERNAL",
+      name: "CordonError",
+      message: `the worker could not serve the request: ${String((error as Error)?.message ?? error)}`,
+    });
 
   const protocolError = (reason: string) => {
     process.stderr.write(`cordon worker: protocol error: ${reason}\n`);

@@ -14,6 +14,7 @@ import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
 import { abortReason } from "../../engines/execution.js";
+import { isRunResult, readEngineStats } from "../../core/result-shape.js";
 import { readRss } from "./rss.js";
 import type { WorkerConfig } from "./worker-main.js";
 
@@ -24,6 +25,8 @@ const START_TIMEOUT_MS = 15_000;
 const SILENT_MS = 2_000;
 const EXTENSION_STEP_MS = 1_000;
 const MAX_EXTENSION_MS = 30_000;
+/** More prefixes than any worker holds: a stats frame listing more is malformed. */
+const MAX_REPORTED_PREFIXES = 100_000;
 
 /** A request without its id (the worker process numbers requests itself), per union member. */
 type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
@@ -31,6 +34,8 @@ type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
 interface Pending {
   resolve(result: RunResult): void;
   bindings?: BindingsLike;
+  /** A prefix's run or call: the id of the prepare whose bindings it may call. */
+  owner?: number;
   memoryMb: number;
   /** The answer to a prepare carries the prefix handle too. */
   onPrepared?(prefix: number | undefined, result: RunResult): void;
@@ -60,6 +65,8 @@ export class WorkerProcess {
   retiring = false;
   /** The worker engine's stats, as of its last answer. */
   engineStats: EngineStats | undefined;
+  /** Which prepare request (its id: the owner of the prefix's bindings) made each prefix handle. */
+  private readonly owners = new Map<number, number>();
   private readonly child: ChildProcess;
   private readonly dir: string;
   private readonly pending = new Map<number, Pending>();
@@ -93,7 +100,12 @@ export class WorkerProcess {
       stdio: ["pipe", "pipe", "inherit"],
     });
     this.ready = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("the worker did not start in time")), START_TIMEOUT_MS);
+      const timer = setTimeout(() => {
+        reject(new Error("the worker did not start in time"));
+        // Ended, not left to start late: a pool would otherwise keep handing out a worker whose
+        // start has failed for good.
+        this.kill("ERR_INSTANCE_RESET", "the worker did not start in time");
+      }, START_TIMEOUT_MS);
       const reader = new FrameReader(
         (message) => {
           this.lastHeard = performance.now();
@@ -109,7 +121,11 @@ export class WorkerProcess {
         },
         (reason) => this.retire("ERR_INSTANCE_RESET", `protocol error: ${reason}`),
       );
-      this.child.stdout?.on("data", (chunk: Buffer) => reader.push(chunk));
+      this.child.stdout?.on("data", (chunk: Buffer) => {
+        // A worker sending a large answer is talking, not hung, before its last chunk arrives.
+        this.lastHeard = performance.now();
+        reader.push(chunk);
+      });
       this.child.on("exit", (code, signal) => {
         clearTimeout(timer);
         reject(new Error(`the worker exited while starting (code ${code}, signal ${signal})`));
@@ -202,7 +218,8 @@ export class WorkerProcess {
       // worker every second or two: measured, 35% fewer calls per second.
       if (message.t !== "prefix-call") this.runs++;
       this.lastUsed = performance.now();
-      const pending: Pending = { resolve, bindings, memoryMb };
+      const owner = message.t === "run" ? undefined : this.owners.get(message.prefix);
+      const pending: Pending = { resolve, bindings, memoryMb, owner };
       this.pending.set(id, pending);
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
       if (this.pending.size === 1) this.setHeld(true);
@@ -288,6 +305,7 @@ export class WorkerProcess {
   disposePrefix(prefix: number, owner: number): void {
     this.callLimits.delete(prefix);
     this.prefixBindings.delete(owner);
+    this.owners.delete(prefix);
     this.send({ t: "prefix-dispose", prefix });
   }
 
@@ -334,27 +352,33 @@ export class WorkerProcess {
     switch (event.t) {
       case "result":
       case "value": {
-        if (event.stats) this.engineStats = event.stats;
-        const pending = this.take(event.id);
-        if (!pending) {
+        // Checked before it is taken: a request taken and then retired for would never settle.
+        if (!this.pending.get(event.id) || this.pending.get(event.id)?.onPrepared) {
           this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown request ${event.id}`);
           return;
         }
+        if (event.stats !== undefined && !this.readStats(event.stats)) return;
+        const pending = this.take(event.id) as Pending;
         pending.resolve(event.t === "value" ? this.completed(event.valueText, event.run) : this.decode(event.resultText));
         return;
       }
       case "prepared": {
-        this.engineStats = event.stats;
-        const pending = this.take(event.id);
-        if (!pending?.onPrepared) {
+        if (!this.pending.get(event.id)?.onPrepared || (event.prefix !== undefined && !Number.isSafeInteger(event.prefix))) {
           this.retire("ERR_INSTANCE_RESET", `protocol error: an answer to unknown prepare ${event.id}`);
           return;
         }
-        pending.onPrepared(event.prefix, this.decode(event.resultText));
+        if (!this.readStats(event.stats)) return;
+        const pending = this.take(event.id) as Required<Pick<Pending, "onPrepared">> & Pending;
+        const result = this.decode(event.resultText);
+        if (typeof event.prefix === "number") this.owners.set(event.prefix, event.id);
+        pending.onPrepared(result.ok ? event.prefix : undefined, result);
         return;
       }
       case "bridge-call": {
-        const bindings = this.pending.get(event.id)?.bindings ?? this.prefixBindings.get(event.id);
+        // A run's own bindings while it runs, or a prefix's while a run or call of it is in
+        // flight here: a worker cannot reach another prefix's host functions at other times.
+        const bindings =
+          this.pending.get(event.id)?.bindings ?? (this.prefixBusy(event.id) ? this.prefixBindings.get(event.id) : undefined);
         if (!bindings) {
           this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
           return;
@@ -365,7 +389,7 @@ export class WorkerProcess {
         return;
       }
       case "stats":
-        this.engineStats = event.stats;
+        this.readStats(event.stats);
         return;
       case "ready":
         this.retire("ERR_INSTANCE_RESET", "protocol error: a second ready");
@@ -374,6 +398,23 @@ export class WorkerProcess {
         this.retire("ERR_INSTANCE_RESET", `protocol error: unknown event ${JSON.stringify((event as { t?: unknown }).t)}`);
         return;
     }
+  }
+
+  /** Keep a worker's stats when they are numbers (they set its memory budget); else retire it. */
+  private readStats(stats: unknown): boolean {
+    const read = readEngineStats(stats, MAX_REPORTED_PREFIXES);
+    if (!read) {
+      this.retire("ERR_INSTANCE_RESET", "protocol error: malformed stats");
+      return false;
+    }
+    this.engineStats = read;
+    return true;
+  }
+
+  /** Is a run or call of the prefix prepared by request `owner` in flight in this worker? */
+  private prefixBusy(owner: number): boolean {
+    for (const pending of this.pending.values()) if (pending.owner === owner) return true;
+    return false;
   }
 
   private take(id: number): Pending | undefined {
@@ -388,8 +429,8 @@ export class WorkerProcess {
 
   private decode(text: string): RunResult {
     try {
-      const result = sharedCodec().decode(text) as RunResult;
-      if (!result || typeof result !== "object" || !("status" in result)) throw new Error("not a result");
+      const result: unknown = sharedCodec().decode(text);
+      if (!isRunResult(result)) throw new Error("not a result");
       result.stats.host = "process";
       return result;
     } catch {

@@ -1,5 +1,6 @@
 import { Pool } from "undici";
 import { sharedCodec } from "../../core/bindings.js";
+import { isRunResult } from "../../core/result-shape.js";
 import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
@@ -81,8 +82,9 @@ export class ExecutorClient {
     if (status !== 200) return unreachable(`refused the request: ${status} ${refusalText(text)}`);
     let result: RunResult;
     try {
-      result = sharedCodec().decode(text) as RunResult;
-      if (typeof result?.ok !== "boolean" || typeof result.stats !== "object") throw new Error("not a result");
+      const decoded: unknown = sharedCodec().decode(text);
+      if (!isRunResult(decoded)) throw new Error("not a result");
+      result = decoded;
     } catch {
       return unreachable("answered with something that is not a run result");
     }

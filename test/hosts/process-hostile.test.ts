@@ -1,0 +1,117 @@
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+
+/**
+ * A worker process a guest has taken over can write anything on its pipe. Each fixture breaks the
+ * protocol one way; the host must fail only the affected work, retire the worker, keep its stats
+ * and memory budget sane, and never hand a worker another prefix's host functions.
+ */
+const opened: Sandbox[] = [];
+async function sandbox(fixture: string, options: Parameters<typeof createSandbox>[0] = {}): Promise<Sandbox> {
+  const entry = fileURLToPath(new URL(`../fixtures/hostile-${fixture}.mjs`, import.meta.url));
+  const created = await createSandbox({ host: "process", ...options, workers: { min: 1, max: 1, entry } as never });
+  opened.push(created);
+  return created;
+}
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.dispose();
+});
+
+function code(result: RunResult): string {
+  return result.ok ? "completed" : result.error.code;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > end) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const workerPids = (s: Sandbox) => (s.stats().workers ?? []).map((w) => w.pid);
+
+describe("a hostile worker process", () => {
+  it("answering a run with a prepare's answer: the run fails at once and the worker is retired", async () => {
+    const s = await sandbox("prepared-for-run");
+    await until(() => workerPids(s).length === 1);
+    const [pid] = workerPids(s);
+    const result = await Promise.race([
+      s.run({ code: "export default 1" }),
+      new Promise<RunResult>((_, reject) => setTimeout(() => reject(new Error("the run never settled")), 5000)),
+    ]);
+    expect(code(result)).toBe("ERR_INSTANCE_RESET");
+    if (!result.ok) expect(result.error.message).toMatch(/protocol error/);
+    await until(() => !alive(pid));
+  });
+
+  it("answering with a result of the wrong shape: the caller gets ERR_INSTANCE_RESET, never a broken result", async () => {
+    const s = await sandbox("bad-shape");
+    await until(() => workerPids(s).length === 1);
+    const [pid] = workerPids(s);
+    const result = await s.run({ code: "export default 1" });
+    expect(code(result)).toBe("ERR_INSTANCE_RESET");
+    expect(Array.isArray(result.logs)).toBe(true);
+    if (!result.ok) expect(result.error.message).toMatch(/could not be read/);
+    await until(() => !alive(pid));
+  });
+
+  it.each(["stats-null", "stats-weird"])(
+    "reporting %s: retired at its first stats, and stats() stays numbers",
+    async (fixture) => {
+      const s = await sandbox(fixture);
+      await until(() => workerPids(s).length === 1);
+      const [pid] = workerPids(s);
+      // The pool polls every worker's stats each second.
+      await until(() => !alive(pid), 5000);
+      const stats = s.stats();
+      for (const key of ["warmInstances", "idleInstances", "idleHeapBytes", "spareInstances"] as const) {
+        expect(Number.isFinite(stats[key]) && stats[key] >= 0, key).toBe(true);
+      }
+    },
+  );
+
+  it("asking for another prefix's host function: refused; its own prefix's, while a call of it runs: served", async () => {
+    const s = await sandbox("bridge-other");
+    const calls = { a: 0, b: 0 };
+    // The fake worker names each prefix by its prepare's request id: a is 1, b is 2.
+    await s.prepare({ code: "export const x = 1", globals: { secret: async () => ++calls.a } });
+    const b = await s.prepare({ code: "export const x = 1", partitionKey: "tenant-b", globals: { own: async () => ++calls.b } });
+    const other = await b.call({ export: "x", args: [1] });
+    expect(other.ok && other.value).toBe(false);
+    expect(calls.a).toBe(0);
+    const own = await b.call({ export: "x", args: [2] });
+    expect(own.ok && own.value).toBe(true);
+    expect(calls.b).toBe(1);
+  });
+
+  it("never saying ready: ended at the start timeout, and the pool does not keep handing it out", async () => {
+    const s = await sandbox("never-ready");
+    const children = () => {
+      try {
+        return execFileSync("pgrep", ["-f", "hostile-never-ready"]).toString().trim().split("\n").map(Number);
+      } catch {
+        return [];
+      }
+    };
+    const running = s.run({ code: "export default 1" });
+    await until(() => children().length > 0);
+    const started = children();
+    const result = await running;
+    expect(code(result)).toBe("ERR_INSTANCE_RESET");
+    if (!result.ok) expect(result.error.message).toMatch(/did not start in time/);
+    // The late worker is ended (the pool starts another in its place).
+    await until(() => started.every((pid) => !alive(pid)), 5000);
+  }, 40_000);
+});
