@@ -305,7 +305,7 @@ export class Sandbox implements AsyncDisposable {
         argsText = sharedCodec().encodeFast(args, "args");
         if (argsText === undefined) {
           if (needsBodies(args)) await readBodies(args);
-          argsText = sharedCodec().encode(args, "args");
+          argsText = sharedCodec().encode(args, "args", Number.POSITIVE_INFINITY, false);
         }
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
@@ -395,7 +395,7 @@ export class Sandbox implements AsyncDisposable {
   ): Promise<{ source: Awaited<ReturnType<typeof normalizeSource>>; inputText: string } | { result: RunResult }> {
     let inputText: string;
     try {
-      inputText = sharedCodec().encode(input, inputName);
+      inputText = sharedCodec().encode(input, inputName, Number.POSITIVE_INFINITY, false);
     } catch (error) {
       return {
         result: this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message }),

@@ -61,7 +61,7 @@ export class Bindings implements BindingsLike {
         return { o };
       }
       try {
-        return { d: codec.encode(value, label) };
+        return { d: codec.encode(value, label, Number.POSITIVE_INFINITY, false) };
       } catch (error) {
         throw new TypeError(`cordon: ${(error as Error).message}`);
       }
@@ -201,7 +201,7 @@ export async function dispatchBridgeCall(bindings: Bindings, fnId: number, argsT
   }
   try {
     if (result !== null && typeof result === "object") await readBodies([result]);
-    return { ok: true, text: codec.encode(result, `${target.label}() result`) };
+    return { ok: true, text: codec.encode(result, `${target.label}() result`, Number.POSITIVE_INFINITY, false) };
   } catch (error) {
     return { ok: false, text: bridgeErrorText(error) };
   }
@@ -209,15 +209,5 @@ export async function dispatchBridgeCall(bindings: Bindings, fnId: number, argsT
 
 /** Encode a host error for the guest without stacks (host frames never reach the guest). */
 export function bridgeErrorText(error: unknown): string {
-  const stripStacks = (value: unknown): void => {
-    if (value === null || typeof value !== "object") return;
-    const record = value as Record<string, unknown>;
-    if (record.$ === "e") delete record.s;
-    // An escaped plain object ({$:"o", v}) holds data whose own "$" key is not a tag.
-    const data = record.$ === "o" ? (record.v as Record<string, unknown>) : record;
-    for (const key of Object.keys(data)) stripStacks(data[key]);
-  };
-  const encoded: unknown = JSON.parse(sharedCodec().encodeError(error));
-  stripStacks(encoded);
-  return JSON.stringify(encoded);
+  return sharedCodec().encodeError(error, false);
 }

@@ -13,8 +13,12 @@
  * `toString` or a thenable (security invariant 2). Encoding runs in the guest, under its limits.
  */
 export interface Codec {
-  /** Encode `value` to text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path. */
-  encode(value: unknown, rootPath?: string, maxChars?: number): string;
+  /**
+   * Encode `value` to text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path.
+   * `stacks: false` leaves errors' stacks out: for what the host sends a guest (host frames and
+   * paths never reach a guest).
+   */
+  encode(value: unknown, rootPath?: string, maxChars?: number, stacks?: boolean): string;
   /**
    * `encode` when it needs no walk (a primitive, or plain JSON data in the host's codec), else
    * undefined. Plain data holds no Request or Response, so a caller can skip looking for bodies.
@@ -23,8 +27,14 @@ export interface Codec {
   decode(text: string): unknown;
   /** Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for framing). */
   revive(tree: unknown): unknown;
-  /** Encode an error leniently: fields that cannot cross are described, never fatal. */
-  encodeError(error: unknown): string;
+  /** Encode an error leniently: fields that cannot cross are described, never fatal. `stacks` as for `encode`. */
+  encodeError(error: unknown, stacks?: boolean): string;
+  /**
+   * Did this codec's latest encode fail with `error`? A guest can throw a look-alike (an object
+   * with `code: "ERR_OUTPUT_TOO_LARGE"`) from a getter the encoder runs; only the codec's own
+   * failure is one.
+   */
+  threw(error: unknown): boolean;
   /** Teach the codec more types (Request, Response, Headers): a tag of one capital letter each. */
   extend(extension: CodecExtension): void;
 }
@@ -105,7 +115,10 @@ export function createCodec(trusted = false): Codec {
     const ctor = (globalThis as any)[name];
     if (typeof ctor === "function") typedCtors[name] = ctor;
   }
-  const MAX_DEPTH = 512;
+  // The host's codec allows a few levels more: it encodes a guest's value again inside an
+  // envelope (a process worker's `result.exports.name`, `result.error.fields.name`), and a value
+  // the guest's codec accepted must not fail there.
+  const MAX_DEPTH = trusted ? 520 : 512;
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   const B64_INDEX = new Uint8Array(128);
   for (let i = 0; i < B64.length; i++) B64_INDEX[B64.charCodeAt(i)] = i;
@@ -157,10 +170,15 @@ export function createCodec(trusted = false): Codec {
     return out;
   }
 
+  /** The error the latest encode failed with (see `threw`). */
+  let lastFailure: unknown;
+
   function fail(code: string, path: string, message: string): never {
-    const error = new TypeErrorCtor(message) as TypeError & { code: string; path: string };
-    error.code = code;
-    error.path = path;
+    const error = new TypeErrorCtor(message);
+    // Defined, not assigned: a setter a guest put on Object.prototype must not swallow them.
+    defineProperty(error, "code", { value: code, writable: true, enumerable: true, configurable: true });
+    defineProperty(error, "path", { value: path, writable: true, enumerable: true, configurable: true });
+    lastFailure = error;
     throw error;
   }
 
@@ -199,7 +217,7 @@ export function createCodec(trusted = false): Codec {
    * Walk `root` and write its tagged JSON text directly. JSON.stringify is applied to strings
    * only: it would call a guest-defined `toJSON` on objects and let a guest forge tags.
    */
-  function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean): string {
+  function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean, stacks = true): string {
     let budget = maxChars;
     // The objects being walked (for cycles) and the keys that led to the current value. A path
     // string is built only for an error: one per property would dominate the cost of encoding.
@@ -380,7 +398,7 @@ export function createCodec(trusted = false): Codec {
         try {
           name = StringCtor(error.name);
           message = StringCtor(error.message);
-          stackText = error.stack;
+          if (stacks) stackText = error.stack;
         } catch {}
         let out = `"$":"e","n":${str(name)},"m":${str(message)}`;
         if (typeof stackText === "string") out += `,"s":${str(stackText)}`;
@@ -579,11 +597,16 @@ export function createCodec(trusted = false): Codec {
   }
 
   return {
-    encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
-      return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false);
+    encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY, stacks = true) {
+      lastFailure = undefined;
+      return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
     },
     encodeFast(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
+      lastFailure = undefined;
       return encodeFast(value, rootPath, maxChars);
+    },
+    threw(error) {
+      return error !== undefined && error === lastFailure;
     },
     decode(text) {
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so
@@ -593,8 +616,8 @@ export function createCodec(trusted = false): Codec {
     revive(tree) {
       return revive(tree);
     },
-    encodeError(error) {
-      return encodeWith(error, "error", Number.POSITIVE_INFINITY, true);
+    encodeError(error, stacks = true) {
+      return encodeWith(error, "error", Number.POSITIVE_INFINITY, true, stacks);
     },
     extend(next) {
       extension = next;

@@ -213,13 +213,16 @@ export class Execution implements InstanceListener, Watched {
     if (this.settled || !(index >= 0 && index < this.size) || this.results[index]) return;
     const codec = sharedCodec();
     const limits = this.options.limits;
+    // Every outcome counts against the output limit, a thrown error's too (its message, stack
+    // and fields are guest text as much as a value is).
+    if (text.length > limits.maxOutputBytes + 64) {
+      const what = kind === "o" ? "the result" : "the error the guest threw";
+      const message = `${what} is larger than the limit of ${limits.maxOutputBytes} bytes`;
+      this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
+      return;
+    }
     try {
       if (kind === "o") {
-        if (text.length > limits.maxOutputBytes + 64) {
-          const message = `the result is larger than the limit of ${limits.maxOutputBytes} bytes`;
-          this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
-          return;
-        }
         const parsed = JSON.parse(text) as { v: unknown; x: Record<string, unknown>; k: string[] };
         this.settleOne(index, {
           status: "completed",
@@ -248,7 +251,10 @@ export class Execution implements InstanceListener, Watched {
       }
       this.fail(guestThrown(codec.decode(text), this.options.guestFiles), index);
     } catch {
-      this.fail({ code: "ERR_INTERNAL", name: "CordonError", message: "the guest's result could not be read" }, index);
+      // The text comes from the guest's realm, where the guest can reach the runtime's builtins:
+      // what cannot be read is the guest's doing, not a fault of the host.
+      const message = "the guest's outcome could not be read (was the runtime's environment tampered with?)";
+      this.fail({ code: "ERR_USER_CODE", name: "Error", message }, index);
     }
   }
 
@@ -263,8 +269,9 @@ export class Execution implements InstanceListener, Watched {
       this.fail({ code: error.code, name: error.name, message: error.message });
       return;
     }
-    const message = (error as Error)?.message ?? "";
-    if (this.instance.disposed || /memory limit/.test(message)) {
+    // Only the engine's disposal says a memory limit fired: a guest may throw any message it
+    // likes ("memory limit" included), and that stays its own error.
+    if (this.instance.disposed) {
       this.instance.tainted = true;
       const limitMessage = `the run exceeded its memory limit of ${this.instance.memoryMb} MB`;
       this.fail({ code: "ERR_MEMORY_LIMIT", name: "CordonError", message: limitMessage });

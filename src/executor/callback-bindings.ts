@@ -1,6 +1,6 @@
 import { Pool } from "undici";
 import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
-import { sharedCodec } from "../core/bindings.js";
+import { bridgeErrorText } from "../core/bindings.js";
 import type { RemoteCallback } from "../core/protocol.js";
 
 /** A callback that has not answered in this long fails the guest's call (the run's own wall limit is usually first). */
@@ -82,7 +82,8 @@ export class CallbackBindings implements BindingsLike {
 }
 
 function failure(error: Error): BridgeAnswer {
-  return { ok: false, text: sharedCodec().encodeError(error) };
+  // Without stacks: the executor's frames and paths never reach a guest.
+  return { ok: false, text: bridgeErrorText(error) };
 }
 
 /** Keep-alive connections per callback origin (a few hosts call one executor); the oldest goes past the cap. */

@@ -103,6 +103,7 @@ export function installRuntime(
   const g = globalThis as unknown as Record<string, unknown>;
   const PromiseCtor = Promise;
   const PromiseReject = Promise.reject.bind(Promise);
+  const PromiseResolve = Promise.resolve.bind(Promise);
   const MapCtor = Map;
   const RangeErrorCtor = RangeError;
   const TypeErrorCtor = TypeError;
@@ -115,6 +116,14 @@ export function installRuntime(
   const hasOwn = (o: object, k: string) => objectHasOwn(o, k);
   const create = Object.create;
   const apply = Reflect.apply;
+  // The runtime's own promises are chained with the `then` of boot time: a guest may replace
+  // Promise.prototype.then, and would otherwise receive (and forge) every outcome's text.
+  const promiseThen = Promise.prototype.then;
+  const thenOf = <T, R>(
+    promise: Promise<T>,
+    ok: (value: T) => R | PromiseLike<R>,
+    failed?: (error: unknown) => R | PromiseLike<R>,
+  ): Promise<R> => apply(promiseThen, promise, [ok, failed]) as Promise<R>;
   const indexOfString = String.prototype.indexOf;
   const sliceString = String.prototype.slice;
   const stringReplace = String.prototype.replace;
@@ -217,7 +226,7 @@ export function installRuntime(
   // ---- host calls ---------------------------------------------------------------------------
   function hostCall(fnId: number, args: unknown[]): Promise<unknown> {
     const reading = config.readBodies?.(args);
-    if (reading) return reading.then(() => hostCall(fnId, args));
+    if (reading) return thenOf(reading, () => hostCall(fnId, args));
     let text: string;
     try {
       text = codec.encode(args, "args");
@@ -300,15 +309,17 @@ export function installRuntime(
   defineNamed(g, "clearInterval", (id: unknown) => cancel(id));
   defineNamed(g, "queueMicrotask", (fn: unknown) => {
     if (typeof fn !== "function") throw new TypeErrorCtor("queueMicrotask needs a function");
-    PromiseCtor.resolve().then(() => (fn as () => void)());
+    thenOf(PromiseResolve(), () => (fn as () => void)());
   });
 
   // ---- modules, entry and call ------------------------------------------------------------------
   define(g, "__cordon_module", (specifier: string) => modules.get(specifier));
 
   /** Outcomes are one string: a kind letter, then the encoded payload (o = ok, t = thrown, f = failed, m = missing). */
+  /** The outcome of the codec's own refusal to encode the result; anything else the guest threw is a throw. */
   function failure(error: unknown): string | undefined {
-    const code = (error as { code?: unknown } | null)?.code;
+    if (!codec.threw(error)) return undefined;
+    const code = (error as { code?: unknown }).code;
     if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE") {
       return `f{"code":${stringify(StringCtor(code))},"message":${stringify(StringCtor((error as Error).message))}}`;
     }
@@ -374,7 +385,7 @@ export function installRuntime(
       if (reading) await reading;
       return encodeOutcome(value, ns);
     } catch (error) {
-      return `t${codec.encodeError(error)}`;
+      return thrownOutcome(error);
     }
   }
 
@@ -382,7 +393,20 @@ export function installRuntime(
     try {
       return encodeOutcome(value, undefined);
     } catch (error) {
+      return thrownOutcome(error);
+    }
+  }
+
+  /**
+   * The outcome of a throw. The lenient encoder can itself throw on a hostile value (a Proxy
+   * whose traps throw, a getter on an AggregateError's item): such a throw is still reported, as
+   * an error that says its value could not be read, never left without an outcome.
+   */
+  function thrownOutcome(error: unknown): string {
+    try {
       return `t${codec.encodeError(error)}`;
+    } catch {
+      return 't{"$":"e","n":"Error","m":"Uncaught exception (the thrown value could not be read)"}';
     }
   }
 
@@ -459,7 +483,7 @@ export function installRuntime(
           // An abort rejects the guest's promise at once; the host's exchange ends at its deadline.
           return await new PromiseCtor((resolve, reject) => {
             signal.addEventListener("abort", () => reject(signal.reason));
-            call.then(resolve, reject);
+            thenOf(call, resolve, reject);
           });
         } catch (error) {
           if ((error as { code?: unknown } | null)?.code === "ERR_CAPABILITY_DENIED") {
@@ -482,7 +506,10 @@ export function installRuntime(
     run.entered = true;
     if (run.mode === "prepare") {
       prefix = ns;
-      void outcomeOf(() => undefined, ns).then((outcome) => report(outcome[0], outcome.slice(1)));
+      void thenOf(
+        outcomeOf(() => undefined, ns),
+        reportOutcome,
+      );
       return;
     }
     if (run.mode === "call") {
@@ -494,20 +521,29 @@ export function installRuntime(
         report("m", `{"path":${stringify(path)}}`);
         return;
       }
-      void outcomeOf(() => apply(target as (...a: unknown[]) => unknown, owner, request.args), ns).then((outcome) =>
-        report(outcome[0], outcome.slice(1)),
+      void thenOf(
+        outcomeOf(() => apply(target as (...a: unknown[]) => unknown, owner, request.args), ns),
+        reportOutcome,
       );
       return;
     }
-    void outcomeOf(() => {
-      const main = ns.default;
-      return typeof main === "function" ? main(codec.decode(run.inputText)) : main;
-    }, ns).then((outcome) => report(outcome[0], outcome.slice(1)));
+    void thenOf(
+      outcomeOf(() => {
+        const main = ns.default;
+        return typeof main === "function" ? main(codec.decode(run.inputText)) : main;
+      }, ns),
+      reportOutcome,
+    );
   }
 
   /** A run's outcome to the host; a warm-up's goes nowhere (each report would be a host round trip). */
   function report(kind: string, text: string): void {
     if (!run.quiet) host.done(kind, text);
+  }
+
+  /** An outcome's text is its kind (one letter), then what the kind carries. */
+  function reportOutcome(outcome: string): void {
+    report(outcome[0], sliceOf(outcome, 1));
   }
 
   /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
@@ -581,7 +617,7 @@ export function installRuntime(
               result = apply(target as (...a: unknown[]) => unknown, owner, codec.decode(argsTexts[i]) as unknown[]);
             } catch (error) {
               result = undefined;
-              outcome = `t${codec.encodeError(error)}`;
+              outcome = thrownOutcome(error);
               deliver(i, outcome, sync);
               continue;
             }
@@ -590,24 +626,27 @@ export function installRuntime(
             const reading = thenable ? undefined : config.readBodies?.([result]);
             if (reading) {
               const value = result;
-              result = reading.then(() => value);
+              result = thenOf(reading, () => value);
             }
             if (thenable || reading) {
               const index = i;
-              PromiseCtor.resolve(result)
-                .then(
-                  async (value) => {
-                    const reading = config.readBodies?.([value]);
-                    if (reading) await reading;
-                    return encodeSafely(value);
-                  },
-                  (error) => `t${codec.encodeError(error)}`,
-                )
-                .then((settled) => {
-                  run.index = index;
-                  host.done(settled[0], settled.slice(1), index);
-                  runFrom(index + 1, false);
-                });
+              // The callbacks return nothing: a promise returned from one would be resolved
+              // through its (guest-replaceable) `then`, which would receive the outcome's text.
+              const settle = (settled: string) => {
+                run.index = index;
+                host.done(settled[0], sliceOf(settled, 1), index);
+                runFrom(index + 1, false);
+              };
+              const failed = (error: unknown) => settle(thrownOutcome(error));
+              thenOf(
+                PromiseResolve(result),
+                (value) => {
+                  const reading = config.readBodies?.([value]);
+                  if (reading) thenOf(reading, () => settle(encodeSafely(value)), failed);
+                  else settle(encodeSafely(value));
+                },
+                failed,
+              );
               if (sync) for (let j = i; j < argsTexts.length; j++) out += `${j ? "\u0001" : ""}p`;
               return;
             }
@@ -618,7 +657,7 @@ export function installRuntime(
       };
       const deliver = (i: number, outcome: string, sync: boolean) => {
         if (sync) out += `${i ? "\u0001" : ""}${outcome}`;
-        else host.done(outcome[0], outcome.slice(1), i);
+        else host.done(outcome[0], sliceOf(outcome, 1), i);
       };
       runFrom(0, true);
       return out;

@@ -192,7 +192,7 @@ export class QuickJSInstance implements EngineInstance {
           configurable: true,
           writable: true,
         });
-        if (message.error.message.startsWith("ERR_MODULE_NOT_FOUND:")) {
+        if (message.notFound && message.error.message.startsWith("ERR_MODULE_NOT_FOUND:")) {
           listener?.onFailure?.(
             new CordonError("ERR_MODULE_NOT_FOUND", message.error.message.slice("ERR_MODULE_NOT_FOUND:".length)),
           );

@@ -38,6 +38,14 @@ export type FromWorker =
   | { t: "timer"; id: number; timerId: number; ms: number }
   | { t: "done"; id: number; kind: string; text: string; index?: number }
   /** Guest code threw past the runtime: an uncaught exception, an interrupt, out of memory. */
-  | { t: "threw"; id: number; error: { name: string; message: string; stack?: string }; interrupted?: boolean; fatal?: boolean }
+  | {
+      t: "threw";
+      id: number;
+      error: { name: string; message: string; stack?: string };
+      interrupted?: boolean;
+      fatal?: boolean;
+      /** The error is the module loader's refusal of a specifier (ERR_MODULE_NOT_FOUND). */
+      notFound?: boolean;
+    }
   /** The instance's WASM module failed; the instance is gone. */
   | { t: "lost"; id: number };

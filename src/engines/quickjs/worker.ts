@@ -70,6 +70,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     cpu: Float64Array;
     enteredAt: number;
     cpuMs: number;
+    /** The message of the module loader's latest refusal (a specifier it does not serve). */
+    notFound?: string;
   }
 
   const post = (message: unknown) => parentPort.postMessage(message);
@@ -162,7 +164,9 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     if (error.message === "out of memory" || error.message === "interrupted" || error.message === "stack overflow")
       inst.broken = true;
     inst.reported = true;
-    post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0 });
+    // Only the loader's own refusal is a missing module: a guest may throw the same message.
+    const notFound = inst.notFound !== undefined && error.message === inst.notFound;
+    post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0, notFound });
   }
 
   /** A failure outside the VM's own error handling: this instance's WASM instance is unusable. */
@@ -249,8 +253,10 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     });
     define(names.done, (kind, text, index) => {
       let outcome = str(text);
-      // Out of memory, QuickJS may throw a bare null the runtime then reports as thrown: name it.
-      if (str(kind) === "t" && !outcome?.includes('"$":"e"') && exhausted(inst)) {
+      // Out of memory, QuickJS may throw a bare null the runtime then reports as thrown, or
+      // fail to read the error it threw (the runtime then says so): name it.
+      const bare = !outcome?.includes('"$":"e"') || outcome.includes("the thrown value could not be read");
+      if (str(kind) === "t" && bare && exhausted(inst)) {
         outcome = '{"$":"e","n":"InternalError","m":"out of memory"}';
         inst.broken = true;
       }
@@ -362,7 +368,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       (name: string) => {
         if (name === "cordon:entry") return module.code;
         if (Object.hasOwn(module.imports, name)) return module.imports[name];
-        return { error: new Error(`ERR_MODULE_NOT_FOUND:${module.notFound.replace('"%s"', JSON.stringify(name))}`) };
+        inst.notFound = `ERR_MODULE_NOT_FOUND:${module.notFound.replace('"%s"', JSON.stringify(name))}`;
+        return { error: new Error(inst.notFound) };
       },
       (_base: string, requested: string) => requested,
     );

@@ -1,0 +1,167 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "../conformance/matrix.js";
+import { completed, failed } from "../conformance/results.js";
+
+/**
+ * What a guest can do to its own outcome: the codes the host reports for limits must be the
+ * host's findings, not text the guest wrote; the guest's tampering with builtins must not reach
+ * the runtime's outcome channel; what it throws counts against the output limit; a hostile thrown
+ * value still ends the run at once; and nothing of the host reaches it through a returned error.
+ */
+const LIMITS = { cpuTimeMs: 2000, wallTimeMs: 5000 };
+
+describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+  });
+  afterAll(async () => {
+    await sandbox?.dispose();
+  });
+
+  const run = (code: string, limits: Record<string, number> = {}) => sandbox.run({ code, limits: { ...LIMITS, ...limits } });
+
+  it("a thrown error saying 'memory limit' stays the guest's own error", async () => {
+    for (const code of [
+      `export default () => { throw new Error("Isolate was disposed during execution due to memory limit") }`,
+      `throw new Error("memory limit"); export default 1`,
+      `export default () => new Promise((_, reject) => setTimeout(() => reject(new Error("memory limit")), 1))`,
+    ]) {
+      const error = failed(await run(code)).error;
+      expect(error.code, code).toBe("ERR_USER_CODE");
+      expect(error.message).toContain("memory limit");
+    }
+  });
+
+  it("a getter that throws a look-alike of the codec's refusal is a throw, not ERR_OUTPUT_TOO_LARGE", async () => {
+    const error = failed(
+      await run(`export default () => ({ get x() { throw { code: "ERR_OUTPUT_TOO_LARGE", message: "fake" } } })`),
+    ).error;
+    expect(error.code).toBe("ERR_USER_CODE");
+  });
+
+  it("a thrown message naming ERR_MODULE_NOT_FOUND is the guest's error", async () => {
+    const error = failed(await run(`throw new Error("ERR_MODULE_NOT_FOUND:forged"); export default 1`)).error;
+    expect(error.code).toBe("ERR_USER_CODE");
+    // The loader's own refusal still is one.
+    expect(failed(await run(`import x from "nowhere"; export default x`)).error.code).toBe("ERR_MODULE_NOT_FOUND");
+  });
+
+  it("replacing Promise.prototype.then or String.prototype.slice does not reach the outcome", async () => {
+    const then = `const t = Promise.prototype.then;
+      Promise.prototype.then = function (a, b) { return t.call(this, (v) => a && a(typeof v === "string" ? 'o{"v":' : v), b) };`;
+    expect(completed(await run(`${then}\nexport default () => 42`)).value).toBe(42);
+    expect(completed(await run(`${then}\nexport default async () => 43`)).value).toBe(43);
+    const slice = `String.prototype.slice = () => '{"v":1,"x":{},"k":7}';`;
+    expect(completed(await run(`${slice}\nexport default () => "kept"`)).value).toBe("kept");
+
+    const prefix = await sandbox.prepare({
+      code: `${then}\nexport function sync(n) { return n + 1 }\nexport async function later(n) { return n * 2 }`,
+    });
+    try {
+      const [a, b] = await Promise.all([prefix.call({ export: "sync", args: [1] }), prefix.call({ export: "later", args: [5] })]);
+      expect(completed(a).value).toBe(2);
+      expect(completed(b).value).toBe(10);
+    } finally {
+      await prefix.dispose();
+    }
+  });
+
+  it("a thrown error counts against maxOutputBytes", async () => {
+    for (const thrown of [`new Error("a".repeat(200_000))`, `"a".repeat(200_000)`]) {
+      const error = failed(await run(`export default () => { throw ${thrown} }`, { maxOutputBytes: 1000 })).error;
+      expect(error.code, thrown).toBe("ERR_OUTPUT_TOO_LARGE");
+      expect(JSON.stringify(error).length).toBeLessThan(2000);
+    }
+    // A small one is reported as it was thrown.
+    expect(failed(await run(`export default () => { throw new Error("small") }`, { maxOutputBytes: 1000 })).error.code).toBe(
+      "ERR_USER_CODE",
+    );
+  });
+
+  it("a thrown value whose every trap throws ends the run at once, as the guest's error", async () => {
+    for (const thrown of [
+      `new Proxy({}, { getPrototypeOf() { throw 2 }, get() { throw 3 }, ownKeys() { throw 4 }, getOwnPropertyDescriptor() { throw 5 } })`,
+      `new AggregateError([{ get x() { throw 1 } }], "agg")`,
+    ]) {
+      const started = performance.now();
+      const error = failed(await run(`export default () => { throw ${thrown} }`)).error;
+      expect(error.code, thrown).toBe("ERR_USER_CODE");
+      expect(performance.now() - started, thrown).toBeLessThan(LIMITS.wallTimeMs);
+    }
+  });
+
+  it("an error a host function returns reaches the guest without the host's stack", async () => {
+    const result = completed(
+      await sandbox.run({
+        code: `export default async () => {
+          const returned = await made();
+          let caught; try { await failing(); } catch (e) { caught = e }
+          return [String(returned.stack), returned.message, String(caught.stack), String(given.stack), String(given.cause.stack)];
+        }`,
+        globals: {
+          made: async () => new Error("returned"),
+          failing: async () => {
+            throw new Error("thrown");
+          },
+          given: new Error("given", { cause: new TypeError("inner") }),
+        },
+        limits: LIMITS,
+      }),
+    );
+    const texts = result.value as string[];
+    expect(texts[1]).toBe("returned");
+    for (const text of texts) {
+      expect(text).not.toMatch(/outcomes\.test|node_modules|node:internal|\/src\/|\/dist\/|file:/);
+    }
+  });
+});
+
+describe("a value nested to the codec's limit on a shared worker", () => {
+  it.each(["v8", "quickjs"] as const)(
+    "fails its own run on %s, never the worker's other tenants",
+    async (engine) => {
+      const sandbox = await createSandbox({ engine, host: "process", workers: { min: 1, max: 1 } });
+      try {
+        const victim = await sandbox.prepare({
+          code: "export async function slow(n) { await new Promise((r) => setTimeout(r, 300)); return n }",
+          partitionKey: "victim",
+        });
+        const pending = victim.call({ export: "slow", args: [7] });
+        const deep = `let v = 1; for (let i = 0; i < 511; i++) v = [v];`;
+        const results = await Promise.all([
+          sandbox.run({ code: `${deep}\nexport const deep = v; export default 1` }),
+          sandbox.run({ code: `${deep}\nexport default () => v` }),
+          sandbox.run({ code: `${deep}\nexport default () => { const e = new Error("x"); e.field = v; throw e }` }),
+          sandbox.run({ code: `${deep}\nexport default () => { console.log(v); return 1 }` }),
+        ]);
+        for (const result of results) {
+          // Delivered, or refused as data that cannot cross: never the worker's death.
+          if (!result.ok) expect(["ERR_NOT_SERIALIZABLE", "ERR_USER_CODE"]).toContain(result.error.code);
+        }
+        expect(completed(await pending).value).toBe(7);
+        await expect(sandbox.prepare({ code: `${deep}\nexport const deep = v;` })).resolves.toBeDefined();
+        expect(sandbox.stats().workers?.length).toBe(1);
+        expect(completed(await victim.call({ export: "slow", args: [8] })).value).toBe(8);
+      } finally {
+        await sandbox.dispose();
+      }
+    },
+    30_000,
+  );
+
+  it("a result of 48 MB (16 M characters, within the default output limit) crosses without the worker taken for hung", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "process", workers: { min: 1, max: 1 } });
+    try {
+      const victim = await sandbox.prepare({ code: "export const echo = (n) => n", partitionKey: "victim" });
+      const big = sandbox.run({ code: `export default () => "中".repeat(16_000_000)`, limits: { wallTimeMs: 20_000 } });
+      const result = completed(await big);
+      expect((result.value as string).length).toBe(16_000_000);
+      expect(completed(await victim.call({ export: "echo", args: [3] })).value).toBe(3);
+      expect(sandbox.stats().workers?.length).toBe(1);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 60_000);
+});
