@@ -7,7 +7,7 @@ export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1]
   --port N          the port to listen on (default 8787; 0 picks a free one)
   --host H          the address to listen on (default 127.0.0.1: this machine only)
   --max-body-mb N   request bodies over this are refused with 413 (default 32)
-  --grace-ms N      on SIGTERM, in-flight runs get this long before they are aborted (default 10000)
+  --grace-ms N      on SIGTERM or SIGHUP, in-flight runs get this long before they are aborted (default 10000)
   --callback-origin O  an origin remote hosts may name for their callbacks, besides their own
                     address and loopback (repeatable)
 The admission secret is CORDON_EXEC_SECRET (at least 32 bytes), or one generated and printed
@@ -82,6 +82,7 @@ export async function serve(args: string[]): Promise<number> {
         () => {
           process.off("SIGTERM", onSignal);
           process.off("SIGINT", onSignal);
+          process.off("SIGHUP", onSignal);
           resolve(0);
         },
         (error: Error) => {
@@ -92,6 +93,8 @@ export async function serve(args: string[]): Promise<number> {
     };
     process.on("SIGTERM", onSignal);
     process.on("SIGINT", onSignal);
+    // A closed terminal (or a supervisor's hang-up) drains like SIGTERM: Node's default would exit at once.
+    process.on("SIGHUP", onSignal);
   });
 }
 

@@ -1,4 +1,4 @@
-import { transform } from "esbuild";
+import { stop, type TransformOptions, transform } from "esbuild";
 import { CordonError } from "./errors.js";
 import { HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
 import { type LineMap, decodeMappings } from "./source-map.js";
@@ -43,6 +43,8 @@ export async function normalizeSource(code: string, filename = DEFAULT_FILENAME)
   try {
     result = { ...(await strip(code, filename)), filename, wrapped: false, script: await asScript(code, filename) };
   } catch (error) {
+    // esbuild itself failed (not the guest's text): an internal error, and nothing remembered.
+    if (error instanceof CordonError) throw error;
     if (firstErrorText(error) === TOP_LEVEL_RETURN) {
       try {
         const body = `export default async function (input) {${code}\n}`;
@@ -61,7 +63,7 @@ export async function normalizeSource(code: string, filename = DEFAULT_FILENAME)
 
 async function strip(code: string, filename: string): Promise<{ code: string; lineMap: LineMap }> {
   const loader = /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
-  const out = await transform(`${code}\nexport {};`, {
+  const out = await transformGuest(`${code}\nexport {};`, {
     loader,
     format: "esm",
     target: "esnext",
@@ -80,7 +82,7 @@ async function strip(code: string, filename: string): Promise<{ code: string; li
 async function asScript(code: string, filename: string): Promise<GuestSource["script"]> {
   const loader = /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
   try {
-    const out = await transform(`${code}\nexport {};`, {
+    const out = await transformGuest(`${code}\nexport {};`, {
       loader,
       // An IIFE that returns the exports object: unlike CommonJS, no `module` or `exports`
       // binding becomes visible to the guest.
@@ -97,8 +99,28 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
     const wrapped = `(function (${HELPERS_PARAM}) {"use strict";\n${shareHelpers(out.code)}\nreturn __cordon_exports;\n})`;
     const mappings = (JSON.parse(out.map) as { mappings: string }).mappings;
     return { code: wrapped, lineMap: [[], ...decodeMappings(mappings)] };
-  } catch {
+  } catch (error) {
+    if (error instanceof CordonError) throw error;
     return undefined;
+  }
+}
+
+/**
+ * esbuild's transform. A failure that is not about the text (its service process was killed, say)
+ * leaves every later call failing the same way: the service is stopped, so the next call starts
+ * a new one, and the transform is tried once more. Still failing, it is ERR_INTERNAL.
+ */
+async function transformGuest(code: string, options: TransformOptions): ReturnType<typeof transform> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await transform(code, options);
+    } catch (error) {
+      if (firstErrorText(error) !== undefined) throw error;
+      await stop();
+      if (attempt > 0) {
+        throw new CordonError("ERR_INTERNAL", `the module could not be transformed: esbuild failed (${(error as Error)?.message ?? error})`);
+      }
+    }
   }
 }
 

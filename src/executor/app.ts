@@ -76,8 +76,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
     try {
       result = await deps.runner.run(request, signal);
     } catch (error) {
-      // The sandbox throws only for misconfiguration (a TypeError naming the option) or disposal.
-      if (error instanceof TypeError) throw new ServiceError("ERR_BAD_REQUEST", error.message);
+      // The sandbox throws only for misconfiguration (a TypeError naming the option, "cordon: …")
+      // or disposal. Any other TypeError is the executor's fault, not the client's.
+      if (error instanceof TypeError && error.message.startsWith("cordon:"))
+        throw new ServiceError("ERR_BAD_REQUEST", error.message);
       if (error instanceof CordonError && deps.draining())
         throw new ServiceError("ERR_SHUTTING_DOWN", "the executor is shutting down");
       throw error;

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { createAdaptorServer } from "@hono/node-server";
 import type { Logger } from "pino";
 import { pino } from "pino";
@@ -131,6 +132,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and
   // Response, which the sandbox's own fetch wire recognises by class.
   const server = createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
+  server.on("clientError", answerClientError);
   try {
     await listen(server, port, host);
   } catch (error) {
@@ -240,4 +242,25 @@ function packageVersion(): string {
     (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: unknown }).version,
   );
   return version;
+}
+
+/**
+ * What Node's HTTP parser refuses before any route sees it (malformed, headers over its 16 KB
+ * limit, too slow to arrive) gets the service's refusal form too, with Node's status.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, message] =
+    error.code === "HPE_HEADER_OVERFLOW"
+      ? [431, "Request Header Fields Too Large", "the request's headers are larger than 16 KB"]
+      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? [408, "Request Timeout", "the request did not arrive in time"]
+        : [400, "Bad Request", "the request is not valid HTTP/1.1"];
+  const body = JSON.stringify({ error: { code: "ERR_BAD_REQUEST", message } });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
 import { shareHelpers } from "../../src/core/script-helpers.js";
@@ -52,5 +53,17 @@ describe("guest source", () => {
     const odd = "var __cordon_exports = (() => {\n  var __defProp = Object.defineProperty; // changed\n  return {};\n})();\n";
     expect(shareHelpers(odd)).toBe(odd);
     expect(shareHelpers("something else")).toBe("something else");
+  });
+
+  it("survives esbuild's service process being killed: the next module compiles, and no failure is remembered", async () => {
+    await normalizeSource("export default 1 as number;");
+    const services = execFileSync("pgrep", ["-P", String(process.pid), "-f", "esbuild"]).toString().trim().split("\n");
+    expect(services.length).toBeGreaterThan(0);
+    for (const pid of services) process.kill(Number(pid), "SIGKILL");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const out = await normalizeSource(`const fresh: string = "${Math.random()}"; export default fresh;`);
+    expect(out.code).toContain("fresh");
+    // A genuine compile error is still ERR_COMPILE.
+    await expect(normalizeSource("export default (;")).rejects.toMatchObject({ code: "ERR_COMPILE" });
   });
 });

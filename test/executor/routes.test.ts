@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
 
@@ -44,5 +45,32 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
     const health = (await (await fetch(`${t.url}/health`)).json()) as { load: { activeRuns: number } };
     expect(health.load.activeRuns).toBe(1);
     expect((await slow).status).toBe(200);
+  });
+
+  it("answers what Node's HTTP parser refuses in the refusal form too (malformed, headers too large)", async () => {
+    const { port } = new URL(t.url);
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), "127.0.0.1", () => socket.write(request));
+        let answer = "";
+        socket.on("data", (chunk) => {
+          answer += chunk;
+        });
+        socket.on("end", () => resolve(answer));
+        socket.on("error", reject);
+      });
+    const cases: [string, number][] = [
+      ["GARBAGE\r\n\r\n", 400],
+      [`GET /health HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(100_000)}\r\n\r\n`, 431],
+    ];
+    for (const [request, status] of cases) {
+      const answer = await raw(request);
+      expect(answer.startsWith(`HTTP/1.1 ${status} `), answer.slice(0, 40)).toBe(true);
+      const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
+      expect(body.error.code).toBe("ERR_BAD_REQUEST");
+      expect(body.error.message.length).toBeGreaterThan(10);
+    }
+    // The service still answers.
+    expect((await fetch(`${t.url}/health`)).status).toBe(200);
   });
 });

@@ -82,31 +82,34 @@ describe("cordon serve", () => {
     expect(await served.exited).toBe(0);
   });
 
-  it("on SIGTERM, finishes the run in flight, ends its workers and exits 0; never shows a configured secret", async () => {
-    const served = await startServe([], { CORDON_EXEC_SECRET: SECRET });
-    expect(served.stdout()).toContain("CORDON_EXEC_SECRET");
-    const pending = run(served.url, SECRET, slow(1_000));
-    await inFlight(served.url);
-    const workers = childPids(served.child.pid!);
-    expect(workers.length).toBeGreaterThan(0);
-    served.child.kill("SIGTERM");
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    // New work is no longer taken: the listener is closed (or, on a kept-alive connection, a 503).
-    const late = await run(served.url, SECRET, { code: "return 1" }).then(
-      (r) => r.status,
-      () => "refused",
-    );
-    expect(["refused", 503]).toContain(late);
+  it.each(["SIGTERM", "SIGHUP"] as const)(
+    "on %s, finishes the run in flight, ends its workers and exits 0; never shows a configured secret",
+    async (signal) => {
+      const served = await startServe([], { CORDON_EXEC_SECRET: SECRET });
+      expect(served.stdout()).toContain("CORDON_EXEC_SECRET");
+      const pending = run(served.url, SECRET, slow(1_000));
+      await inFlight(served.url);
+      const workers = childPids(served.child.pid!);
+      expect(workers.length).toBeGreaterThan(0);
+      served.child.kill(signal);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      // New work is no longer taken: the listener is closed (or, on a kept-alive connection, a 503).
+      const late = await run(served.url, SECRET, { code: "return 1" }).then(
+        (r) => r.status,
+        () => "refused",
+      );
+      expect(["refused", 503]).toContain(late);
 
-    const response = await pending;
-    expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ status: "completed", value: "finished" });
-    expect(await served.exited).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    expect(workers.filter(alive)).toEqual([]);
-    expect(served.stdout() + served.stderr()).not.toContain(SECRET);
-    expect(served.stderr()).toContain('"event":"stopped"');
-  });
+      const response = await pending;
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ status: "completed", value: "finished" });
+      expect(await served.exited).toBe(0);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(workers.filter(alive)).toEqual([]);
+      expect(served.stdout() + served.stderr()).not.toContain(SECRET);
+      expect(served.stderr()).toContain('"event":"stopped"');
+    },
+  );
 
   it("aborts runs still going after the grace period, answers them, and exits 0", async () => {
     const served = await startServe(["--grace-ms", "300"], { CORDON_EXEC_SECRET: SECRET });
