@@ -59,6 +59,17 @@ export async function benchQuickJS({ quick }) {
   // caller): two thread hops, and a thread that slept since the last run, before cordon's code.
   report("raw, on a worker thread (runtime made ahead)", rawOnThread, raw);
   report(`cordon sandbox.run (worker, ${warmUps} runs before)`, cordon, raw, { target: "p50 <= 0.5 ms" });
+  // Back to back, each run also pays for the spare that replaces the one it took (made on a
+  // worker thread: a copy of a booted instance's memory, decision 013). Printed as runs per second too.
+  const [rawBack, cordonBack] = await sampleInterleaved(Math.floor(n / 2), [
+    async () => rawOneOff(QuickJS),
+    () => sandbox.run({ code: "export default () => 1" }),
+  ]);
+  const sum = (sorted) => sorted.reduce((total, ms) => total + ms, 0);
+  report("cordon sandbox.run, back to back", cordonBack, rawBack);
+  console.log(
+    `  back to back: cordon ${Math.round((cordonBack.length * 1000) / sum(cordonBack))} runs/s, raw ${Math.round((rawBack.length * 1000) / sum(rawBack))} runs/s (on this thread, blocking it)`,
+  );
 
   section("quickjs: warm call of a trivial handler");
   const runtime = QuickJS.newRuntime();

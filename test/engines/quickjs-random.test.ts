@@ -64,6 +64,21 @@ describe("QuickJS Math.random", () => {
     vm.dispose();
   });
 
+  it("returns the function that seeds it again (instances copied from one template's memory use it)", async () => {
+    const module = await newQuickJSWASMModuleFromVariant(variant as unknown as QuickJSSyncVariant);
+    const [a, b] = [module.newContext(), module.newContext()];
+    const reseedA = a.unwrapResult(a.evalCode(`(${installSeededRandom.toString()})(globalThis, [1, 2, 3, 4])`));
+    b.unwrapResult(b.evalCode(`(${installSeededRandom.toString()})(globalThis, [9, 9, 9, 9])`)).dispose();
+    const before = evaluate(a, SEQUENCE);
+    const seed = [9, 9, 9, 9].map((n) => a.newNumber(n));
+    a.unwrapResult(a.callFunction(reseedA, a.undefined, ...seed)).dispose();
+    for (const handle of [...seed, reseedA]) handle.dispose();
+    expect(evaluate(a, SEQUENCE)).toEqual(evaluate(b, SEQUENCE));
+    expect(evaluate(a, SEQUENCE)).not.toEqual(before);
+    a.dispose();
+    b.dispose();
+  });
+
   it("each instance of the quickjs engine has a sequence of its own", async () => {
     await using sandbox = await createSandbox({ engine: "quickjs", host: "inprocess", spareInstances: 4 });
     const runs = await Promise.all(Array.from({ length: 12 }, () => sandbox.run({ code: `export default () => ${SEQUENCE}` })));

@@ -10,13 +10,22 @@
  * engine: crypto.getRandomValues is the host's CSPRNG.
  *
  * SELF-CONTAINED: stringified and evaluated in the QuickJS context, before the guest runtime.
+ * Returns the function that seeds it again, which only the host holds (an instance copied from a
+ * template's memory gets a sequence of its own: memory-snapshot.ts).
  */
-export function installSeededRandom(g: typeof globalThis, seed: number[]): void {
-  let a = seed[0] | 0;
-  let b = seed[1] | 0;
-  let c = seed[2] | 0;
-  let d = seed[3] | 0;
-  if ((a | b | c | d) === 0) a = 1; // the all-zero state is the one xoshiro cannot leave
+export function installSeededRandom(g: typeof globalThis, seed: number[]): (a: number, b: number, c: number, d: number) => void {
+  let a = 0;
+  let b = 0;
+  let c = 0;
+  let d = 0;
+  const reseed = (x: number, y: number, z: number, w: number) => {
+    a = x | 0;
+    b = y | 0;
+    c = z | 0;
+    d = w | 0;
+    if ((a | b | c | d) === 0) a = 1; // the all-zero state is the one xoshiro cannot leave
+  };
+  reseed(seed[0], seed[1], seed[2], seed[3]);
   const imul = Math.imul;
   const rotl = (x: number, k: number) => (x << k) | (x >>> (32 - k));
   const next = (): number => {
@@ -37,4 +46,5 @@ export function installSeededRandom(g: typeof globalThis, seed: number[]): void 
     },
   }.random;
   Object.defineProperty(g.Math, "random", { value: random, writable: true, enumerable: false, configurable: true });
+  return reseed;
 }

@@ -7,6 +7,7 @@ import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.
 import { createHostServices } from "../host-services.js";
 import { warmUpModulesJson } from "../warm-up-modules.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
+import { memorySnapshots } from "./memory-snapshot.js";
 import { installSeededRandom } from "./seeded-random.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 
@@ -165,6 +166,7 @@ async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
     runtimeScript: await compactGuestRuntimeScript(),
     hostServicesSource: createHostServices.toString(),
     seededRandomSource: installSeededRandom.toString(),
+    memorySnapshotsSource: memorySnapshots.toString(),
     callbackNames: HOST_CALLBACK_NAMES,
     stackBytes: STACK_BYTES,
     busyPollMs,
