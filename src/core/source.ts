@@ -118,7 +118,10 @@ async function transformGuest(code: string, options: TransformOptions): ReturnTy
       if (firstErrorText(error) !== undefined) throw error;
       await stop();
       if (attempt > 0) {
-        throw new CordonError("ERR_INTERNAL", `the module could not be transformed: esbuild failed (${(error as Error)?.message ?? error})`);
+        throw new CordonError(
+          "ERR_INTERNAL",
+          `the module could not be transformed: esbuild failed (${(error as Error)?.message ?? error})`,
+        );
       }
     }
   }

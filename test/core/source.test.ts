@@ -57,7 +57,10 @@ describe("guest source", () => {
 
   it("survives esbuild's service process being killed: the next module compiles, and no failure is remembered", async () => {
     await normalizeSource("export default 1 as number;");
-    const services = execFileSync("pgrep", ["-P", String(process.pid), "-f", "esbuild"]).toString().trim().split("\n");
+    const services = execFileSync("pgrep", ["-P", String(process.pid), "-f", "esbuild"])
+      .toString()
+      .trim()
+      .split("\n");
     expect(services.length).toBeGreaterThan(0);
     for (const pid of services) process.kill(Number(pid), "SIGKILL");
     await new Promise((resolve) => setTimeout(resolve, 100));
