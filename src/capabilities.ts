@@ -1,9 +1,20 @@
 import type { ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
+import { readBodies } from "./core/fetch-wire.js";
 import type { NetRule, SandboxPolicy } from "./core/types.js";
 
-/** The run's brokered fetch, as the guest's `fetch` global calls it on the host. */
-export type BrokeredFetch = (request: Request) => Promise<Response>;
+/**
+ * The run's brokered fetch, as the guest's `fetch` global calls it on the host. `signal` aborts
+ * when the run or call that asked has ended: its exchange ends with it.
+ */
+export type BrokeredFetch = (request: Request, signal?: AbortSignal) => Promise<Response>;
+
+/**
+ * Exchanges in flight per run or prefix; more wait their turn. Each may buffer a response of up
+ * to its byte cap on the host: 250 at once (the host-call cap) held gigabytes of the host's
+ * memory for one 128 MB guest.
+ */
+const MAX_FETCHES_IN_FLIGHT = 16;
 
 /**
  * Turn a run's (or prefix's) `capabilities` into its brokered fetch: the egress module with the
@@ -22,11 +33,14 @@ export async function brokeredFetch(
   const net = capabilities.net as NetRule[] | undefined;
   if (net === undefined) return undefined;
   const egress = await import("./egress/index.js");
-  egress.compileRules(net, "capabilities.net");
+  const rules = egress.compileRules(net, "capabilities.net");
   if (net.length === 0) return undefined;
   const ceiling = policy.net?.allow;
-  if (net.includes("*") && !ceiling?.includes("*")) {
-    throw new TypeError('cordon: capabilities.net asks for "*" (any host), which policy.net.allow does not permit');
+  // Any rule whose host is "*" ("*", "*:8080", { host: "*" }), not only the string "*".
+  const anyHost = (compiled: { compiled: readonly { host: { kind: string } }[] }) =>
+    compiled.compiled.some((rule) => rule.host.kind === "any");
+  if (anyHost(rules) && !(ceiling && anyHost(egress.compileRules(ceiling, "policy.net.allow")))) {
+    throw new TypeError('cordon: capabilities.net asks for any host ("*"), which policy.net.allow does not permit');
   }
   const safeFetch = egress.createSafeFetch({
     rules: net,
@@ -39,16 +53,64 @@ export async function brokeredFetch(
     maxResponseBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
     maxRequestBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
   });
-  return (request) =>
-    safeFetch(request).catch((error: unknown) => {
+  const turns = new Turns(MAX_FETCHES_IN_FLIGHT);
+  return async (request, signal) => {
+    await turns.take(signal);
+    try {
+      const response = await safeFetch(request, signal ? { signal } : undefined);
+      // The body is read here, inside the mapping below: a body over its cap or cut short is a
+      // refusal or a network failure like any other, not an internal error.
+      await readBodies([response]);
+      return response;
+    } catch (error) {
       // The guest gets a plain TypeError it can catch, with the code and the check that refused.
       if (error instanceof egress.EgressError) {
         throw Object.assign(new TypeError(error.message), { code: error.code, check: error.check });
       }
+      if (signal?.aborted) throw new TypeError("fetch aborted: the run ended");
       // Network failures cross as a TypeError with the failure's code and no host internals.
       const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
       throw new TypeError(`fetch failed${typeof cause?.code === "string" ? ` (${cause.code})` : ""}`);
+    } finally {
+      turns.give();
+    }
+  };
+}
+
+/** At most `size` holders at once; the rest wait in order (and leave the line when their signal aborts). */
+class Turns {
+  private held = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly size: number) {}
+
+  async take(signal: AbortSignal | undefined): Promise<void> {
+    if (this.held < this.size) {
+      this.held++;
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const turn = () => {
+        signal?.removeEventListener("abort", leave);
+        resolve();
+      };
+      const leave = () => {
+        const at = this.waiting.indexOf(turn);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(new TypeError("fetch aborted: the run ended"));
+      };
+      if (signal?.aborted) return leave();
+      signal?.addEventListener("abort", leave, { once: true });
+      this.waiting.push(turn);
     });
+  }
+
+  give(): void {
+    const next = this.waiting.shift();
+    // The turn passes straight to the next in line.
+    if (next) next();
+    else this.held--;
+  }
 }
 
 /** `capabilities.import`: hosts (`"esm.sh"`, `"example.com:8443"`) the deno engine may import remote modules from. */

@@ -1,3 +1,4 @@
+import type { BrokeredFetch } from "../capabilities.js";
 import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
 import { hostFetchExtension, readBodies } from "./fetch-wire.js";
@@ -18,8 +19,12 @@ interface BridgedFunction {
 export interface BindingsLike {
   /** `{ globals, modules }` descriptors as JSON: what the guest runtime builds its functions from. */
   readonly text: string;
-  /** Answer a bridge call: run host function `fnId` with the encoded arguments. */
-  dispatch(fnId: number, argsText: string): Promise<BridgeAnswer>;
+  /**
+   * Answer a bridge call: run host function `fnId` with the encoded arguments. `signal` aborts
+   * when the run or call that made it has ended: the brokered fetch stops its exchange then (a
+   * host function of the caller's own runs to its end; its answer is dropped).
+   */
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer>;
 }
 
 export interface BridgeAnswer {
@@ -34,6 +39,8 @@ export interface BridgeAnswer {
  */
 export class Bindings implements BindingsLike {
   readonly functions: BridgedFunction[] = [];
+  /** The brokered fetch's number in `functions`, if the guest has one: it alone is handed the call's signal. */
+  readonly fetchId: number | undefined;
   readonly text: string;
   /** Which host function objects these bindings call: part of a prefix's warm-pool key. */
   readonly identity: string;
@@ -45,7 +52,7 @@ export class Bindings implements BindingsLike {
   constructor(
     globals: Record<string, HostBinding> = {},
     hostModules: Record<string, Record<string, HostBinding>> = {},
-    fetch?: (request: Request) => Promise<Response>,
+    fetch?: BrokeredFetch,
   ) {
     const codec = sharedCodec();
     const describeValue = (value: unknown, label: string, name: string, owner: unknown, depth: number): BindingDesc => {
@@ -81,20 +88,19 @@ export class Bindings implements BindingsLike {
     }
     // The fetch binding is made per run or prefix: the key of a warm pool names its rules instead.
     this.identity = this.functions.map((f) => functionId(f.fn)).join(",");
-    let fetchId: number | undefined;
     if (fetch) {
       this.functions.push({ fn: fetch as BridgedFunction["fn"], owner: undefined, label: "fetch" });
-      fetchId = this.functions.length - 1;
+      this.fetchId = this.functions.length - 1;
     }
-    this.text = JSON.stringify({ globals: globalsDesc, modules: modulesDesc, fetch: fetchId });
+    this.text = JSON.stringify({ globals: globalsDesc, modules: modulesDesc, fetch: this.fetchId });
   }
 
   get size(): number {
     return this.functions.length;
   }
 
-  dispatch(fnId: number, argsText: string): Promise<BridgeAnswer> {
-    return dispatchBridgeCall(this, fnId, argsText);
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer> {
+    return dispatchBridgeCall(this, fnId, argsText, signal);
   }
 }
 
@@ -183,7 +189,12 @@ export function splitImports(imports: unknown): {
  * Dispatch one bridge call on the host: decode the arguments, call the function, encode the
  * result. A host error reaches the guest with its name, message and own fields, never its stack.
  */
-export async function dispatchBridgeCall(bindings: Bindings, fnId: number, argsText: string): Promise<BridgeAnswer> {
+export async function dispatchBridgeCall(
+  bindings: Bindings,
+  fnId: number,
+  argsText: string,
+  signal?: AbortSignal,
+): Promise<BridgeAnswer> {
   const codec = sharedCodec();
   const target = bindings.functions[fnId];
   if (!target) return { ok: false, text: bridgeErrorText(new TypeError("unknown host function")) };
@@ -195,7 +206,10 @@ export async function dispatchBridgeCall(bindings: Bindings, fnId: number, argsT
   }
   let result: unknown;
   try {
-    result = await target.fn.apply(target.owner, Array.isArray(args) ? args : []);
+    const list = Array.isArray(args) ? args : [];
+    result = await (fnId === bindings.fetchId
+      ? (target.fn as unknown as BrokeredFetch)(list[0] as Request, signal)
+      : target.fn.apply(target.owner, list));
   } catch (error) {
     return { ok: false, text: bridgeErrorText(error) };
   }

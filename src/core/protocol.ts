@@ -90,6 +90,8 @@ export type HostEvent =
   | { t: "prepared"; id: number; prefix?: number; resultText: string; stats: EngineStats }
   /** A guest called a host binding of run (or prefix) `id`. */
   | { t: "bridge-call"; id: number; cid: number; fnId: number; argsText: string }
+  /** The run or call that made bridge call `cid` has ended: the host stops what it still does. */
+  | { t: "bridge-cancel"; cid: number }
   | { t: "stats"; id: number; stats: EngineStats };
 
 /**

@@ -98,8 +98,9 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
     const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)));
     for (const { address, family, verdict } of addresses) {
       if (verdict !== "public" && !isExempt(internal, url, address, family)) {
-        const what =
-          url.hostname.replace(/^\[|\]$/g, "") === address ? address : `"${url.hostname}" resolved to ${address}, which`;
+        // A name's address is not given: the guest reads this message, and the host's view of
+        // internal names (split-horizon DNS) would be its oracle for private addresses.
+        const what = url.hostname.replace(/^\[|\]$/g, "") === address ? address : `"${url.hostname}" resolves to an address that`;
         throw new EgressError(
           "address",
           `${what} is ${verdict}, not a public address (${originOf(url)} is not in internalOrigins)`,

@@ -45,6 +45,8 @@ export class Execution implements InstanceListener, Watched {
   private sharedStats: RunResult["stats"] | undefined;
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private settled = false;
+  /** Aborted when the run settles: what its host calls still do is of no use to anyone. */
+  private hostCalls: AbortController | undefined;
   private resolveOutcomes!: (results: RunResult[]) => void;
   /** Every call's result, in order, once all are settled. */
   readonly outcomes = new Promise<RunResult[]>((resolve) => {
@@ -151,7 +153,8 @@ export class Execution implements InstanceListener, Watched {
     }
     const bindings = this.instance.bindings;
     if (!bindings) return;
-    void bindings.dispatch(fnId, argsText).then(({ ok, text }) => {
+    this.hostCalls ??= new AbortController();
+    void bindings.dispatch(fnId, argsText, this.hostCalls.signal).then(({ ok, text }) => {
       if (this.settled) return;
       if (text.length > limits.maxBridgeCallBytes) {
         this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `a host call's result exceeded ${limits.maxBridgeCallBytes} bytes`);
@@ -329,6 +332,8 @@ export class Execution implements InstanceListener, Watched {
     this.results[index] = result;
     if (--this.pending > 0) return;
     this.settled = true;
+    // Host calls still in flight end with the run (a brokered fetch's exchange stops).
+    this.hostCalls?.abort();
     watchdog.unwatch(this);
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();

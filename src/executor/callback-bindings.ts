@@ -37,16 +37,20 @@ export class CallbackBindings implements BindingsLike {
     this.inFlight.clear();
   }
 
-  async dispatch(fnId: number, argsText: string): Promise<BridgeAnswer> {
+  async dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer> {
     const callback = this.callback;
     const name = callback?.names[fnId];
     if (!callback || name === undefined) return failure(new TypeError("unknown host function"));
     if (this.closed) return failure(new Error("the run is over"));
     const controller = new AbortController();
     this.inFlight.add(controller);
+    // The run or call that made it ended: the callback's request is aborted, and the host stops it.
+    const onAbort = () => controller.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
     try {
       return await this.call(callback, name, argsText, controller.signal);
     } finally {
+      signal?.removeEventListener("abort", onAbort);
       this.inFlight.delete(controller);
     }
   }

@@ -31,11 +31,11 @@ class RemoteBindings implements BindingsLike {
   constructor(
     readonly text: string,
     private readonly owner: number,
-    private readonly call: (owner: number, fnId: number, argsText: string) => Promise<BridgeAnswer>,
+    private readonly call: (owner: number, fnId: number, argsText: string, signal?: AbortSignal) => Promise<BridgeAnswer>,
   ) {}
 
-  dispatch(fnId: number, argsText: string): Promise<BridgeAnswer> {
-    return this.call(this.owner, fnId, argsText);
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer> {
+    return this.call(this.owner, fnId, argsText, signal);
   }
 }
 
@@ -81,11 +81,13 @@ async function main(): Promise<void> {
   let nextCid = 0;
   let nextPrefix = 0;
 
-  const bridgeCall = (owner: number, fnId: number, argsText: string) =>
+  const bridgeCall = (owner: number, fnId: number, argsText: string, signal?: AbortSignal) =>
     new Promise<BridgeAnswer>((resolve) => {
       const cid = ++nextCid;
       bridge.set(cid, resolve);
       send({ t: "bridge-call", id: owner, cid, fnId, argsText });
+      // The run or call ended first: the host stops the call (a fetch's exchange) too.
+      signal?.addEventListener("abort", () => bridge.has(cid) && send({ t: "bridge-cancel", cid }), { once: true });
     });
 
   /** A Response value's body is read before it is encoded. */

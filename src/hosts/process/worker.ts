@@ -67,6 +67,8 @@ export class WorkerProcess {
   engineStats: EngineStats | undefined;
   /** Which prepare request (its id: the owner of the prefix's bindings) made each prefix handle. */
   private readonly owners = new Map<number, number>();
+  /** Bridge calls being answered, by call id: the request (or prefix owner) id each belongs to. */
+  private readonly bridgeCalls = new Map<number, { controller: AbortController; id: number }>();
   private readonly child: ChildProcess;
   private readonly dir: string;
   private readonly pending = new Map<number, Pending>();
@@ -383,11 +385,19 @@ export class WorkerProcess {
           this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
           return;
         }
-        void bindings
-          .dispatch(event.fnId, event.argsText)
-          .then(({ ok, text }) => this.send({ t: "bridge-result", cid: event.cid, ok, text }));
+        // Stopped when the worker says the run or call ended, when the run's request is answered,
+        // or when the worker dies.
+        const controller = new AbortController();
+        this.bridgeCalls.set(event.cid, { controller, id: event.id });
+        void bindings.dispatch(event.fnId, event.argsText, controller.signal).then(({ ok, text }) => {
+          this.bridgeCalls.delete(event.cid);
+          this.send({ t: "bridge-result", cid: event.cid, ok, text });
+        });
         return;
       }
+      case "bridge-cancel":
+        this.bridgeCalls.get(event.cid)?.controller.abort();
+        return;
       case "stats":
         this.readStats(event.stats);
         return;
@@ -423,6 +433,8 @@ export class WorkerProcess {
     this.pending.delete(id);
     clearTimeout(pending.timer);
     this.lastUsed = performance.now();
+    // A one-off run's host calls end with it, whatever the worker says.
+    for (const call of this.bridgeCalls.values()) if (call.id === id) call.controller.abort();
     if (this.pending.size === 0) this.setHeld(false);
     return pending;
   }
@@ -468,6 +480,8 @@ export class WorkerProcess {
       } else pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
     }
     this.prefixBindings.clear();
+    for (const call of this.bridgeCalls.values()) call.controller.abort();
+    this.bridgeCalls.clear();
     try {
       rmSync(this.dir, { recursive: true, force: true });
     } catch {}

@@ -9,6 +9,8 @@ interface Registered {
   names: Map<string, number>;
   expires: number;
   subject: string;
+  /** Aborted when the run is unregistered (it ended): the host calls still in flight stop. */
+  ended: AbortController;
 }
 
 export interface RpcHandler {
@@ -47,9 +49,17 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
     register(bindings, names, { subject, ttlMs }) {
       const run = randomUUID();
       const expires = Date.now() + ttlMs;
-      runs.set(run, { bindings, names, expires, subject });
+      const ended = new AbortController();
+      runs.set(run, { bindings, names, expires, subject, ended });
       const grant = signGrant(key, { run, sub: subject, names: [...names.keys()], exp: expires });
-      return { run, grant, unregister: () => void runs.delete(run) };
+      return {
+        run,
+        grant,
+        unregister: () => {
+          runs.delete(run);
+          ended.abort();
+        },
+      };
     },
 
     renew(run, ttlMs) {
@@ -86,7 +96,10 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (!registered || registered.expires <= Date.now()) return answer(404, { error: "the run is over" });
       const fnId = registered.names.get(call.name);
       if (fnId === undefined) return answer(403, { error: "the name is not bound for this run" });
-      return answer(200, await registered.bindings.dispatch(fnId, call.argsText));
+      // The executor aborts its request when the run or call ended, and a run's calls end when the
+      // host unregisters it (its result arrived): the binding's work (a fetch) stops too.
+      const signal = AbortSignal.any([request.signal, registered.ended.signal]);
+      return answer(200, await registered.bindings.dispatch(fnId, call.argsText, signal));
     },
   };
 }

@@ -1,0 +1,136 @@
+import { createServer, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { createSafeFetch } from "../../src/egress/index.js";
+import { COMBINATIONS } from "./matrix.js";
+import { completed } from "./results.js";
+
+/**
+ * What a guest's fetches may hold on the host: they end with the run that made them (the host
+ * buffers their bodies), at most 16 are in flight at once, a body over its cap is the documented
+ * catchable TypeError, and a "*" host rule needs a "*" ceiling however it is written.
+ */
+let server: Server;
+let origin: string;
+let open = 0;
+/** The most /hang exchanges open at once since the test reset it. */
+let peak = 0;
+const hanging = new Set<ServerResponse>();
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    if (req.url === "/hang") {
+      // Headers and a first chunk, then nothing: the exchange stays open until someone ends it.
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.write("x");
+      hanging.add(res);
+      peak = Math.max(peak, hanging.size);
+      res.on("close", () => hanging.delete(res));
+      return;
+    }
+    if (req.url === "/endless") {
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      const chunk = Buffer.alloc(64 * 1024, 1);
+      const pump = () => {
+        while (res.write(chunk)) {}
+      };
+      res.on("drain", pump);
+      pump();
+      return;
+    }
+    res.end("ok");
+  });
+  server.on("connection", (socket) => {
+    open++;
+    socket.on("close", () => open--);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  for (const res of hanging) res.destroy();
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+async function until(check: () => boolean, ms: number): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+describe.each(COMBINATIONS)("fetch lifetime on $name", (combo) => {
+  let sandbox: Sandbox;
+  let net: string[];
+  beforeAll(async () => {
+    sandbox = await createSandbox({ ...combo.options, policy: { net: { internalOrigins: [origin] } } });
+    net = [new URL(origin).host];
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it("fetches left running end with the run, and at most 16 are in flight at once", async () => {
+    // A combination before this one may still be closing its exchanges.
+    await until(() => hanging.size === 0, 5000);
+    peak = 0;
+    const before = open;
+    const result = await sandbox.run({
+      code: `export default async () => {
+        for (let i = 0; i < 40; i++) fetch("${origin}/hang").then((r) => r.text()).catch(() => {});
+        await new Promise((r) => setTimeout(r, 400));
+        return "returned";
+      }`,
+      capabilities: { net },
+      limits: { wallTimeMs: 10_000 },
+    });
+    expect(completed(result).value).toBe("returned");
+    // Exchanges in flight at once, as the server sees them.
+    expect(peak).toBeLessThanOrEqual(16);
+    expect(peak).toBeGreaterThan(0);
+    // Soon after the run's end the host has closed every exchange it made (within ~0.1 s here;
+    // the window is for a loaded machine).
+    expect(await until(() => hanging.size === 0 && open <= before, 5000), `${hanging.size} open`).toBe(true);
+  });
+
+  it("a body over its cap is a catchable TypeError with code and check", async () => {
+    const result = await sandbox.run({
+      code: `export default async () => {
+        try { const r = await fetch("${origin}/endless"); await r.arrayBuffer(); return "read"; }
+        catch (e) { return [e instanceof TypeError, e.name, e.code, e.check]; }
+      }`,
+      capabilities: { net },
+      limits: { maxBridgeCallBytes: 1024 * 1024 },
+    });
+    expect(completed(result).value).toEqual([true, "TypeError", "ERR_CAPABILITY_DENIED", "response-too-large"]);
+  });
+});
+
+describe('"*" as any host, however it is written', () => {
+  it.each([["*:80"], [{ host: "*" }], [{ host: "*", port: 8080 }], ["*"]])(
+    "is refused without a '*' ceiling: %j",
+    async (rule) => {
+      await using sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+      await expect(sandbox.run({ code: "export default 1", capabilities: { net: [rule] as never } })).rejects.toThrow(/any host/);
+      await using open = await createSandbox({ engine: "v8", host: "inprocess", policy: { net: { allow: ["*"] } } });
+      expect((await open.run({ code: "export default 1", capabilities: { net: [rule] as never } })).ok).toBe(true);
+    },
+  );
+});
+
+describe("an address refusal", () => {
+  it("names the host but not the address it resolved to (no oracle of internal DNS)", async () => {
+    const fetch = createSafeFetch({ rules: ["*"], resolve: async () => ["10.20.30.40"] });
+    const error = await fetch("http://payroll-db.corp.example/").then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(error?.message).toContain("payroll-db.corp.example");
+    expect(error?.message).not.toContain("10.20.30.40");
+  });
+});
