@@ -8,6 +8,8 @@ import { DenoProcess, type DenoProcessOptions } from "./process.js";
 /** RSS allowed above a process's resident size at start and its memory limit (V8's young generation, code, buffers). */
 const RSS_SLACK_MB = 64;
 const RSS_POLL_MS = 25;
+/** CPU an idle process may use between runs (Deno's own GC and compilers), in total, before it is ended. */
+const IDLE_CPU_NS = 300_000_000n;
 const watched = new Set<DenoInstance>();
 let rssTimer: NodeJS.Timeout | undefined;
 
@@ -43,6 +45,8 @@ export class DenoInstance implements EngineInstance {
   /** Which function (code, files, limits) this process serves, once it serves one. */
   functionKey: string | undefined;
   private gone = false;
+  /** While no run owns the process: its CPU time when the last one ended. */
+  private idleSince: { cpu: bigint } | undefined;
   private seq = 0;
   private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   private names = new Map<string, string>();
@@ -78,7 +82,10 @@ export class DenoInstance implements EngineInstance {
 
   set listener(listener: InstanceListener | undefined) {
     this.current = listener;
-    watchRss(this, listener !== undefined && !this.gone);
+    // Watched while idle too: what a guest left running (a worker thread, a node:timers loop)
+    // must not grow or spin between runs, where no run's limits apply.
+    watchRss(this, !this.gone);
+    this.idleSince = listener === undefined ? { cpu: this.process.cpuTimeNs() } : undefined;
   }
 
   get importHosts(): readonly string[] {
@@ -169,7 +176,16 @@ export class DenoInstance implements EngineInstance {
   /** Called by the RSS watchdog while work is in flight. */
   checkRss(): void {
     const rss = this.process.rss();
-    if (rss === undefined || this.gone) return;
+    if (rss === undefined || this.gone) {
+      if (this.gone) watchRss(this, false);
+      return;
+    }
+    const idle = this.idleSince;
+    if (idle && this.process.cpuTimeNs() - idle.cpu > IDLE_CPU_NS) {
+      this.tainted = true;
+      this.process.kill("it kept using CPU after its run ended (a worker or timer the guest left running)");
+      return;
+    }
     const budget = this.process.baseRss + (this.memoryMb + RSS_SLACK_MB) * 1024 * 1024;
     if (rss > budget) {
       this.tainted = true;

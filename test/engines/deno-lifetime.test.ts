@@ -1,0 +1,72 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { createSandbox } from "../../src/index.js";
+import { completed, failed } from "../conformance/results.js";
+
+/**
+ * What a Deno guest leaves running: worker threads count against its CPU limit, a process that
+ * keeps working after its run ended is ended, and no Deno process outlives its host.
+ */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(check: () => boolean, ms: number): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return true;
+}
+
+describe("deno: work the guest leaves running", () => {
+  it("CPU of node:worker_threads workers counts against cpuTimeMs", async () => {
+    await using sandbox = await createSandbox({ engine: "deno" });
+    const result = await sandbox.run({
+      code: `import { Worker } from "node:worker_threads";
+        export default async () => {
+          for (let i = 0; i < 2; i++) new Worker("for (;;) {}", { eval: true });
+          await new Promise((r) => setTimeout(r, 3000));
+          return "slept";
+        }`,
+      limits: { cpuTimeMs: 300, wallTimeMs: 8000 },
+    });
+    expect(failed(result).error.code).toBe("ERR_CPU_TIMEOUT");
+  }, 20_000);
+
+  it("a process still spinning after its run returned is ended", async () => {
+    await using sandbox = await createSandbox({ engine: "deno" });
+    const result = await sandbox.run({
+      code: `import { setTimeout as later } from "node:timers";
+        export default () => { later(() => { for (;;) {} }, 100); return Deno.pid; }`,
+    });
+    const pid = completed(result).value as number;
+    expect(await until(() => !alive(pid), 5000)).toBe(true);
+    // The next run is served (by another process).
+    expect(completed(await sandbox.run({ code: "export default () => 2" })).value).toBe(2);
+  }, 20_000);
+
+  it("no Deno process outlives its host process, even one whose guest spins", async () => {
+    const host = spawn(
+      process.execPath,
+      ["--no-node-snapshot", fileURLToPath(new URL("../fixtures/deno-orphan-host.mjs", import.meta.url))],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    const [line] = (await once(host.stdout!, "data")) as [Buffer];
+    const pid = Number(line.toString().trim());
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(true);
+    host.kill("SIGKILL");
+    expect(await until(() => !alive(pid), 5000)).toBe(true);
+  }, 30_000);
+});
