@@ -118,7 +118,8 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
       checkRawHeaders(init?.headers);
       // Request does fetch's normalization (method, headers, body) before any rule sees them.
       const request = new Request(input instanceof Request ? input : url.href, { duplex: "half", ...init } as RequestInit);
-      const signal = AbortSignal.any([exchange.signal, request.signal]);
+      exchange.follow(init?.signal ?? (input instanceof Request ? input.signal : undefined));
+      const signal = exchange.signal;
       checkRules(url, request.method);
       let hop: Hop = {
         url,
@@ -191,6 +192,24 @@ class Exchange {
     return this.controller.signal;
   }
 
+  /**
+   * End the exchange, its connection included, when the caller's signal aborts. A listener on
+   * the caller's own signal, not AbortSignal.any or a Request's followed signal: under load Node
+   * 20 collected those, and an aborted run's exchanges stayed open until their deadline.
+   */
+  follow(signal: AbortSignal | null | undefined): void {
+    if (!signal) return;
+    const abort = () => {
+      this.controller.abort(signal.reason);
+      this.release(true);
+    };
+    if (signal.aborted) return abort();
+    signal.addEventListener("abort", abort, { once: true });
+    this.unfollow = () => signal.removeEventListener("abort", abort);
+  }
+
+  private unfollow: (() => void) | undefined;
+
   remaining(): number {
     return Math.max(1, this.timeoutMs - (Date.now() - this.started));
   }
@@ -211,6 +230,7 @@ class Exchange {
 
   finish(error?: unknown): void {
     clearTimeout(this.timer);
+    this.unfollow?.();
     this.release(error !== undefined);
   }
 }

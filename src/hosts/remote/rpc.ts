@@ -98,8 +98,20 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (fnId === undefined) return answer(403, { error: "the name is not bound for this run" });
       // The executor aborts its request when the run or call ended, and a run's calls end when the
       // host unregisters it (its result arrived): the binding's work (a fetch) stops too.
-      const signal = AbortSignal.any([request.signal, registered.ended.signal]);
-      return answer(200, await registered.bindings.dispatch(fnId, call.argsText, signal));
+      // (Listeners, not AbortSignal.any: Node 20 can collect a composite signal whose sources
+      // outlive it, and its abort then never comes.)
+      const stop = new AbortController();
+      const abort = () => stop.abort();
+      for (const source of [request.signal, registered.ended.signal]) {
+        if (source.aborted) stop.abort();
+        source.addEventListener("abort", abort, { once: true });
+      }
+      try {
+        return answer(200, await registered.bindings.dispatch(fnId, call.argsText, stop.signal));
+      } finally {
+        request.signal.removeEventListener("abort", abort);
+        registered.ended.signal.removeEventListener("abort", abort);
+      }
     },
   };
 }
