@@ -5,6 +5,7 @@ import { importSpecifiers, replaceSpecifiers, rewriteSpecifier } from "../../src
 import { DENO_DEFAULT_IMPORT_HOSTS, denoArgs } from "../../src/engines/deno/process.js";
 import { NODE_BUILTINS } from "../../src/engines/deno/script.js";
 import { completed, failed } from "../conformance/results.js";
+import { alive } from "../helpers/processes.js";
 
 /** The deno engine's own guarantees: permissions, entry points, processes per function, memory. */
 function outcome(result: RunResult): string {
@@ -14,15 +15,6 @@ function outcome(result: RunResult): string {
 type Workers = NonNullable<ReturnType<Sandbox["stats"]>["workers"]>;
 const functionPids = (sandbox: Sandbox): Workers =>
   (sandbox.stats().workers ?? []).filter((w) => w.partition.startsWith("function:"));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe("the deno engine", () => {
   let sandbox: Sandbox;

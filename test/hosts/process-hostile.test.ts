@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { alive, until } from "../helpers/processes.js";
 
 /**
  * A worker process a guest has taken over can write anything on its pipe. Each fixture breaks the
@@ -21,23 +22,6 @@ afterEach(async () => {
 
 function code(result: RunResult): string {
   return result.ok ? "completed" : result.error.code;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!check()) {
-    if (performance.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const workerPids = (s: Sandbox) => (s.stats().workers ?? []).map((w) => w.pid);

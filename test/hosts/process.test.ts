@@ -3,6 +3,7 @@ import { readFileSync, readlinkSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { alive, until } from "../helpers/processes.js";
 
 /** The supervision the process host adds, tested against real worker processes. */
 const opened: Sandbox[] = [];
@@ -17,23 +18,6 @@ afterEach(async () => {
 
 function code(result: RunResult): string {
   return result.ok ? "completed" : result.error.code;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!check()) {
-    if (performance.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 const workerPids = (s: Sandbox) => (s.stats().workers ?? []).map((w) => w.pid);
