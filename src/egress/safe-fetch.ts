@@ -203,7 +203,10 @@ class Exchange {
       this.controller.abort(signal.reason);
       this.release(true);
     };
-    if (signal.aborted) return abort();
+    if (signal.aborted) {
+      abort();
+      return;
+    }
     signal.addEventListener("abort", abort, { once: true });
     this.unfollow = () => signal.removeEventListener("abort", abort);
   }
