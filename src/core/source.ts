@@ -105,15 +105,20 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
   }
 }
 
+/** esbuild's transform, through `withEsbuild`. */
+function transformGuest(code: string, options: TransformOptions): ReturnType<typeof transform> {
+  return withEsbuild(() => transform(code, options));
+}
+
 /**
- * esbuild's transform. A failure that is not about the text (its service process was killed, say)
+ * Call esbuild. A failure that is not about the text (its service process was killed, say)
  * leaves every later call failing the same way: the service is stopped, so the next call starts
- * a new one, and the transform is tried once more. Still failing, it is ERR_INTERNAL.
+ * a new one, and the operation is tried once more. Still failing, it is ERR_INTERNAL.
  */
-async function transformGuest(code: string, options: TransformOptions): ReturnType<typeof transform> {
+export async function withEsbuild<T>(operation: () => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await transform(code, options);
+      return await operation();
     } catch (error) {
       if (firstErrorText(error) !== undefined) throw error;
       await stop();

@@ -37,6 +37,22 @@ describe("deno: work the guest leaves running", () => {
     expect(completed(await sandbox.run({ code: "export default () => 2" })).value).toBe(2);
   }, 20_000);
 
+  it("replacing typed-array methods does not stop the bootstrap's frames (the run ends at once)", async () => {
+    await using sandbox = await createSandbox({ engine: "deno" });
+    const started = performance.now();
+    const result = await sandbox.run({
+      code: `Uint8Array.prototype.subarray = () => new Uint8Array(0);
+        Uint8Array.prototype.set = () => {};
+        DataView.prototype.setUint32 = () => {};
+        Object.defineProperty(Object.getPrototypeOf(Uint8Array.prototype), "length", { get: () => 0 });
+        export default () => { console.log("still framed"); return 7 }`,
+      limits: { wallTimeMs: 5000 },
+    });
+    expect(completed(result).value).toBe(7);
+    expect(result.logs.map((l) => l.message)).toEqual(["still framed"]);
+    expect(performance.now() - started).toBeLessThan(4000);
+  }, 20_000);
+
   it("no Deno process outlives its host process, even one whose guest spins", async () => {
     const host = spawn(
       process.execPath,

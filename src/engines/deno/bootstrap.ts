@@ -47,6 +47,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const removeSync = D.removeSync as (path: string, options: { recursive: boolean }) => void;
   const privateDir = D.cwd() as string;
   const U8 = Uint8Array;
+  const ArrayBufferCtor = ArrayBuffer;
   const DataViewCtor = DataView;
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
@@ -65,6 +66,18 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const collect = g.gc as (() => void) | undefined;
   deleteProperty(g, "gc");
 
+  // Typed-array and DataView methods too: a guest that replaced Uint8Array.prototype.subarray
+  // made every frame's write loop spin (writeSync got what the guest returned).
+  const callOf = Function.prototype.call;
+  const subarrayOf = callOf.bind(U8.prototype.subarray) as unknown as (bytes: Uint8Array, from: number) => Uint8Array;
+  const setIn = callOf.bind(U8.prototype.set) as unknown as (target: Uint8Array, source: Uint8Array, offset: number) => void;
+  const setUint32 = callOf.bind(DataViewCtor.prototype.setUint32) as unknown as (
+    view: DataView,
+    at: number,
+    value: number,
+  ) => void;
+  const typedLength = (getOwnDesc(Object.getPrototypeOf(U8.prototype), "length") as PropertyDescriptor).get as () => number;
+  const lengthOf = callOf.bind(typedLength) as unknown as (bytes: Uint8Array) => number;
   const encode = encoder.encode.bind(encoder);
   const decode = decoder.decode.bind(decoder);
   const writeSync = stdout.writeSync.bind(stdout);
@@ -83,11 +96,18 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       text += `${text ? "," : "{"}${stringify(key)}:${stringify(value)}`;
     }
     const body = encode(`${text}}`);
-    const frame = new U8(4 + body.length);
-    new DataViewCtor(frame.buffer).setUint32(0, body.length);
-    frame.set(body, 4);
+    const size = lengthOf(body);
+    const buffer = new ArrayBufferCtor(4 + size);
+    const frame = new U8(buffer);
+    setUint32(new DataViewCtor(buffer), 0, size);
+    setIn(frame, body, 4);
     let written = 0;
-    while (written < frame.length) written += writeSync(frame.subarray(written));
+    while (written < 4 + size) {
+      const wrote = writeSync(subarrayOf(frame, written));
+      // A write that makes no progress ends the process: the host reads that as its loss.
+      if (!(wrote > 0)) exit(70);
+      written += wrote;
+    }
   }
 
   const codec = parts.createCodec();

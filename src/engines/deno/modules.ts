@@ -4,6 +4,7 @@ import { isBuiltin } from "node:module";
 import { dirname, join, relative, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
+import { withEsbuild } from "../../core/source.js";
 import { hostModuleSources } from "../../core/bindings.js";
 import type { LineMap } from "../../core/source-map.js";
 import { type GuestSource, normalizeSource } from "../../core/source.js";
@@ -42,25 +43,27 @@ export async function importSpecifiers(code: string): Promise<string[]> {
   const cached = recordCache.get(key);
   if (cached) return cached;
   const found = new Set<string>();
-  await build({
-    stdin: { contents: code, loader: "js", sourcefile: "<guest>" },
-    bundle: true,
-    write: false,
-    format: "esm",
-    logLevel: "silent",
-    platform: "neutral",
-    plugins: [
-      {
-        name: "cordon-import-records",
-        setup(b) {
-          b.onResolve({ filter: /.*/ }, (args) => {
-            found.add(args.path);
-            return { path: args.path, external: true };
-          });
+  await withEsbuild(() =>
+    build({
+      stdin: { contents: code, loader: "js", sourcefile: "<guest>" },
+      bundle: true,
+      write: false,
+      format: "esm",
+      logLevel: "silent",
+      platform: "neutral",
+      plugins: [
+        {
+          name: "cordon-import-records",
+          setup(b) {
+            b.onResolve({ filter: /.*/ }, (args) => {
+              found.add(args.path);
+              return { path: args.path, external: true };
+            });
+          },
         },
-      },
-    ],
-  });
+      ],
+    }),
+  );
   const list = [...found];
   if (recordCache.size >= 512) recordCache.delete(recordCache.keys().next().value as string);
   recordCache.set(key, list);
