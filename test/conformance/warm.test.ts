@@ -29,6 +29,24 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     await sandbox.dispose();
   });
 
+  it("each prefix run evaluates its own module, in module form too, and none imports another's", async () => {
+    for (const prefixCode of ["export default 0", `import { x } from "lib"; export default x`]) {
+      await using prefix = await sandbox.prepare({ code: prefixCode, imports: { lib: "export const x = 1" } });
+      const values = [];
+      for (const code of [
+        `await 0; export default (i) => "first saw " + i`,
+        `await 0; export default (i) => "second saw " + i`,
+        `await 0; export default (i) => "third saw " + i`,
+      ]) {
+        const result = await prefix.run({ code, input: "input" });
+        values.push(result.ok ? result.value : result.error.code);
+      }
+      expect(values, prefixCode).toEqual(["first saw input", "second saw input", "third saw input"]);
+      const stale = await prefix.run({ code: `import * as earlier from "cordon:entry"; export default () => earlier.default` });
+      expect(stale.ok, prefixCode).toBe(false);
+    }
+  });
+
   it("prepare evaluates once; runs and calls reuse the warm instance and see its globals", async () => {
     await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
     expect(prefix.exports).toEqual({ meta: { version: 2 } });

@@ -68,6 +68,16 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
     }
   });
 
+  it("the runtime leaves no short-named globals of its own (a minifier's helpers the guest could replace)", async () => {
+    const names = completed(
+      await run(
+        "export default () => Object.getOwnPropertyNames(globalThis).filter((n) => n.length <= 3 && globalThis[n] !== undefined)",
+      ),
+    ).value as string[];
+    // Deno has its own WebGPU global.
+    for (const name of names) expect(["NaN", "Map", "Set", "URL", "GPU"], name).toContain(name);
+  });
+
   it("a thrown error counts against maxOutputBytes", async () => {
     for (const thrown of [`new Error("a".repeat(200_000))`, `"a".repeat(200_000)`]) {
       const error = failed(await run(`export default () => { throw ${thrown} }`, { maxOutputBytes: 1000 })).error;

@@ -64,7 +64,9 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const PromiseCtor = Promise;
   const MapCtor = Map;
   const collect = g.gc as (() => void) | undefined;
-  deleteProperty(g, "gc");
+  // --expose-gc makes it a non-configurable global: deleted where it can be, else emptied (it is
+  // writable), so only the bootstrap holds it.
+  if (!deleteProperty(g, "gc")) g.gc = undefined;
 
   // Typed-array and DataView methods too: a guest that replaced Uint8Array.prototype.subarray
   // made every frame's write loop spin (writeSync got what the guest returned).

@@ -73,8 +73,22 @@ let compact: Promise<string> | undefined;
  * `URL.name`); the filename stack traces are stripped by stays the same.
  */
 export function compactGuestRuntimeScript(): Promise<string> {
-  compact ??= transform(guestRuntimeScript(), { loader: "js", minify: true, keepNames: true, logLevel: "silent" }).then(
-    (out) => out.code,
+  compact ??= transform(guestRuntimeScript(), { loader: "js", minify: true, keepNames: true, logLevel: "silent" }).then((out) =>
+    enclosed(out.code),
   );
   return compact;
+}
+
+/**
+ * esbuild puts its `keepNames` helpers (`var a=Object.defineProperty;var b=(f,n)=>a(f,"name",…)`)
+ * before the runtime's function, at the script's top level, where they became writable guest
+ * globals the runtime then called: a guest that replaced one received the encoder's inner
+ * functions. They go inside a function of their own, which returns what the runtime returns.
+ */
+function enclosed(code: string): string {
+  const start = code.indexOf('(function(){"use strict";');
+  if (start < 0) throw new Error("cordon: the minified guest runtime has an unexpected shape");
+  const helpers = code.slice(0, start);
+  const runtime = code.slice(start).trimEnd().replace(/;$/, "");
+  return `(function(){${helpers}return ${runtime}})()`;
 }

@@ -99,7 +99,9 @@ export class QuickJSInstance implements EngineInstance {
     const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
     const value = await this.thread.request({ t: "call", id: this.id, path, joined, caps: same ? undefined : caps });
     // A call whose crossing threw (an interrupt, an uncaught error) reports it through onFailure.
-    return typeof value === "string" ? value : "";
+    if (typeof value !== "string") return "";
+    // Thrown outcomes ("t…") may name a module-form prefix's frames: their tag goes.
+    return value.includes("\u2063") ? untaggedOutcomes(value) : value;
   }
 
   async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
@@ -177,7 +179,7 @@ export class QuickJSInstance implements EngineInstance {
         listener?.onTimer(message.timerId, message.ms);
         return;
       case "done":
-        listener?.onDone(message.kind, message.text, message.index);
+        listener?.onDone(message.kind, message.kind === "t" ? untagged(message.text) : message.text, message.index);
         return;
       case "threw": {
         if (message.fatal) {
@@ -185,6 +187,7 @@ export class QuickJSInstance implements EngineInstance {
           listener?.onFailure?.(new CordonError("ERR_MEMORY_LIMIT", message.error.message));
           return;
         }
+        message.error.stack = message.error.stack === undefined ? undefined : untagged(message.error.stack);
         const error = new Error(message.error.message);
         Object.defineProperty(error, "name", { value: message.error.name, configurable: true, writable: true });
         Object.defineProperty(error, "stack", {
@@ -214,4 +217,20 @@ export class QuickJSInstance implements EngineInstance {
     this.gone = true;
     listener?.onFailure?.(new CordonError("ERR_INSTANCE_RESET", reason));
   }
+}
+
+/**
+ * The worker names each evaluation's modules `<n>\u2063<specifier>` (worker.ts, evaluateModule):
+ * thrown errors' stacks read the guest's own names again without it.
+ */
+function untagged(text: string): string {
+  return text.includes("\u2063") ? text.replace(/\d+\u2063/g, "") : text;
+}
+
+/** `untagged` for the thrown outcomes among a call crossing's joined outcomes. */
+function untaggedOutcomes(joined: string): string {
+  return joined
+    .split("\u0001")
+    .map((outcome) => (outcome[0] === "t" ? untagged(outcome) : outcome))
+    .join("\u0001");
 }

@@ -511,21 +511,39 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     }
   }
 
+  /**
+   * QuickJS keeps every module it loaded, by name, for the runtime's life: a prefix's second
+   * module-form run under the name of the first ran the first's code (and could import it). Each
+   * evaluation's modules are named `<n>\u2063<specifier>` instead; the host takes the tag out
+   * of stacks (QuickJSInstance), so frames still read `<guest>:3:13`.
+   */
+  let evaluations = 0;
+
   function evaluateModule(inst: Instance, message: Extract<ToWorker, { t: "evaluate" }>): void {
     const module = message.module;
     if (!module) return;
     const vm = inst.vm;
-    // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against the importer.
+    const tag = `${++evaluations}\u2063`;
+    const entry = `${tag}${module.filename}`;
+    // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against
+    // the importer, and gives an import the tag of the module importing it.
     inst.rt.setModuleLoader(
       (name: string) => {
-        if (name === "cordon:entry") return module.code;
-        if (Object.hasOwn(module.imports, name)) return module.imports[name];
-        inst.notFound = `ERR_MODULE_NOT_FOUND:${module.notFound.replace('"%s"', JSON.stringify(name))}`;
+        const specifier = name.startsWith(tag) ? name.slice(tag.length) : undefined;
+        if (name === entry) return module.code;
+        if (specifier !== undefined && Object.hasOwn(module.imports, specifier)) return module.imports[specifier];
+        const shown = specifier ?? name.slice(name.indexOf("\u2063") + 1);
+        inst.notFound = `ERR_MODULE_NOT_FOUND:${module.notFound.replace('"%s"', JSON.stringify(shown))}`;
         return { error: new Error(inst.notFound) };
       },
-      (_base: string, requested: string) => requested,
+      (base: string, requested: string) => {
+        const at = base.indexOf("\u2063");
+        return at > 0 ? `${base.slice(0, at + 1)}${requested}` : requested;
+      },
     );
-    const result = vm.evalCode('import * as ns from "cordon:entry";\n__cordon_entry(ns);', "<cordon>", { type: "module" });
+    const result = vm.evalCode(`import * as ns from ${JSON.stringify(entry)};\n__cordon_entry(ns);`, "<cordon>", {
+      type: "module",
+    });
     if (result.error) {
       const error = describeError(vm, result.error);
       release(result.error);
