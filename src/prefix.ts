@@ -60,7 +60,7 @@ export class Prefix implements AsyncDisposable {
   }
 
   private check(): void {
-    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this prefix has been disposed");
+    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "cordon: this prefix has been disposed");
   }
 }
 

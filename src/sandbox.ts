@@ -261,6 +261,8 @@ export class Sandbox implements AsyncDisposable {
     if (this.disposed) return;
     this.disposed = true;
     this.prefixes.clear();
+    // Runs still queued for a slot never start.
+    this.slots.close();
     this.hold(1);
     try {
       await this.engine.dispose();
@@ -332,7 +334,7 @@ export class Sandbox implements AsyncDisposable {
 
   // ---- shared steps ---------------------------------------------------------------------------
   private check(): void {
-    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this sandbox has been disposed");
+    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "cordon: this sandbox has been disposed");
   }
 
   private checkRun(options: RunOptions, keys: string[]) {
@@ -351,6 +353,12 @@ export class Sandbox implements AsyncDisposable {
     const started = performance.now();
     const held = await this.slots.acquire(signal);
     if (!held) {
+      if (this.disposed)
+        return this.failure(started, {
+          code: "ERR_INSTANCE_RESET",
+          name: "CordonError",
+          message: "the sandbox was disposed before the run started",
+        });
       if (signal?.aborted)
         return this.failure(started, { code: "ERR_ABORTED", name: "AbortError", message: "the run was aborted while queued" });
       return this.failure(started, {

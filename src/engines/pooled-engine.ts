@@ -47,6 +47,8 @@ export class PooledEngine implements Engine {
   private readonly spares: Spares;
   private readonly residency: Residency;
   private readonly pools = new Set<WarmPool>();
+  /** One-off runs in progress: disposing the engine ends them. */
+  private readonly running = new Set<Execution>();
 
   constructor(
     readonly name: Exclude<EngineName, "auto">,
@@ -72,11 +74,13 @@ export class PooledEngine implements Engine {
       return instanceFailure(this.name, host, error);
     }
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
+    this.running.add(execution);
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance
       .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
       .catch((error: unknown) => execution.taskFailed(error));
     const result = await execution.outcome;
+    this.running.delete(execution);
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // a quarter of a millisecond on this thread, so it happens after the result is delivered.
     instance.listener = undefined;
@@ -109,6 +113,8 @@ export class PooledEngine implements Engine {
   }
 
   async dispose(): Promise<void> {
+    for (const execution of this.running) execution.kill("ERR_INSTANCE_RESET", "the sandbox was disposed during the run");
+    this.running.clear();
     for (const pool of this.pools) pool.dispose();
     this.pools.clear();
     this.spares.dispose();

@@ -1,3 +1,4 @@
+import { CordonError } from "../core/errors.js";
 import type { EngineInstance } from "./instance.js";
 
 /** A one-off run on a spare takes about a millisecond; refill just after it. */
@@ -40,6 +41,7 @@ export class Spares<I extends EngineInstance = EngineInstance> {
 
   /** A bootstrapped instance with no bindings: a spare when one fits, else a new one. */
   async take(memoryMb: number): Promise<I> {
+    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed");
     if (memoryMb === this.memoryMb) {
       const spare = this.ready.pop();
       if (spare) {

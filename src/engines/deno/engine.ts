@@ -43,6 +43,8 @@ export class DenoEngine implements Engine {
   private readonly functions: FunctionPool;
   private readonly live = new Set<DenoInstance>();
   private readonly cacheDir: string;
+  /** Runs in progress: disposing the engine ends them. */
+  private readonly running = new Set<Execution>();
   private disposed = false;
 
   constructor(
@@ -116,11 +118,13 @@ export class DenoEngine implements Engine {
     instance.resetEachRun = true;
     const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm, guestFiles });
+    this.running.add(execution);
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance
       .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
       .catch((error: unknown) => execution.taskFailed(error));
     const result = await execution.outcome;
+    this.running.delete(execution);
     instance.listener = undefined;
     if (ephemeral) instance.dispose();
     // Past the wall time the process is tainted, and the pool retires it.
@@ -168,6 +172,8 @@ export class DenoEngine implements Engine {
 
   async dispose(): Promise<void> {
     this.disposed = true;
+    for (const execution of this.running) execution.kill("ERR_INSTANCE_RESET", "the sandbox was disposed during the run");
+    this.running.clear();
     for (const pool of this.pools) pool.dispose();
     this.pools.clear();
     this.functions.dispose();

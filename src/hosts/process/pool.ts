@@ -60,7 +60,7 @@ export class WorkerPool {
 
   /** A started worker for `partition`: the least busy one, or a new one. */
   async pick(partition: string): Promise<WorkerProcess> {
-    if (this.disposed) throw new CordonError("ERR_INTERNAL", "cordon: this sandbox has been disposed");
+    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed");
     const key = this.options.isolateProcesses === "partition" ? partition : "";
     const mine = this.workers.filter((w) => w.alive && !w.retiring && w.partition === key);
     let best = mine.reduce<WorkerProcess | undefined>((a, b) => (!a || b.busy < a.busy ? b : a), undefined);
