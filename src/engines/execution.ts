@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
@@ -153,7 +154,11 @@ export class Execution implements InstanceListener, Watched {
     }
     const bindings = this.instance.bindings;
     if (!bindings) return;
-    this.hostCalls ??= new AbortController();
+    if (!this.hostCalls) {
+      this.hostCalls = new AbortController();
+      // Every host call in flight listens on it (up to maxPendingCalls), not a leak.
+      setMaxListeners(0, this.hostCalls.signal);
+    }
     void bindings.dispatch(fnId, argsText, this.hostCalls.signal).then(({ ok, text }) => {
       if (this.settled) return;
       if (text.length > limits.maxBridgeCallBytes) {

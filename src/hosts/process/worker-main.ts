@@ -86,8 +86,14 @@ async function main(): Promise<void> {
       const cid = ++nextCid;
       bridge.set(cid, resolve);
       send({ t: "bridge-call", id: owner, cid, fnId, argsText });
+      if (!signal) return;
       // The run or call ended first: the host stops the call (a fetch's exchange) too.
-      signal?.addEventListener("abort", () => bridge.has(cid) && send({ t: "bridge-cancel", cid }), { once: true });
+      const cancel = () => bridge.has(cid) && send({ t: "bridge-cancel", cid });
+      signal.addEventListener("abort", cancel, { once: true });
+      bridge.set(cid, (answer) => {
+        signal.removeEventListener("abort", cancel);
+        resolve(answer);
+      });
     });
 
   /** A Response value's body is read before it is encoded. */

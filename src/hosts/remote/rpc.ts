@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import type { BindingsLike } from "../../core/bindings.js";
 import { GrantError, checkGrantKey, signGrant, verifyGrant } from "./grant.js";
 
@@ -50,6 +51,8 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       const run = randomUUID();
       const expires = Date.now() + ttlMs;
       const ended = new AbortController();
+      // Each of the run's callbacks in flight listens on it: not a leak.
+      setMaxListeners(0, ended.signal);
       runs.set(run, { bindings, names, expires, subject, ended });
       const grant = signGrant(key, { run, sub: subject, names: [...names.keys()], exp: expires });
       return {
