@@ -1,30 +1,20 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
-import { alive, until } from "../helpers/processes.js";
+import { outcome as code } from "../conformance/results.js";
+import { alive, disposedAfterEach, until, workerPids } from "../helpers/processes.js";
 
 /**
  * A worker process a guest has taken over can write anything on its pipe. Each fixture breaks the
  * protocol one way; the host must fail only the affected work, retire the worker, keep its stats
  * and memory budget sane, and never hand a worker another prefix's host functions.
  */
-const opened: Sandbox[] = [];
+const kept = disposedAfterEach();
 async function sandbox(fixture: string, options: Parameters<typeof createSandbox>[0] = {}): Promise<Sandbox> {
   const entry = fileURLToPath(new URL(`../fixtures/hostile-${fixture}.mjs`, import.meta.url));
-  const created = await createSandbox({ host: "process", ...options, workers: { min: 1, max: 1, entry } as never });
-  opened.push(created);
-  return created;
+  return kept(await createSandbox({ host: "process", ...options, workers: { min: 1, max: 1, entry } as never }));
 }
-afterEach(async () => {
-  for (const s of opened.splice(0)) await s.dispose();
-});
-
-function code(result: RunResult): string {
-  return result.ok ? "completed" : result.error.code;
-}
-
-const workerPids = (s: Sandbox) => (s.stats().workers ?? []).map((w) => w.pid);
 
 describe("a hostile worker process", () => {
   it("answering a run with a prepare's answer: the run fails at once and the worker is retired", async () => {

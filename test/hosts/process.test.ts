@@ -1,26 +1,16 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync, readlinkSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { afterEach, describe, expect, it } from "vitest";
-import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
-import { alive, until } from "../helpers/processes.js";
+import { describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { outcome as code } from "../conformance/results.js";
+import { alive, disposedAfterEach, until, workerPids } from "../helpers/processes.js";
 
 /** The supervision the process host adds, tested against real worker processes. */
-const opened: Sandbox[] = [];
+const kept = disposedAfterEach();
 async function sandbox(options: Parameters<typeof createSandbox>[0] = {}): Promise<Sandbox> {
-  const created = await createSandbox({ host: "process", ...options });
-  opened.push(created);
-  return created;
+  return kept(await createSandbox({ host: "process", ...options }));
 }
-afterEach(async () => {
-  for (const s of opened.splice(0)) await s.dispose();
-});
-
-function code(result: RunResult): string {
-  return result.ok ? "completed" : result.error.code;
-}
-
-const workerPids = (s: Sandbox) => (s.stats().workers ?? []).map((w) => w.pid);
 
 describe("process host", () => {
   it("a worker killed from outside fails only its run; a run in another worker and later runs succeed", async () => {
