@@ -61,6 +61,39 @@ describe("createRpcHandler", () => {
     expect(codec.decode(text)).toEqual({ id: 7, name: "ada" });
   });
 
+  it("a prefix's (scoped) registration answers only while one of its requests is open, and stops what ended ones still do", async () => {
+    const rpc = createRpcHandler({ key: KEY });
+    let stopped = 0;
+    const slow = new Bindings({
+      lookup,
+      wait: async () => new Promise(() => {}),
+    });
+    // The host function sees nothing of the signal, but a bridge call's signal is what the
+    // brokered fetch stops on: watch it through a BindingsLike that records it.
+    const watching = {
+      text: slow.text,
+      dispatch: (fnId: number, argsText: string, signal?: AbortSignal) => {
+        signal?.addEventListener("abort", () => stopped++);
+        return slow.dispatch(fnId, argsText, signal);
+      },
+    };
+    const scopedNames = new Map([
+      ["lookup", 0],
+      ["wait", 1],
+    ]);
+    const { run, grant } = rpc.register(watching, scopedNames, { subject: "prefix", ttlMs: 60_000, scoped: true });
+    const ask = () => rpc.handle(call(grant, { run, name: "lookup", argsText: codec.encode([1]) }));
+    expect((await ask()).status).toBe(404);
+    const fresh = rpc.renew(run, 60_000) as string;
+    expect((await rpc.handle(call(fresh, { run, name: "lookup", argsText: codec.encode([1]) }))).status).toBe(200);
+    const hanging = rpc.handle(call(fresh, { run, name: "wait", argsText: codec.encode([]) }));
+    await new Promise((r) => setTimeout(r, 20));
+    rpc.close(run);
+    expect(stopped).toBe(1);
+    expect((await rpc.handle(call(fresh, { run, name: "lookup", argsText: codec.encode([1]) }))).status).toBe(404);
+    void hanging;
+  });
+
   it("refuses what the grant does not cover, without calling anything", async () => {
     let removed = false;
     const guarded = new Bindings({ lookup, remove: async () => (removed = true) });

@@ -18,8 +18,10 @@ export interface CallbackOptions {
 
 export interface Registration {
   callback: RemoteCallback;
-  /** A fresh grant for the next request of a prefix (each expires soon after it). */
+  /** A fresh grant for the next request of a prefix (each expires soon after it); `done` when it ends. */
   renew(ttlMs: number): RemoteCallback;
+  /** The request the last `renew` was for has ended. */
+  done(): void;
   unregister(): void;
 }
 
@@ -40,7 +42,7 @@ export class Callbacks {
   }
 
   /** Register `bindings` for one run or prefix; undefined when there is nothing to call back. */
-  async register(bindings: BindingsLike, subject: string, ttlMs: number): Promise<Registration | undefined> {
+  async register(bindings: BindingsLike, subject: string, ttlMs: number, scoped = false): Promise<Registration | undefined> {
     if (!(bindings instanceof Bindings) || bindings.size === 0) return undefined;
     const url = this.options.rpc ? (this.options.url as string) : (await this.start()).url;
     const names = new Map<string, number>();
@@ -48,10 +50,11 @@ export class Callbacks {
       names.set(f.label, fnId);
       return f.label;
     });
-    const { run, grant, unregister } = this.rpc.register(bindings, names, { subject, ttlMs });
+    const { run, grant, unregister } = this.rpc.register(bindings, names, { subject, ttlMs, scoped });
     return {
       callback: { url, run, grant, names: list },
       renew: (ttl) => ({ url, run, grant: this.rpc.renew(run, ttl) ?? grant, names: list }),
+      done: () => this.rpc.close(run),
       unregister,
     };
   }

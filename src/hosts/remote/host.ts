@@ -123,24 +123,28 @@ class RemotePrefix implements EnginePrefix {
     const { key, partitionKey, source, sourceImports, bindings, limits } = this.request;
     const ttl = limits.wallTimeMs + DEADLINE_SLACK_MS;
     try {
-      this.registration ??= await this.callbacks.register(bindings, partitionKey || "prefix", ttl);
+      // Scoped: the executor may call back only while a request of this prefix is in flight.
+      this.registration ??= await this.callbacks.register(bindings, partitionKey || "prefix", ttl, true);
     } catch (error) {
       return callbackFailure(this.engine, error);
     }
-    const answer = await this.client.send(
-      {
-        engine: this.engine,
-        t: "prepare",
-        key,
-        partitionKey,
-        source,
-        sourceImports,
-        bindingsText: bindings.text,
-        limits,
-        callback: this.registration?.renew(ttl),
-      },
-      limits.wallTimeMs,
-    );
+    const registration = this.registration;
+    const answer = await this.client
+      .send(
+        {
+          engine: this.engine,
+          t: "prepare",
+          key,
+          partitionKey,
+          source,
+          sourceImports,
+          bindingsText: bindings.text,
+          limits,
+          callback: registration?.renew(ttl),
+        },
+        limits.wallTimeMs,
+      )
+      .finally(() => registration?.done());
     if (!("result" in answer)) return goneFailure(this.engine);
     if (answer.prefix !== undefined) {
       this.handle = answer.prefix;
@@ -194,8 +198,9 @@ class RemotePrefix implements EnginePrefix {
         if (!prepared.ok) return prepared;
         const handle = this.handle;
         if (handle === undefined) return goneFailure(this.engine);
-        const callback = this.registration?.renew(wallTimeMs + DEADLINE_SLACK_MS);
-        const answer = await this.client.send(message(handle, callback), wallTimeMs, signal);
+        const registration = this.registration;
+        const callback = registration?.renew(wallTimeMs + DEADLINE_SLACK_MS);
+        const answer = await this.client.send(message(handle, callback), wallTimeMs, signal).finally(() => registration?.done());
         if ("result" in answer) {
           if (!warm) answer.result.stats.warm = false;
           return answer.result;

@@ -10,8 +10,12 @@ interface Registered {
   names: Map<string, number>;
   expires: number;
   subject: string;
-  /** Aborted when the run is unregistered (it ended): the host calls still in flight stop. */
+  /** Aborted when the run is unregistered, or a prefix's last request in flight ends: its host calls stop. */
   ended: AbortController;
+  /** A prefix's registration (renewed per request): callbacks only while a request is open. */
+  scoped: boolean;
+  /** Requests of a scoped registration in flight (renew opens one, close ends it). */
+  open: number;
 }
 
 export interface RpcHandler {
@@ -19,7 +23,7 @@ export interface RpcHandler {
   register(
     bindings: BindingsLike,
     names: Map<string, number>,
-    options: { subject: string; ttlMs: number },
+    options: { subject: string; ttlMs: number; scoped?: boolean },
   ): { run: string; grant: string; unregister(): void };
   /**
    * A fresh grant for a registered run, valid `ttlMs` from now, and the registration kept that
@@ -27,6 +31,11 @@ export interface RpcHandler {
    * Undefined when the run is not (or no longer) registered.
    */
   renew(run: string, ttlMs: number): string | undefined;
+  /**
+   * The request a `renew` was for has ended. A prefix's registration (`scoped`) answers callbacks
+   * only while one of its requests is open, and stops the host calls of the ended ones when none is.
+   */
+  close(run: string): void;
   /** Answer one callback: POST `{ run, name, argsText }` with `authorization: Bearer <grant>`. */
   handle(request: Request): Promise<Response>;
 }
@@ -47,27 +56,40 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
   const runs = new Map<string, Registered>();
 
   return {
-    register(bindings, names, { subject, ttlMs }) {
+    register(bindings, names, { subject, ttlMs, scoped = false }) {
       const run = randomUUID();
       const expires = Date.now() + ttlMs;
       const ended = new AbortController();
       // Each of the run's callbacks in flight listens on it: not a leak.
       setMaxListeners(0, ended.signal);
-      runs.set(run, { bindings, names, expires, subject, ended });
+      const registered: Registered = { bindings, names, expires, subject, ended, scoped, open: 0 };
+      runs.set(run, registered);
       const grant = signGrant(key, { run, sub: subject, names: [...names.keys()], exp: expires });
       return {
         run,
         grant,
         unregister: () => {
           runs.delete(run);
-          ended.abort();
+          registered.ended.abort();
         },
       };
+    },
+
+    close(run) {
+      const registered = runs.get(run);
+      if (!registered || registered.open === 0) return;
+      registered.open--;
+      if (registered.open > 0 || !registered.scoped) return;
+      // No request of the prefix is in flight: what its ended requests still do stops.
+      registered.ended.abort();
+      registered.ended = new AbortController();
+      setMaxListeners(0, registered.ended.signal);
     },
 
     renew(run, ttlMs) {
       const registered = runs.get(run);
       if (!registered) return undefined;
+      registered.open++;
       registered.expires = Math.max(registered.expires, Date.now() + ttlMs);
       return signGrant(key, { run, sub: registered.subject, names: [...registered.names.keys()], exp: Date.now() + ttlMs });
     },
@@ -96,7 +118,8 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
         throw error;
       }
       const registered = runs.get(call.run);
-      if (!registered || registered.expires <= Date.now()) return answer(404, { error: "the run is over" });
+      if (!registered || registered.expires <= Date.now() || (registered.scoped && registered.open === 0))
+        return answer(404, { error: "the run is over" });
       const fnId = registered.names.get(call.name);
       if (fnId === undefined) return answer(403, { error: "the name is not bound for this run" });
       // The executor aborts its request when the run or call ended, and a run's calls end when the
