@@ -70,6 +70,22 @@ describe("a hostile worker process", () => {
     expect(calls.b).toBe(1);
   });
 
+  it("asking for more host calls than the run's maxBridgeCalls: retired after the limit, never past it", async () => {
+    const s = await sandbox("bridge-flood");
+    await until(() => workerPids(s).length === 1);
+    const [pid] = workerPids(s);
+    let calls = 0;
+    const result = await s.run({
+      code: "export default 1",
+      globals: { hit: async () => ++calls },
+      limits: { maxBridgeCalls: 3 },
+    });
+    expect(code(result)).toBe("ERR_INSTANCE_RESET");
+    if (!result.ok) expect(result.error.message).toMatch(/maxBridgeCalls/);
+    expect(calls).toBeLessThanOrEqual(3);
+    await until(() => !alive(pid));
+  });
+
   it("never saying ready: ended at the start timeout, and the pool does not keep handing it out", async () => {
     const s = await sandbox("never-ready");
     const children = () => {

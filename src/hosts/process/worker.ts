@@ -36,6 +36,8 @@ interface Pending {
   bindings?: BindingsLike;
   /** A prefix's run or call: the id of the prepare whose bindings it may call. */
   owner?: number;
+  /** Host calls the request may still make (its maxBridgeCalls): the worker's own count, checked again here. */
+  hostCalls?: number;
   memoryMb: number;
   /** The answer to a prepare carries the prefix handle too. */
   onPrepared?(prefix: number | undefined, result: RunResult): void;
@@ -221,7 +223,7 @@ export class WorkerProcess {
       if (message.t !== "prefix-call") this.runs++;
       this.lastUsed = performance.now();
       const owner = message.t === "run" ? undefined : this.owners.get(message.prefix);
-      const pending: Pending = { resolve, bindings, memoryMb, owner };
+      const pending: Pending = { resolve, bindings, memoryMb, owner, hostCalls: message.limits?.maxBridgeCalls };
       this.pending.set(id, pending);
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
       if (this.pending.size === 1) this.setHeld(true);
@@ -264,6 +266,7 @@ export class WorkerProcess {
         resolve: (result) => resolve({ result, owner: id }),
         memoryMb,
         bindings,
+        hostCalls: message.limits.maxBridgeCalls,
         onPrepared: (prefix, result) => {
           if (prefix !== undefined) this.prefixBindings.set(id, bindings);
           resolve({ prefix, result, owner: id });
@@ -379,10 +382,16 @@ export class WorkerProcess {
       case "bridge-call": {
         // A run's own bindings while it runs, or a prefix's while a run or call of it is in
         // flight here: a worker cannot reach another prefix's host functions at other times.
-        const bindings =
-          this.pending.get(event.id)?.bindings ?? (this.prefixBusy(event.id) ? this.prefixBindings.get(event.id) : undefined);
-        if (!bindings) {
+        const own = this.pending.get(event.id);
+        const caller = own?.bindings ? own : this.prefixCaller(event.id);
+        const bindings = own?.bindings ?? (caller ? this.prefixBindings.get(event.id) : undefined);
+        if (!bindings || !caller) {
           this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
+          return;
+        }
+        // The worker ends a run past maxBridgeCalls itself; one that asks for more is not following it.
+        if (caller.hostCalls !== undefined && caller.hostCalls-- <= 0) {
+          this.retire("ERR_INSTANCE_RESET", "protocol error: more host calls than the run's maxBridgeCalls");
           return;
         }
         // Stopped when the worker says the run or call ended, when the run's request is answered,
@@ -421,10 +430,18 @@ export class WorkerProcess {
     return true;
   }
 
-  /** Is a run or call of the prefix prepared by request `owner` in flight in this worker? */
-  private prefixBusy(owner: number): boolean {
-    for (const pending of this.pending.values()) if (pending.owner === owner) return true;
-    return false;
+  /**
+   * A run or call in flight of the prefix prepared by request `owner`, one with host calls left
+   * when there is one (the worker does not say which call a host call is for).
+   */
+  private prefixCaller(owner: number): Pending | undefined {
+    let found: Pending | undefined;
+    for (const pending of this.pending.values()) {
+      if (pending.owner !== owner) continue;
+      if (pending.hostCalls === undefined || pending.hostCalls > 0) return pending;
+      found ??= pending;
+    }
+    return found;
   }
 
   private take(id: number): Pending | undefined {
