@@ -1,6 +1,7 @@
 import type { ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
 import { readBodies } from "./core/fetch-wire.js";
+import { Slots } from "./core/slots.js";
 import type { NetRule, SandboxPolicy } from "./core/types.js";
 
 /**
@@ -53,9 +54,10 @@ export async function brokeredFetch(
     maxResponseBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
     maxRequestBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
   });
-  const turns = new Turns(MAX_FETCHES_IN_FLIGHT);
+  const inFlight = new Slots(MAX_FETCHES_IN_FLIGHT, Number.POSITIVE_INFINITY);
   return async (request, signal) => {
-    await turns.take(signal);
+    // A fetch of a run that has ended (or ends while it waits its turn) never starts.
+    if (signal?.aborted || !(await inFlight.acquire(signal))) throw new TypeError("fetch aborted: the run ended");
     try {
       const response = await safeFetch(request, signal ? { signal } : undefined);
       // The body is read here, inside the mapping below: a body over its cap or cut short is a
@@ -72,45 +74,9 @@ export async function brokeredFetch(
       const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
       throw new TypeError(`fetch failed${typeof cause?.code === "string" ? ` (${cause.code})` : ""}`);
     } finally {
-      turns.give();
+      inFlight.release();
     }
   };
-}
-
-/** At most `size` holders at once; the rest wait in order (and leave the line when their signal aborts). */
-class Turns {
-  private held = 0;
-  private readonly waiting: (() => void)[] = [];
-
-  constructor(private readonly size: number) {}
-
-  async take(signal: AbortSignal | undefined): Promise<void> {
-    if (this.held < this.size) {
-      this.held++;
-      return;
-    }
-    await new Promise<void>((resolve, reject) => {
-      const turn = () => {
-        signal?.removeEventListener("abort", leave);
-        resolve();
-      };
-      const leave = () => {
-        const at = this.waiting.indexOf(turn);
-        if (at >= 0) this.waiting.splice(at, 1);
-        reject(new TypeError("fetch aborted: the run ended"));
-      };
-      if (signal?.aborted) return leave();
-      signal?.addEventListener("abort", leave, { once: true });
-      this.waiting.push(turn);
-    });
-  }
-
-  give(): void {
-    const next = this.waiting.shift();
-    // The turn passes straight to the next in line.
-    if (next) next();
-    else this.held--;
-  }
 }
 
 /** `capabilities.import`: hosts (`"esm.sh"`, `"example.com:8443"`) the deno engine may import remote modules from. */

@@ -1,13 +1,13 @@
 /**
- * Run slots: at most `max` runs execute at once, at most `maxQueued` wait. A run past the queue
- * is refused at once (the caller turns that into ERR_QUEUE_FULL), never left to wait unbounded.
+ * Slots: at most `max` holders at once, at most `maxQueued` waiting, in order. A request past the
+ * queue is refused at once (for runs the caller turns that into ERR_QUEUE_FULL), never left to
+ * wait unbounded. Run slots use it, and so does the brokered fetch (its exchanges in flight).
  */
 export class Slots {
   private active = 0;
-  private readonly waiting: Array<() => void> = [];
+  private readonly waiting: { grant(): void; refuse(): void }[] = [];
   /** Refusing everything: the sandbox is being disposed. */
   private closed = false;
-  private readonly refusals: Array<() => void> = [];
 
   constructor(
     private readonly max: number,
@@ -31,37 +31,31 @@ export class Slots {
     }
     if (this.waiting.length >= this.maxQueued) return false;
     return new Promise<boolean>((resolve) => {
-      const grant = () => {
-        signal?.removeEventListener("abort", onAbort);
-        this.active++;
-        resolve(true);
+      const waiter = {
+        grant: () => {
+          signal?.removeEventListener("abort", waiter.refuse);
+          this.active++;
+          resolve(true);
+        },
+        refuse: () => {
+          const index = this.waiting.indexOf(waiter);
+          if (index >= 0) this.waiting.splice(index, 1);
+          resolve(false);
+        },
       };
-      const onAbort = () => {
-        const index = this.waiting.indexOf(grant);
-        if (index >= 0) this.waiting.splice(index, 1);
-        const refusal = this.refusals.indexOf(onAbort);
-        if (refusal >= 0) this.refusals.splice(refusal, 1);
-        resolve(false);
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiting.push(grant);
-      this.refusals.push(onAbort);
+      signal?.addEventListener("abort", waiter.refuse, { once: true });
+      this.waiting.push(waiter);
     });
   }
 
-  /** Refuse every waiting run and every later one (the sandbox is being disposed). */
+  /** Refuse every waiting request and every later one (the sandbox is being disposed). */
   close(): void {
     this.closed = true;
-    this.waiting.length = 0;
-    for (const refuse of this.refusals.splice(0)) refuse();
+    for (const waiter of [...this.waiting]) waiter.refuse();
   }
 
   release(): void {
     this.active--;
-    const next = this.waiting.shift();
-    if (next) {
-      this.refusals.shift();
-      next();
-    }
+    this.waiting.shift()?.grant();
   }
 }
