@@ -1,6 +1,7 @@
 import { Pool } from "undici";
 import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
 import { bridgeErrorText } from "../core/bindings.js";
+import { whenAborted } from "../core/when-aborted.js";
 import type { RemoteCallback } from "../core/protocol.js";
 
 /** A callback that has not answered in this long fails the guest's call (the run's own wall limit is usually first). */
@@ -45,12 +46,11 @@ export class CallbackBindings implements BindingsLike {
     const controller = new AbortController();
     this.inFlight.add(controller);
     // The run or call that made it ended: the callback's request is aborted, and the host stops it.
-    const onAbort = () => controller.abort();
-    signal?.addEventListener("abort", onAbort, { once: true });
+    const detach = whenAborted([signal], () => controller.abort());
     try {
       return await this.call(callback, name, argsText, controller.signal);
     } finally {
-      signal?.removeEventListener("abort", onAbort);
+      detach();
       this.inFlight.delete(controller);
     }
   }

@@ -11,6 +11,7 @@ import { writeFileSync } from "node:fs";
 import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { pollForRequests } from "../../core/busy-poll.js";
+import { whenAborted } from "../../core/when-aborted.js";
 import { readBodies } from "../../core/fetch-wire.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
@@ -84,14 +85,11 @@ async function main(): Promise<void> {
   const bridgeCall = (owner: number, fnId: number, argsText: string, signal?: AbortSignal) =>
     new Promise<BridgeAnswer>((resolve) => {
       const cid = ++nextCid;
-      bridge.set(cid, resolve);
       send({ t: "bridge-call", id: owner, cid, fnId, argsText });
-      if (!signal) return;
       // The run or call ended first: the host stops the call (a fetch's exchange) too.
-      const cancel = () => bridge.has(cid) && send({ t: "bridge-cancel", cid });
-      signal.addEventListener("abort", cancel, { once: true });
+      const detach = whenAborted([signal], () => send({ t: "bridge-cancel", cid }));
       bridge.set(cid, (answer) => {
-        signal.removeEventListener("abort", cancel);
+        detach();
         resolve(answer);
       });
     });

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import type { BindingsLike } from "../../core/bindings.js";
+import { whenAborted } from "../../core/when-aborted.js";
 import { GrantError, checkGrantKey, signGrant, verifyGrant } from "./grant.js";
 
 /** A run's bindings, as the host registers them for an executor to call back. */
@@ -124,19 +125,12 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (fnId === undefined) return answer(403, { error: "the name is not bound for this run" });
       // The executor aborts its request when the run or call ended, and a run's calls end when the
       // host unregisters it (its result arrived): the binding's work (a fetch) stops too.
-      // (Listeners, not AbortSignal.any: Node 20 can collect a composite signal whose sources
-      // outlive it, and its abort then never comes.)
       const stop = new AbortController();
-      const abort = () => stop.abort();
-      for (const source of [request.signal, registered.ended.signal]) {
-        if (source.aborted) stop.abort();
-        source.addEventListener("abort", abort, { once: true });
-      }
+      const detach = whenAborted([request.signal, registered.ended.signal], () => stop.abort());
       try {
         return answer(200, await registered.bindings.dispatch(fnId, call.argsText, stop.signal));
       } finally {
-        request.signal.removeEventListener("abort", abort);
-        registered.ended.signal.removeEventListener("abort", abort);
+        detach();
       }
     },
   };

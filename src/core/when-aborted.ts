@@ -1,0 +1,22 @@
+/**
+ * Call `onAbort` once, when the first of `signals` aborts (at once if one already has). Returns
+ * what takes the listeners off again, for when the work they watch is done. Listeners on the
+ * signals themselves, not AbortSignal.any: Node 20 can collect a composite signal whose sources
+ * outlive it, and its abort then never comes (found under load: aborted fetches stayed open).
+ */
+export function whenAborted(signals: readonly (AbortSignal | undefined)[], onAbort: () => void): () => void {
+  let called = false;
+  const fire = () => {
+    if (called) return;
+    called = true;
+    onAbort();
+  };
+  const watched = signals.filter((signal): signal is AbortSignal => signal !== undefined);
+  for (const signal of watched) {
+    if (signal.aborted) fire();
+    else signal.addEventListener("abort", fire, { once: true });
+  }
+  return () => {
+    for (const signal of watched) signal.removeEventListener("abort", fire);
+  };
+}
