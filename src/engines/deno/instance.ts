@@ -173,7 +173,7 @@ export class DenoInstance implements EngineInstance {
     this.process.kill("disposed");
   }
 
-  /** Called by the RSS watchdog while work is in flight. */
+  /** Called by the watchdog every RSS_POLL_MS while the process lives: memory always, CPU while idle. */
   checkRss(): void {
     const rss = this.process.rss();
     if (rss === undefined || this.gone) {
@@ -300,13 +300,8 @@ export function withoutEvalMarkers(text: string): string {
     let start = at;
     while (start > from && !/[\s(),]/.test(text[start - 1])) start--;
     let end = at + EVAL_MARKER.length;
-    const digits = (i: number) => {
-      let j = i;
-      while (j < text.length && text.charCodeAt(j) >= 48 && text.charCodeAt(j) <= 57) j++;
-      return j;
-    };
-    const lineEnd = digits(end);
-    const columnEnd = lineEnd > end && text[lineEnd] === ":" ? digits(lineEnd + 1) : lineEnd;
+    const lineEnd = digitsEnd(text, end);
+    const columnEnd = lineEnd > end && text[lineEnd] === ":" ? digitsEnd(text, lineEnd + 1) : lineEnd;
     if (start < at && lineEnd > end && columnEnd > lineEnd + 1) {
       // name, then ":line:column" (the marker's ", <anonymous>" dropped)
       out += text.slice(from, at) + text.slice(at + EVAL_MARKER.length - 1, columnEnd);
@@ -318,4 +313,11 @@ export function withoutEvalMarkers(text: string): string {
     at = text.indexOf(EVAL_MARKER, from);
   }
   return out + text.slice(from);
+}
+
+/** Where the run of ASCII digits starting at `from` in `text` ends. */
+function digitsEnd(text: string, from: number): number {
+  let at = from;
+  while (at < text.length && text.charCodeAt(at) >= 48 && text.charCodeAt(at) <= 57) at++;
+  return at;
 }

@@ -64,12 +64,5 @@ export function memorySnapshots() {
       for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
       return true;
     },
-
-    /** How many bytes the pages hold. */
-    size(pages: MemoryPages): number {
-      let total = 0;
-      for (const run of pages.runs) total += run.bytes.length;
-      return total;
-    },
   };
 }
