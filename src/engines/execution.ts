@@ -361,6 +361,42 @@ export class Execution implements InstanceListener, Watched {
   }
 }
 
+/**
+ * An engine's executions in progress (one-off runs, prefix runs and calls), so that disposing
+ * the engine ends them: no guest code of a disposed sandbox keeps running to its limits.
+ */
+export class RunningExecutions {
+  private readonly executions = new Set<Execution>();
+  /** endAll was called: work that starts later (after an instance warmed up) must not run. */
+  ended = false;
+
+  /** `outcome` (the execution's), with the execution counted as running until it settles. */
+  async track<T>(execution: Execution, outcome: Promise<T>): Promise<T> {
+    this.executions.add(execution);
+    try {
+      return await outcome;
+    } finally {
+      this.executions.delete(execution);
+    }
+  }
+
+  /** End every one with ERR_INSTANCE_RESET: their instances are disposed, their guests stop. */
+  endAll(): void {
+    this.ended = true;
+    for (const execution of this.executions) execution.kill("ERR_INSTANCE_RESET", ENDED);
+    this.executions.clear();
+  }
+
+  /** Fail `execution` at once if the engine has ended; true when its work may start. */
+  admit(execution: Execution): boolean {
+    if (!this.ended) return true;
+    execution.kill("ERR_INSTANCE_RESET", ENDED);
+    return false;
+  }
+}
+
+const ENDED = "the sandbox was disposed during the run";
+
 export function abortReason(reason: unknown): string {
   if (reason instanceof Error) return reason.message || reason.name;
   if (typeof reason === "string") return reason;

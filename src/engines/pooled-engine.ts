@@ -3,7 +3,7 @@ import { CordonError } from "../core/errors.js";
 import { Residency } from "../core/residency.js";
 import { failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
-import { Execution } from "./execution.js";
+import { Execution, RunningExecutions } from "./execution.js";
 import type { EngineInstance, RuntimeCaps } from "./instance.js";
 import { Spares } from "./spares.js";
 import { WarmPool } from "./warm-pool.js";
@@ -47,8 +47,8 @@ export class PooledEngine implements Engine {
   private readonly spares: Spares;
   private readonly residency: Residency;
   private readonly pools = new Set<WarmPool>();
-  /** One-off runs in progress: disposing the engine ends them. */
-  private readonly running = new Set<Execution>();
+  /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
+  private readonly running = new RunningExecutions();
 
   constructor(
     readonly name: Exclude<EngineName, "auto">,
@@ -74,13 +74,11 @@ export class PooledEngine implements Engine {
       return instanceFailure(this.name, host, error);
     }
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
-    this.running.add(execution);
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance
       .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
       .catch((error: unknown) => execution.taskFailed(error));
-    const result = await execution.outcome;
-    this.running.delete(execution);
+    const result = await this.running.track(execution, execution.outcome);
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // a quarter of a millisecond on this thread, so it happens after the result is delivered.
     instance.listener = undefined;
@@ -90,7 +88,8 @@ export class PooledEngine implements Engine {
 
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: WarmPool; result: RunResult }> {
     const { coalesceAbove, maxInstances, maxQueued } = this.options;
-    const pool = new WarmPool(this.name, request, this.spares, this.residency, { coalesceAbove, maxInstances }, maxQueued);
+    const limits = { coalesceAbove, maxInstances };
+    const pool = new WarmPool(this.name, request, this.spares, this.residency, limits, maxQueued, this.running);
     pool.onDispose = () => this.pools.delete(pool);
     const { instance, result } = await pool.warmUp();
     if (instance) {
@@ -113,9 +112,8 @@ export class PooledEngine implements Engine {
   }
 
   async dispose(): Promise<void> {
-    for (const execution of this.running) execution.kill("ERR_INSTANCE_RESET", "the sandbox was disposed during the run");
-    this.running.clear();
-    for (const pool of this.pools) pool.dispose();
+    this.running.endAll();
+    for (const pool of this.pools) pool.end();
     this.pools.clear();
     this.spares.dispose();
     await this.onDispose?.();

@@ -5,7 +5,7 @@ import type { Residency, Resident } from "../core/residency.js";
 import { failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { BlockingBudget } from "./blocking-budget.js";
-import { Execution } from "./execution.js";
+import { Execution, type RunningExecutions } from "./execution.js";
 import { instanceFailure } from "./pooled-engine.js";
 import { type EngineInstance, fence, type RuntimeCaps } from "./instance.js";
 import type { Spares } from "./spares.js";
@@ -94,6 +94,8 @@ export class WarmPool implements EnginePrefix {
     private readonly residency: Residency,
     private readonly limits: PrefixPoolLimits,
     private readonly maxQueued: number,
+    /** The engine's executions in progress: disposing the engine ends them, this pool's too. */
+    private readonly running: RunningExecutions,
   ) {
     this.guestFiles = new Set([request.source.filename, ...Object.keys(request.sourceImports)]);
   }
@@ -116,10 +118,12 @@ export class WarmPool implements EnginePrefix {
       guestFiles: this.guestFiles,
     });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-    instance
-      .evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', caps, source, sourceImports }, () => execution.startCpu())
-      .catch((error: unknown) => execution.taskFailed(error));
-    const result = await execution.outcome;
+    if (this.running.admit(execution)) {
+      instance
+        .evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', caps, source, sourceImports }, () => execution.startCpu())
+        .catch((error: unknown) => execution.taskFailed(error));
+    }
+    const result = await this.running.track(execution, execution.outcome);
     if (!result.ok) {
       instance.dispose();
       return { result: prefixFailure(result, limits) };
@@ -142,10 +146,13 @@ export class WarmPool implements EnginePrefix {
     const execution = new Execution(instance, { engine: this.engine, limits, signal, host: this.request.host, warm, guestFiles });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     const { source, sourceImports, inputText } = request;
-    instance
-      .evaluate({ mode: "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
-      .catch((error: unknown) => execution.taskFailed(error));
-    const result = await execution.outcome;
+    // Warming up an instance for this run can outlast the sandbox.
+    if (this.running.admit(execution)) {
+      instance
+        .evaluate({ mode: "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+        .catch((error: unknown) => execution.taskFailed(error));
+    }
+    const result = await this.running.track(execution, execution.outcome);
     // The result is out; wait until the instance is idle before another run may own it.
     // A late one is tainted, and release discards it.
     const fenced = fence(instance, limits.wallTimeMs).then(() => this.release(instance));
@@ -200,21 +207,24 @@ export class WarmPool implements EnginePrefix {
     const blockForMs = this.mayBlock(path, limits, signal) ? limits.cpuTimeMs : undefined;
     execution.startCpu();
     const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-    instance
-      .call(
-        path,
-        requests.map((r) => r.argsText),
-        caps,
-        blockForMs,
-      )
-      .then(
-        (joined: string) => {
-          // An export that returned a promise gets more instances rather than coalesced calls.
-          if (execution.finishAll(joined)) this.asyncPaths.add(path);
-        },
-        (error: unknown) => execution.taskFailed(error),
-      );
-    const results = await execution.outcomes;
+    // Warming up an instance for these calls can outlast the sandbox.
+    if (this.running.admit(execution)) {
+      instance
+        .call(
+          path,
+          requests.map((r) => r.argsText),
+          caps,
+          blockForMs,
+        )
+        .then(
+          (joined: string) => {
+            // An export that returned a promise gets more instances rather than coalesced calls.
+            if (execution.finishAll(joined)) this.asyncPaths.add(path);
+          },
+          (error: unknown) => execution.taskFailed(error),
+        );
+    }
+    const results = await this.running.track(execution, execution.outcomes);
     // CPU time, not wall time: right after a prepare, spares being made on this thread put
     // trivial calls at 0.2-3 ms of wall time (their CPU: 0.03-0.4 ms).
     const first = results[0];
@@ -268,7 +278,9 @@ export class WarmPool implements EnginePrefix {
 
   /** The prefix is disposed and no instance is left to serve the waiting calls. */
   private failQueued(): void {
-    const message = "the prefix was disposed before this call could run";
+    const message = this.running.ended
+      ? "the sandbox was disposed before this call could run"
+      : "the prefix was disposed before this call could run";
     for (const queued of this.queue.splice(0)) {
       queued.resolve(failedResult(this.engine, this.request.host, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }));
     }
@@ -391,6 +403,16 @@ export class WarmPool implements EnginePrefix {
     this.disposed = true;
     for (const instance of this.idle.splice(0)) this.drop(instance);
     this.onDispose?.();
+  }
+
+  /**
+   * The sandbox is disposed: unlike dispose() (calls already made are served), waiting calls
+   * fail. (The engine ends the runs and calls in progress: `running` is the engine's.)
+   */
+  end(): void {
+    this.gathering = false;
+    this.dispose();
+    this.failQueued();
   }
 
   /** Called once when the pool is disposed (the engine stops listing it). */

@@ -3,8 +3,9 @@ import { createSandbox } from "../../src/index.js";
 import { COMBINATIONS } from "../conformance/matrix.js";
 
 /**
- * sandbox.dispose() ends the work in it: runs in progress end with ERR_INSTANCE_RESET, runs still
- * queued for a slot never start, and no guest calls the host afterwards.
+ * sandbox.dispose() ends the work in it: runs in progress (one-off, and a prefix's runs and calls)
+ * end with ERR_INSTANCE_RESET, runs still queued for a slot never start, and no guest calls the
+ * host afterwards.
  */
 describe.each(COMBINATIONS.filter((c) => c.host !== "remote"))("dispose on $name", (combo) => {
   it("ends runs in progress, never starts queued ones, and no host call follows it", async () => {
@@ -32,4 +33,31 @@ describe.each(COMBINATIONS.filter((c) => c.host !== "remote"))("dispose on $name
     expect(callsAfter).toBe(0);
     expect(calls).toBe(1);
   }, 20_000);
+
+  it("ends a prefix's calls and runs in progress: a spinning guest stops, it does not run on to its limit", async () => {
+    const sandbox = await createSandbox(combo.options);
+    let started = 0;
+    const prefix = await sandbox.prepare({
+      code: "export async function spin() { await started(); while (true) {} }",
+      globals: { started: async () => started++ },
+    });
+    const limits = { cpuTimeMs: 20_000, wallTimeMs: 30_000 };
+    const call = prefix.call({ export: "spin", limits });
+    const run = prefix.run({ code: "await started(); while (true) {}", limits });
+    // On QuickJS the run's instance may share a thread with the spinning call and wait behind it.
+    const until = performance.now() + 3000;
+    while (started < 2 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+    expect(started).toBeGreaterThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, 100)); // spinning now
+    await sandbox.dispose();
+    // In process the guests spun on this process's threads: after dispose they use none of it.
+    const cpuBefore = process.cpuUsage();
+    await new Promise((r) => setTimeout(r, 500));
+    const cpu = process.cpuUsage(cpuBefore);
+    for (const result of await Promise.all([call, run])) {
+      expect(result.ok, JSON.stringify(result)).toBe(false);
+      if (!result.ok) expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+    }
+    if (combo.host === "inprocess" && combo.engine !== "deno") expect((cpu.user + cpu.system) / 1000).toBeLessThan(250);
+  }, 40_000);
 });

@@ -6,7 +6,7 @@ import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
 import type { RunResult, SandboxStats } from "../../core/types.js";
-import { Execution } from "../execution.js";
+import { Execution, RunningExecutions } from "../execution.js";
 import { fence, type RuntimeCaps } from "../instance.js";
 import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
 import { Spares } from "../spares.js";
@@ -43,8 +43,8 @@ export class DenoEngine implements Engine {
   private readonly functions: FunctionPool;
   private readonly live = new Set<DenoInstance>();
   private readonly cacheDir: string;
-  /** Runs in progress: disposing the engine ends them. */
-  private readonly running = new Set<Execution>();
+  /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
+  private readonly running = new RunningExecutions();
   private disposed = false;
 
   constructor(
@@ -118,13 +118,11 @@ export class DenoEngine implements Engine {
     instance.resetEachRun = true;
     const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm, guestFiles });
-    this.running.add(execution);
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance
       .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
       .catch((error: unknown) => execution.taskFailed(error));
-    const result = await execution.outcome;
-    this.running.delete(execution);
+    const result = await this.running.track(execution, execution.outcome);
     instance.listener = undefined;
     if (ephemeral) instance.dispose();
     // Past the wall time the process is tainted, and the pool retires it.
@@ -139,7 +137,8 @@ export class DenoEngine implements Engine {
       importHosts.length === 0
         ? this.spares
         : new Spares<DenoInstance>(0, request.limits.memoryMb, (mb) => this.create(mb, importHosts));
-    const pool = new WarmPool(this.name, request, spares, this.residency, { coalesceAbove, maxInstances }, maxQueued);
+    const limits = { coalesceAbove, maxInstances };
+    const pool = new WarmPool(this.name, request, spares, this.residency, limits, maxQueued, this.running);
     pool.onDispose = () => this.pools.delete(pool);
     const { instance, result } = await pool.warmUp();
     if (instance) {
@@ -172,9 +171,8 @@ export class DenoEngine implements Engine {
 
   async dispose(): Promise<void> {
     this.disposed = true;
-    for (const execution of this.running) execution.kill("ERR_INSTANCE_RESET", "the sandbox was disposed during the run");
-    this.running.clear();
-    for (const pool of this.pools) pool.dispose();
+    this.running.endAll();
+    for (const pool of this.pools) pool.end();
     this.pools.clear();
     this.functions.dispose();
     this.spares.dispose();
