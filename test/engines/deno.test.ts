@@ -70,6 +70,16 @@ describe("the deno engine", () => {
     expect(refused.command).toBe("NotCapable");
   });
 
+  it("names neither the host's pid, the bootstrap's path nor its configuration", async () => {
+    const code = `import process from "node:process";
+      export default () => ({ ppid: Deno.ppid, nodePpid: process.ppid, mainModule: Deno.mainModule, args: Deno.args, argv: process.argv })`;
+    const value = completed(await sandbox.run({ code })).value as Record<string, unknown>;
+    expect(value).toEqual({ ppid: 1, nodePpid: 1, mainModule: "file:///main.js", args: [], argv: ["deno", "/main.js"] });
+    // What Deno would have said: this process is the parent, the bootstrap sits in the temporary directory.
+    expect(JSON.stringify(value)).not.toContain(String(process.pid));
+    expect(JSON.stringify(value)).not.toContain("cordon-deno-bootstrap");
+  });
+
   it("no variable of the host's environment reaches the Deno process", async () => {
     process.env.CORDON_TEST_SECRET = "hunter2";
     try {

@@ -153,6 +153,21 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     defineProperty(g, name, { value: guarded, writable: true, configurable: true, enumerable: false });
   }
 
+  /**
+   * Deno answers these without a permission: the host process's pid (ppid), the bootstrap's path
+   * in the shared temporary directory (mainModule, process.argv[1]) and this configuration (args,
+   * process.argv[2]). The guest sees neutral values instead.
+   */
+  async function hideHostFacts(): Promise<void> {
+    const getter = (value: unknown) => ({ get: () => value, configurable: true, enumerable: true });
+    defineProperty(D, "ppid", getter(1));
+    defineProperty(D, "mainModule", getter("file:///main.js"));
+    defineProperty(D, "args", { get: () => [], configurable: true, enumerable: true });
+    // process.ppid reads Deno.ppid; process.argv was copied from Deno.args when node:process loaded.
+    const nodeProcess = ((await parts.importModule("node:process").catch(() => undefined)) as Any)?.default;
+    if (nodeProcess) nodeProcess.argv = ["deno", "/main.js"];
+  }
+
   // Deno answers execPath without a permission: it would name the host's install path of the
   // binary. Node compatibility reads it too (process.execPath), so it answers a bare name.
   defineProperty(D, "execPath", {
@@ -317,6 +332,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   async function start(): Promise<void> {
     // Deno's Node compatibility reads some globals when a builtin first loads: load them all now.
     await PromiseCtor.all(config.nodeBuiltins.map((name) => parts.importModule(`node:${name}`).catch(() => undefined)));
+    await hideHostFacts();
     for (const name of [
       "SharedArrayBuffer",
       "Atomics",
