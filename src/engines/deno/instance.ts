@@ -175,13 +175,14 @@ export class DenoInstance implements EngineInstance {
 
   /** Called by the watchdog every RSS_POLL_MS while the process lives: memory always, CPU while idle. */
   checkRss(): void {
-    const rss = this.process.rss();
-    if (rss === undefined || this.gone) {
+    const usage = this.process.usage();
+    if (usage === undefined || this.gone) {
       if (this.gone) watchRss(this, false);
       return;
     }
+    const rss = usage.rssBytes;
     const idle = this.idleSince;
-    if (idle && this.process.cpuTimeNs() - idle.cpu > IDLE_CPU_NS) {
+    if (idle && usage.cpuNs - idle.cpu > IDLE_CPU_NS) {
       this.tainted = true;
       this.process.kill("it kept using CPU after its run ended (a worker or timer the guest left running)");
       return;

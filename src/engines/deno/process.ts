@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
-import { readRss } from "../../hosts/process/rss.js";
+import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
 /** Deno's default `--allow-import` hosts: leaving the flag out allows these, so they are denied by name. */
@@ -157,12 +157,18 @@ export class DenoProcess {
    * over-count.
    */
   cpuTimeNs(): bigint {
+    return this.usage()?.cpuNs ?? 0n;
+  }
+
+  /** CPU time (as cpuTimeNs) and resident size in one read of /proc/<pid>/stat; undefined when unreadable. */
+  usage(): { cpuNs: bigint; rssBytes: number } | undefined {
     try {
       const stat = readFileSync(`/proc/${this.pid}/stat`, "latin1");
+      // Fields after the command name (which may hold spaces): state is [0], utime [11], stime [12], rss [21] pages.
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      return (BigInt(fields[11]) + BigInt(fields[12])) * CLOCK_TICK_NS;
+      return { cpuNs: (BigInt(fields[11]) + BigInt(fields[12])) * CLOCK_TICK_NS, rssBytes: Number(fields[21]) * PAGE_BYTES };
     } catch {
-      return 0n;
+      return undefined;
     }
   }
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 
-const PAGE_BYTES = 4096;
+export const PAGE_BYTES = 4096;
 
 /** Resident set size of a process, from /proc/<pid>/statm (Linux). Undefined when unreadable. */
 export function readRss(pid: number): number | undefined {
