@@ -6,7 +6,7 @@ import { availableParallelism, totalmem } from "node:os";
 import { DEFAULT_BUSY_POLL_MS } from "./core/busy-poll.js";
 import type { Engine } from "./core/engine.js";
 import { CordonError } from "./core/errors.js";
-import { checkPolicy, checkPositiveNumber, resolveLimits } from "./core/limits.js";
+import { checkPolicy, checkPositiveNumber, MAX_TIME_MS, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkString } from "./core/options.js";
 import { ENGINES, environmentDefaults, HOSTS } from "./core/selection.js";
 import type { EngineName, HostName, RemoteOptions, SandboxOptions } from "./core/types.js";
@@ -214,7 +214,7 @@ function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
   checkObject(value, "options.deno");
   checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir"], "options.deno");
   for (const key of ["idleTtlMs", "maxInvocations", "softCap"]) {
-    if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key]);
+    if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key], COUNT_OPTIONS[key]);
   }
   if (value.cachedOnly !== undefined && typeof value.cachedOnly !== "boolean") {
     throw new TypeError("cordon: options.deno.cachedOnly must be a boolean");
@@ -222,6 +222,20 @@ function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
   if (value.cacheDir !== undefined) checkString(value.cacheDir, "options.deno.cacheDir", 4096);
   return value as NonNullable<SandboxOptions["deno"]>;
 }
+
+/**
+ * Options that count processes or uses are integers, and processes are bounded: a pool told to keep
+ * Infinity workers would fork forever. Times are bounded by what a Node timer takes.
+ */
+const MAX_PROCESSES = 1024;
+const COUNT_OPTIONS: Record<string, { integer?: boolean; max?: number }> = {
+  min: { integer: true, max: MAX_PROCESSES },
+  max: { integer: true, max: MAX_PROCESSES },
+  softCap: { integer: true, max: MAX_PROCESSES },
+  maxRunsPerWorker: { integer: true },
+  maxInvocations: { integer: true },
+  idleTtlMs: { max: MAX_TIME_MS },
+};
 
 const WORKER_KEYS = ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb", "busyPollMs", "entry"];
 
@@ -237,7 +251,7 @@ function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & 
   checkObject(value, "options.workers");
   checkKnownKeys(value, WORKER_KEYS, "options.workers");
   for (const key of ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb"]) {
-    if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key]);
+    if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key], COUNT_OPTIONS[key]);
   }
   checkBusyPoll(value.busyPollMs, "options.workers.busyPollMs");
   return value as NonNullable<SandboxOptions["workers"]> & { entry?: string };

@@ -24,15 +24,31 @@ export const DEFAULT_LIMITS: ResolvedLimits = {
 const LIMIT_KEYS = Object.keys(DEFAULT_LIMITS) as (keyof ResolvedLimits)[];
 
 /**
- * Check one numeric option and throw a TypeError that names it. Options are validated up front:
- * a wrong type is misconfiguration, never a run result.
+ * The largest time limit: Node's timers take at most 2^31-1 ms (a longer delay fires after 1 ms),
+ * and fences and backstops add their slack to a run's wall time.
  */
-export function checkPositiveNumber(name: string, value: unknown, { integer = false } = {}): number {
-  if (typeof value !== "number" || Number.isNaN(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+export const MAX_TIME_MS = 2_000_000_000;
+/** The largest count or size limit: the guest runtime and v8's shared-memory calls hold them as 32-bit integers. */
+export const MAX_COUNT = 2 ** 31 - 1;
+
+/**
+ * Check one numeric option and throw a TypeError that names it. Options are validated up front:
+ * a wrong type is misconfiguration, never a run result. Infinity is refused too: a limit is a
+ * number something enforces (on the pipes to worker processes it would turn into null).
+ */
+export function checkPositiveNumber(name: string, value: unknown, { integer = false, max = MAX_COUNT } = {}): number {
+  if (typeof value !== "number" || !(value > 0 && value <= max) || (integer && !Number.isInteger(value))) {
     const want = integer ? "a positive integer" : "a positive number";
-    throw new TypeError(`cordon: ${name} must be ${want}, got ${describe(value)}`);
+    throw new TypeError(`cordon: ${name} must be ${want} up to ${max}, got ${describe(value)}`);
   }
   return value;
+}
+
+/** The largest value each limit (and its policy ceiling) may have. */
+function maxOf(key: string): number {
+  return key === "wallTimeMs" || key === "cpuTimeMs" || key === "maxWallTimeMs" || key === "maxCpuTimeMs"
+    ? MAX_TIME_MS
+    : MAX_COUNT;
 }
 
 export function describe(value: unknown): string {
@@ -42,9 +58,14 @@ export function describe(value: unknown): string {
   return `a ${typeof value}`;
 }
 
-/** Validate a user-supplied `limits` object: unknown keys and bad values throw a TypeError. */
+/**
+ * Validate a user-supplied `limits` object: unknown keys and bad values throw a TypeError. Returns
+ * a copy of the values checked (own keys, each read once, no prototype): a getter cannot answer
+ * differently later, and a key inherited from a polluted Object.prototype is never a limit.
+ */
 export function checkLimits(limits: unknown, where = "limits"): RunLimits {
-  if (limits === undefined) return {};
+  const checked: Record<string, number> = Object.create(null);
+  if (limits === undefined) return checked;
   if (limits === null || typeof limits !== "object" || Array.isArray(limits)) {
     throw new TypeError(`cordon: ${where} must be an object, got ${describe(limits)}`);
   }
@@ -52,9 +73,9 @@ export function checkLimits(limits: unknown, where = "limits"): RunLimits {
     if (!(LIMIT_KEYS as string[]).includes(key)) {
       throw new TypeError(`cordon: ${where}.${key} is not a limit; known limits: ${LIMIT_KEYS.join(", ")}`);
     }
-    if (value !== undefined) checkPositiveNumber(`${where}.${key}`, value);
+    if (value !== undefined) checked[key] = checkPositiveNumber(`${where}.${key}`, value, { max: maxOf(key) });
   }
-  return limits as RunLimits;
+  return checked;
 }
 
 export function checkPolicy(policy: unknown): SandboxPolicy {
@@ -63,11 +84,20 @@ export function checkPolicy(policy: unknown): SandboxPolicy {
     throw new TypeError(`cordon: policy must be an object, got ${describe(policy)}`);
   }
   const known = ["maxMemoryMb", "maxWallTimeMs", "maxCpuTimeMs", "net"];
+  // A copy, as checkLimits makes: own keys read once, no prototype to inherit a ceiling from.
+  const checked: Record<string, unknown> = Object.create(null);
   for (const [key, value] of Object.entries(policy)) {
     if (!known.includes(key)) throw new TypeError(`cordon: policy.${key} is not a policy field; known: ${known.join(", ")}`);
-    if (key !== "net" && value !== undefined) checkPositiveNumber(`policy.${key}`, value);
+    if (value === undefined) continue;
+    checked[key] = key === "net" ? value : checkPositiveNumber(`policy.${key}`, value, { max: maxOf(key) });
   }
-  return policy as SandboxPolicy;
+  // A ceiling is never widened: one below the smallest instance cordon makes cannot be honoured.
+  if (typeof checked.maxMemoryMb === "number" && checked.maxMemoryMb < MIN_MEMORY_MB) {
+    throw new TypeError(
+      `cordon: policy.maxMemoryMb must be at least ${MIN_MEMORY_MB} (the smallest instance), got ${checked.maxMemoryMb}`,
+    );
+  }
+  return checked as SandboxPolicy;
 }
 
 /**
@@ -77,16 +107,23 @@ export function checkPolicy(policy: unknown): SandboxPolicy {
  */
 export function resolveLimits(request: RunLimits, sandboxDefaults: RunLimits, policy: SandboxPolicy): ResolvedLimits {
   const merged: ResolvedLimits = { ...DEFAULT_LIMITS };
+  // Own keys only: a key inherited from a polluted Object.prototype is never a limit or a ceiling.
+  const own = <T extends object, K extends keyof T>(from: T, key: K): T[K] | undefined =>
+    Object.hasOwn(from, key) ? from[key] : undefined;
   for (const key of LIMIT_KEYS) {
-    const value = request[key] ?? sandboxDefaults[key];
+    const value = own(request, key) ?? own(sandboxDefaults, key);
     if (value !== undefined) merged[key] = value;
   }
-  if (request.cpuTimeMs === undefined && sandboxDefaults.cpuTimeMs === undefined) merged.cpuTimeMs = merged.wallTimeMs;
+  if (own(request, "cpuTimeMs") === undefined && own(sandboxDefaults, "cpuTimeMs") === undefined)
+    merged.cpuTimeMs = merged.wallTimeMs;
 
-  const memoryCeiling = Math.min(policy.maxMemoryMb ?? MAX_MEMORY_MB, MAX_MEMORY_MB);
+  const maxMemoryMb = own(policy, "maxMemoryMb");
+  const maxWallTimeMs = own(policy, "maxWallTimeMs");
+  const maxCpuTimeMs = own(policy, "maxCpuTimeMs");
+  const memoryCeiling = Math.min(maxMemoryMb ?? MAX_MEMORY_MB, MAX_MEMORY_MB);
   merged.memoryMb = Math.floor(clamp(merged.memoryMb, MIN_MEMORY_MB, Math.max(memoryCeiling, MIN_MEMORY_MB)));
-  if (policy.maxWallTimeMs !== undefined) merged.wallTimeMs = Math.min(merged.wallTimeMs, policy.maxWallTimeMs);
-  if (policy.maxCpuTimeMs !== undefined) merged.cpuTimeMs = Math.min(merged.cpuTimeMs, policy.maxCpuTimeMs);
+  if (maxWallTimeMs !== undefined) merged.wallTimeMs = Math.min(merged.wallTimeMs, maxWallTimeMs);
+  if (maxCpuTimeMs !== undefined) merged.cpuTimeMs = Math.min(merged.cpuTimeMs, maxCpuTimeMs);
   merged.cpuTimeMs = Math.min(merged.cpuTimeMs, merged.wallTimeMs);
   for (const key of ["maxBridgeCalls", "maxLogEntries"] as const) merged[key] = Math.floor(merged[key]);
   return merged;

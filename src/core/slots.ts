@@ -24,7 +24,8 @@ export class Slots {
 
   /** Resolves true once a slot is held; false when the queue is full or the signal aborts first. */
   acquire(signal?: AbortSignal): Promise<boolean> | boolean {
-    if (this.closed) return false;
+    // An aborted signal never fires "abort" again: a waiter listening for it would wait for a slot.
+    if (this.closed || signal?.aborted) return false;
     if (this.active < this.max) {
       this.active++;
       return true;

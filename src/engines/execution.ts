@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import { abortReason } from "../core/abort-reason.js";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
@@ -224,7 +225,7 @@ export class Execution implements InstanceListener, Watched {
     // Every outcome counts against the output limit, a thrown error's too (its message, stack
     // and fields are guest text as much as a value is).
     if (text.length > limits.maxOutputBytes + 64) {
-      const what = kind === "o" ? "the result" : "the error the guest threw";
+      const what = kind === "t" ? "the error the guest threw" : "the result";
       const message = `${what} is larger than the limit of ${limits.maxOutputBytes} bytes`;
       this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
       return;
@@ -285,7 +286,16 @@ export class Execution implements InstanceListener, Watched {
       this.fail({ code: "ERR_MEMORY_LIMIT", name: "CordonError", message: limitMessage });
       return;
     }
-    this.fail(guestThrown(error, this.options.guestFiles));
+    // What a module's evaluation or a timer threw counts against the output limit too, as an
+    // error thrown from a call does (Execution.finish).
+    const thrown = guestThrown(error, this.options.guestFiles);
+    const maxOutputBytes = this.options.limits.maxOutputBytes;
+    if (JSON.stringify(thrown).length > maxOutputBytes + 64) {
+      const message = `the error the guest threw is larger than the limit of ${maxOutputBytes} bytes`;
+      this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message });
+      return;
+    }
+    this.fail(thrown);
   }
 
   /** Fail one call, or (without an index) every call not settled yet. */
@@ -396,12 +406,6 @@ export class RunningExecutions {
 }
 
 const ENDED = "the sandbox was disposed during the run";
-
-export function abortReason(reason: unknown): string {
-  if (reason instanceof Error) return reason.message || reason.name;
-  if (typeof reason === "string") return reason;
-  return "aborted by the caller";
-}
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_LIMITS, checkLimits, resolveLimits } from "../../src/core/limits.js";
+import { DEFAULT_LIMITS, checkLimits, checkPolicy, resolveLimits } from "../../src/core/limits.js";
 import { RESERVED_GLOBAL_NAMES, isValidExportName, isValidExportPath, isValidGlobalName } from "../../src/names.js";
 
 describe("limits", () => {
@@ -24,10 +24,54 @@ describe("limits", () => {
 
   it("bad limits throw a TypeError naming the option", () => {
     expect(() => checkLimits({ memoryMb: -5 })).toThrow(TypeError);
-    expect(() => checkLimits({ memoryMb: -5 })).toThrow(/limits\.memoryMb must be a positive number, got -5/);
+    expect(() => checkLimits({ memoryMb: -5 })).toThrow(/limits\.memoryMb must be a positive number up to \d+, got -5/);
     expect(() => checkLimits({ wallTimeMs: "10" })).toThrow(/limits\.wallTimeMs/);
     expect(() => checkLimits({ walltime: 10 })).toThrow(/limits\.walltime is not a limit/);
     expect(() => checkLimits([])).toThrow(/limits must be an object/);
+  });
+
+  it("refuses limits no engine or pipe can carry: Infinity, timers past 2^31 ms, counts past 32 bits", () => {
+    // Infinity crossed to worker processes as JSON null (enforced as 0); a wall time of 2^31 ms
+    // fired Node's timers after 1 ms; caps of 2^31 wrapped in v8's 32-bit shared memory.
+    expect(() => checkLimits({ wallTimeMs: Number.POSITIVE_INFINITY })).toThrow(
+      /limits\.wallTimeMs must be a positive number up to 2000000000, got Infinity/,
+    );
+    expect(() => checkLimits({ wallTimeMs: 2 ** 31 })).toThrow(/limits\.wallTimeMs/);
+    expect(() => checkLimits({ maxOutputBytes: 2 ** 31 })).toThrow(
+      /limits\.maxOutputBytes must be a positive number up to 2147483647/,
+    );
+    expect(() => checkLimits({ maxBridgeCalls: Number.POSITIVE_INFINITY })).toThrow(/limits\.maxBridgeCalls/);
+    expect(checkLimits({ wallTimeMs: 2_000_000_000, maxOutputBytes: 2 ** 31 - 1 })).toEqual({
+      wallTimeMs: 2_000_000_000,
+      maxOutputBytes: 2 ** 31 - 1,
+    });
+    expect(() => checkPolicy({ maxWallTimeMs: Number.POSITIVE_INFINITY })).toThrow(/policy\.maxWallTimeMs/);
+    // A ceiling below the smallest instance would be raised to it, not honoured.
+    expect(() => checkPolicy({ maxMemoryMb: 2 })).toThrow(/policy\.maxMemoryMb must be at least 8/);
+  });
+
+  it("resolves what was checked: a getter is read once, an inherited key is never a limit", () => {
+    let reads = 0;
+    const tricky = {
+      get cpuTimeMs() {
+        reads++;
+        return reads === 1 ? 100 : "x";
+      },
+    };
+    const limits = resolveLimits(checkLimits(tricky), {}, checkPolicy({ maxWallTimeMs: 500 }));
+    expect(limits.cpuTimeMs).toBe(100);
+    expect(reads).toBe(1);
+    const polluted = Object.prototype as Record<string, unknown>;
+    polluted.wallTimeMs = "abc";
+    polluted.maxCpuTimeMs = "abc";
+    try {
+      const resolved = resolveLimits(checkLimits({}), {}, checkPolicy({}));
+      expect(resolved.wallTimeMs).toBe(DEFAULT_LIMITS.wallTimeMs);
+      expect(resolved.cpuTimeMs).toBe(DEFAULT_LIMITS.cpuTimeMs);
+    } finally {
+      delete polluted.wallTimeMs;
+      delete polluted.maxCpuTimeMs;
+    }
   });
 });
 

@@ -13,7 +13,7 @@ import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
-import { abortReason } from "../../engines/execution.js";
+import { abortReason } from "../../core/abort-reason.js";
 import { isRunResult, readEngineStats } from "../../core/result-shape.js";
 import { readRss } from "./rss.js";
 import type { WorkerConfig } from "./worker-main.js";

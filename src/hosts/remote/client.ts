@@ -1,4 +1,5 @@
 import { Pool } from "undici";
+import { abortReason } from "../../core/abort-reason.js";
 import { sharedCodec } from "../../core/bindings.js";
 import { isRunResult } from "../../core/result-shape.js";
 import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
@@ -42,7 +43,8 @@ export class ExecutorClient {
 
   async send(request: RemoteRequest, wallTimeMs: number, signal?: AbortSignal): Promise<ExecutorAnswer> {
     const started = performance.now();
-    const deadlineMs = wallTimeMs + DEADLINE_SLACK_MS;
+    // AbortSignal.timeout takes whole milliseconds only (a RangeError otherwise).
+    const deadlineMs = Math.ceil(wallTimeMs) + DEADLINE_SLACK_MS;
     const timeout = AbortSignal.timeout(deadlineMs);
     const unreachable = (why: string): ExecutorAnswer => ({
       result: failedResult(
@@ -71,8 +73,7 @@ export class ExecutorClient {
       text = await response.body.text();
     } catch (error) {
       if (signal?.aborted) {
-        const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "aborted");
-        return { result: abortedResult(request.engine, "remote", reason, performance.now() - started) };
+        return { result: abortedResult(request.engine, "remote", abortReason(signal.reason), performance.now() - started) };
       }
       if (timeout.aborted)
         return unreachable(`did not answer within ${deadlineMs} ms (the run's wall time + ${DEADLINE_SLACK_MS} ms)`);

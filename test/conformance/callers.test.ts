@@ -1,0 +1,167 @@
+import { describe, expect, it } from "vitest";
+import { createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+
+/**
+ * What the host application hands cordon can be careless or hostile too: abort reasons whose
+ * getters throw, signals aborted before the call, bursts past the queue, errors too large to
+ * report. The host keeps running and every call gets a result.
+ */
+const combos = COMBINATIONS.filter((c) => c.host !== "remote" && c.engine !== "deno");
+
+/** An Error whose message getter throws: read carelessly, it is an uncaught exception in the host. */
+function hostileReason(): Error {
+  const reason = new Error("x");
+  Object.defineProperty(reason, "message", {
+    get() {
+      throw new Error("getter boom");
+    },
+  });
+  Object.defineProperty(reason, "name", {
+    get() {
+      throw new Error("getter boom");
+    },
+  });
+  return reason;
+}
+
+const SPIN = { code: "export default () => { while (true) {} }", limits: { cpuTimeMs: 5000, wallTimeMs: 8000 } };
+
+describe.each(combos)("callers on $name", (combo) => {
+  it("an abort reason whose getters throw still aborts the run promptly", async () => {
+    const sandbox = await createSandbox(combo.options);
+    try {
+      const controller = new AbortController();
+      const started = performance.now();
+      const run = sandbox.run({ ...SPIN, signal: controller.signal });
+      setTimeout(() => controller.abort(hostileReason()), 200);
+      const result = await run;
+      expect(result.status).toBe("aborted");
+      if (!result.ok) expect(result.error.code).toBe("ERR_ABORTED");
+      expect(performance.now() - started).toBeLessThan(4000);
+      // A proxy that throws on every trap, already aborted before the run.
+      const trap = () => {
+        throw new Error("trap");
+      };
+      const proxy = new Proxy({}, { get: trap, getPrototypeOf: trap, has: trap });
+      const early = await sandbox.run({ code: "export default () => 1", signal: AbortSignal.abort(proxy) });
+      expect(early.status).toBe("aborted");
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
+  it("a run whose signal was aborted before it queued fails at once and takes no queue place", async () => {
+    const sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 1 });
+    try {
+      const busy = sandbox.run({
+        code: "export default async () => { const end = Date.now() + 1500; while (Date.now() < end) {} }",
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      const started = performance.now();
+      const aborted = await sandbox.run({ code: "export default () => 1", signal: AbortSignal.abort("gone") });
+      expect(aborted.status).toBe("aborted");
+      expect(performance.now() - started).toBeLessThan(1000);
+      // The queue's one place is still free.
+      const queued = await sandbox.run({ code: "export default () => 2" });
+      expect(queued.ok && queued.value).toBe(2);
+      expect((await busy).ok).toBe(true);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
+  it("a prefix call aborted while it waits for a busy instance leaves the queue at once", async () => {
+    const sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1 });
+    try {
+      const prefix = await sandbox.prepare({
+        code: "export function spin(ms) { const end = Date.now() + ms; while (Date.now() < end) {} return ms }",
+      });
+      // More than the instances a prefix keeps busy with one export (one per core): the last waits.
+      const busy = Promise.all(Array.from({ length: 4 }, () => prefix.call({ export: "spin", args: [1500] })));
+      await new Promise((r) => setTimeout(r, 100));
+      const controller = new AbortController();
+      const started = performance.now();
+      const waiting = prefix.call({ export: "spin", args: [1], signal: controller.signal });
+      setTimeout(() => controller.abort("no longer needed"), 100);
+      const result = await waiting;
+      expect(result.status).toBe("aborted");
+      expect(performance.now() - started).toBeLessThan(1000);
+      for (const result of await busy) expect(result.ok).toBe(true);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
+  it("calls an idle instance takes in the same tick are not refused as queued (maxQueuedRuns 0 and 4)", async () => {
+    for (const maxQueuedRuns of [0, 4]) {
+      const sandbox = await createSandbox({ ...combo.options, maxQueuedRuns });
+      try {
+        const prefix = await sandbox.prepare({ code: "export const add = (a, b) => a + b" });
+        for (let i = 0; i < 3; i++) {
+          const one = await prefix.call({ export: "add", args: [i, 1] });
+          expect(one.ok && one.value, JSON.stringify(one)).toBe(i + 1);
+        }
+        const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => prefix.call({ export: "add", args: [i, 1] })));
+        expect(burst.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+      } finally {
+        await sandbox.dispose();
+      }
+    }
+  }, 30_000);
+
+  it("an error thrown while the module evaluates or from a timer counts against maxOutputBytes", async () => {
+    const sandbox = await createSandbox(combo.options);
+    try {
+      const limits = { maxOutputBytes: 1000 };
+      const topLevel = await sandbox.run({ code: `throw new Error("x".repeat(200000));\nexport default 1`, limits });
+      const timer = await sandbox.run({
+        code: `export default () => new Promise(() => setTimeout(() => { throw new Error("y".repeat(200000)) }, 1))`,
+        limits,
+      });
+      for (const result of [topLevel, timer]) {
+        expect(result.ok).toBe(false);
+        if (!result.ok) {
+          expect(result.error.code).toBe("ERR_OUTPUT_TOO_LARGE");
+          expect(JSON.stringify(result.error).length).toBeLessThan(2000);
+        }
+      }
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+});
+
+describe("caller options no engine can carry", () => {
+  it("refuses Infinity and unbounded process counts as misconfiguration", async () => {
+    await expect(createSandbox({ workers: { min: Number.POSITIVE_INFINITY } })).rejects.toThrow(
+      /options\.workers\.min must be a positive integer up to 1024/,
+    );
+    await expect(createSandbox({ workers: { max: 2.5 } })).rejects.toThrow(/options\.workers\.max/);
+    await expect(createSandbox({ engine: "deno", deno: { softCap: 1e9 } })).rejects.toThrow(/options\.deno\.softCap/);
+    await expect(createSandbox({ policy: { maxWallTimeMs: Number.POSITIVE_INFINITY } })).rejects.toThrow(/policy\.maxWallTimeMs/);
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    try {
+      await expect(sandbox.run({ code: "export default 1", limits: { wallTimeMs: Number.POSITIVE_INFINITY } })).rejects.toThrow(
+        /limits\.wallTimeMs/,
+      );
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
+  it("the remote host answers a fractional wall time with a result, not a RangeError", async () => {
+    const sandbox = await createSandbox({
+      engine: "v8",
+      host: "remote",
+      remote: { url: "http://127.0.0.1:9", secret: "s".repeat(32) },
+    });
+    try {
+      const result = await sandbox.run({ code: "export default 1", limits: { wallTimeMs: 1500.5 } });
+      expect(result.ok).toBe(false);
+      if (!result.ok) expect(result.error.code).toBe("ERR_EXECUTOR_UNREACHABLE");
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+});
