@@ -4,7 +4,7 @@ import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, resolveLimits } from "./core/limits.js";
-import { checkKnownKeys, checkObject, checkSignal, checkString } from "./core/options.js";
+import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { needsBodies, readBodies } from "./core/fetch-wire.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
@@ -164,7 +164,7 @@ export class Sandbox implements AsyncDisposable {
     checkObject(options, "prepare options");
     checkKnownKeys(options, PREPARE_KEYS, "prepare options");
     const code = checkString(options.code, "code", MAX_CODE_LENGTH);
-    const filename = options.filename === undefined ? DEFAULT_FILENAME : checkString(options.filename, "filename", 256);
+    const filename = options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256);
     const partitionKey = options.partitionKey === undefined ? "" : checkString(options.partitionKey, "partitionKey", 256);
     const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
     const { sources, hostModules } = splitImports(options.imports);
@@ -342,7 +342,7 @@ export class Sandbox implements AsyncDisposable {
     checkKnownKeys(options, keys, "run options");
     return {
       code: checkString(options.code, "code", MAX_CODE_LENGTH),
-      filename: options.filename === undefined ? DEFAULT_FILENAME : checkString(options.filename, "filename", 256),
+      filename: options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256),
       signal: checkSignal(options.signal, "signal"),
       limits: resolveLimits(checkLimits(options.limits), this.defaults, this.policy),
     };

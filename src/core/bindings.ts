@@ -3,6 +3,7 @@ import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
 import { hostFetchExtension, readBodies } from "./fetch-wire.js";
 import { describe } from "./limits.js";
+import { checkModuleName } from "./options.js";
 import type { HostBinding } from "./types.js";
 
 /** How a binding appears to the guest runtime: a bridged function, data, or an object of these. */
@@ -171,9 +172,7 @@ export function splitImports(imports: unknown): {
     throw new TypeError(`cordon: imports must be an object of specifier → source text or host module, got ${describe(imports)}`);
   }
   for (const [specifier, value] of Object.entries(imports)) {
-    if (specifier.length === 0 || specifier.length > 512) {
-      throw new TypeError("cordon: imports keys must be specifiers of 1 to 512 characters");
-    }
+    checkModuleName(specifier, `imports[${JSON.stringify(specifier.slice(0, 40))}]`, 512);
     if (typeof value === "string") sources[specifier] = value;
     else if (value !== null && typeof value === "object" && !Array.isArray(value))
       hostModules[specifier] = value as Record<string, HostBinding>;

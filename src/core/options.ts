@@ -28,6 +28,22 @@ export function checkString(value: unknown, where: string, maxLength: number): s
   return value;
 }
 
+/**
+ * A module's name (a filename, an import specifier). It names the guest's frames in stacks, so
+ * it may not be empty, hold control characters or U+2063 (the tag QuickJS's module names carry),
+ * or take cordon's own names: frames of "<cordon>" are the runtime's, kept out of guest stacks
+ * by that name, and "cordon:" specifiers are the engines' internal modules.
+ */
+export function checkModuleName(value: unknown, where: string, maxLength: number): string {
+  const name = checkString(value, where, maxLength);
+  if (name.length === 0) throw new TypeError(`cordon: ${where} must not be empty`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.
+  if (/[\u0000-\u001f\u007f\u2063]/.test(name)) throw new TypeError(`cordon: ${where} must not contain control characters`);
+  if (name === "<cordon>" || name.startsWith("cordon:"))
+    throw new TypeError(`cordon: ${where} ${JSON.stringify(name)} is one of cordon's own names`);
+  return name;
+}
+
 export function checkSignal(value: unknown, where: string): AbortSignal | undefined {
   if (value === undefined) return undefined;
   if (!(value instanceof AbortSignal)) throw new TypeError(`cordon: ${where} must be an AbortSignal, got ${describe(value)}`);

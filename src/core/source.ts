@@ -1,5 +1,6 @@
 import { stop, type TransformOptions, transform } from "esbuild";
 import { CordonError } from "./errors.js";
+import { MAX_NESTING, nestsDeeperThan } from "./nesting.js";
 import { HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
 import { type LineMap, decodeMappings } from "./source-map.js";
 
@@ -33,13 +34,19 @@ const cache = new Map<string, GuestSource | CordonError>();
  * keeps the body on its original lines so stack traces point at the caller's line numbers.
  */
 export async function normalizeSource(code: string, filename = DEFAULT_FILENAME): Promise<GuestSource> {
-  const key = `${filename}\0${code}`;
+  // The filename's length first: no filename and code can make another pair's key.
+  const key = `${filename.length}:${filename}\0${code}`;
   const cached = cache.get(key);
   if (cached) {
     if (cached instanceof CordonError) throw cached;
     return cached;
   }
   let result: GuestSource | CordonError;
+  if (nestsDeeperThan(code)) {
+    result = new CordonError("ERR_COMPILE", `${filename}: the code nests brackets more than ${MAX_NESTING} levels deep`);
+    remember(key, result);
+    throw result;
+  }
   try {
     result = { ...(await strip(code, filename)), filename, wrapped: false, script: await asScript(code, filename) };
   } catch (error) {

@@ -150,6 +150,29 @@ describe("caller options no engine can carry", () => {
     }
   });
 
+  it("refuses module names that would hide the guest's frames or take cordon's own", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    try {
+      const code = "export default 1";
+      await expect(sandbox.run({ code, filename: "" })).rejects.toThrow(/filename must not be empty/);
+      await expect(sandbox.run({ code, filename: "a\nb" })).rejects.toThrow(/filename must not contain control characters/);
+      // "<cordon>" frames are the runtime's: a guest module by that name kept them in its stacks.
+      await expect(sandbox.run({ code, filename: "<cordon>" })).rejects.toThrow(/one of cordon's own names/);
+      await expect(sandbox.run({ code, imports: { "cordon:entry": "export default 2" } })).rejects.toThrow(
+        /one of cordon's own names/,
+      );
+      await expect(sandbox.prepare({ code, filename: "x\u2063y" })).rejects.toThrow(/control characters/);
+      const fine = await sandbox.run({
+        code: 'import v from "lib.ts"; export default v',
+        filename: "tenant/main.ts",
+        imports: { "lib.ts": "export default 3" },
+      });
+      expect(fine.ok && fine.value).toBe(3);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
   it("the remote host answers a fractional wall time with a result, not a RangeError", async () => {
     const sandbox = await createSandbox({
       engine: "v8",

@@ -2,9 +2,38 @@ import { execFileSync } from "node:child_process";
 import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
 import { shareHelpers } from "../../src/core/script-helpers.js";
+import { nestsDeeperThan } from "../../src/core/nesting.js";
 import { normalizeSource } from "../../src/core/source.js";
 
 describe("guest source", () => {
+  it("refuses code nested past 1000 levels before esbuild sees it (its output grows with the square of the depth)", async () => {
+    // 40 KB of nested blocks came back from esbuild as more than 536 M characters, and its client
+    // threw where nothing could catch it: the host process exited.
+    const blocks = `export default () => {${"{".repeat(20_000)}${"}".repeat(20_000)} return 1 }`;
+    const started = performance.now();
+    await expect(normalizeSource(blocks)).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+      message: expect.stringMatching(/more than 1000 levels/),
+    });
+    expect(performance.now() - started).toBeLessThan(1000);
+    // Nested arrows cost esbuild seconds (20,000: 12 s); 100,000 overflowed its stack.
+    const arrows = `export default ${"(() => ".repeat(2000)}1${")".repeat(2000)};`;
+    await expect(normalizeSource(arrows)).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+      message: expect.stringMatching(/more than 1000 levels/),
+    });
+    // Depth inside a template substitution counts; brackets in strings, templates and comments do not.
+    expect(nestsDeeperThan(`\`${"${[".repeat(600)}${"]}".repeat(600)}\``)).toBe(true);
+    expect(
+      nestsDeeperThan(
+        `const s = "${"{".repeat(5000)}"; const t = '${"(".repeat(5000)}'; const u = \`${"[".repeat(5000)}\`; /* ${"{".repeat(5000)} */ // ${"(".repeat(5000)}`,
+      ),
+    ).toBe(false);
+    expect(nestsDeeperThan(`x = \`a\${ { b: \`\${ [1] }\` } }c\`; ${"(".repeat(900)}${")".repeat(900)}`)).toBe(false);
+    const deepButFine = `export default () => ${"[".repeat(900)}1${"]".repeat(900)};`;
+    expect((await normalizeSource(deepButFine)).wrapped).toBe(false);
+  });
+
   it("strips TypeScript and keeps modules as modules", async () => {
     const out = await normalizeSource("const n: number = 2; export default n as number;");
     expect(out.wrapped).toBe(false);
