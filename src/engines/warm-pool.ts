@@ -157,10 +157,7 @@ export class WarmPool implements EnginePrefix {
     }
     const result = await this.running.track(execution, execution.outcome);
     // The result is out; wait until the instance is idle before another run may own it.
-    // A late one is tainted, and release discards it.
-    const fenced = fence(instance, limits.wallTimeMs).then(() => this.release(instance));
-    this.fencing.add(fenced);
-    void fenced.finally(() => this.fencing.delete(fenced));
+    this.releaseWhenIdle(instance, limits.wallTimeMs);
     return result;
   }
 
@@ -241,8 +238,11 @@ export class WarmPool implements EnginePrefix {
     execution.startCpu();
     const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     // Warming up an instance for these calls can outlast the sandbox.
+    let pending = false;
+    let returned = false;
+    let crossing: Promise<void> = Promise.resolve();
     if (this.running.admit(execution)) {
-      instance
+      crossing = instance
         .call(
           path,
           requests.map((r) => r.argsText),
@@ -251,12 +251,17 @@ export class WarmPool implements EnginePrefix {
         )
         .then(
           (joined: string) => {
+            returned = true;
             // An export that returned a promise gets more instances rather than coalesced calls.
-            if (execution.finishAll(joined)) this.asyncPaths.add(path);
+            pending = execution.finishAll(joined);
+            if (pending) this.asyncPaths.add(path);
           },
-          (error: unknown) => execution.taskFailed(error),
+          (error: unknown) => {
+            returned = true;
+            execution.taskFailed(error);
+          },
         );
-    }
+    } else returned = true;
     const results = await this.running.track(execution, execution.outcomes);
     // CPU time, not wall time: right after a prepare, spares being made on this thread put
     // trivial calls at 0.2-3 ms of wall time (their CPU: 0.03-0.4 ms).
@@ -269,9 +274,21 @@ export class WarmPool implements EnginePrefix {
         this.blocking.spend(limited ? limits.cpuTimeMs : first.stats.cpuMs - requests.length * GATHER_MAX_CALL_MS);
       }
     }
-    // A crossing returns only once the isolate's task is over: the instance is idle now.
-    this.release(instance);
+    // The instance is free once its crossing has returned, and, when an export returned a
+    // promise, once what that left behind (an unawaited chain, its microtasks) has run: as after
+    // a run. A promise's outcome can arrive before its crossing returns, while microtasks it
+    // left still run in the isolate; released then, their logs, host calls and CPU time landed in
+    // the next caller's call (a 30 ms tail made the next call fail ERR_CPU_TIMEOUT).
+    if (returned && !pending) this.release(instance);
+    else void crossing.then(() => (pending ? this.releaseWhenIdle(instance, limits.wallTimeMs) : this.release(instance)));
     return results;
+  }
+
+  /** Release `instance` once it has finished what a run or call left queued; past `wallTimeMs` it is tainted and discarded. */
+  private releaseWhenIdle(instance: EngineInstance, wallTimeMs: number): void {
+    const fenced = fence(instance, wallTimeMs).then(() => this.release(instance));
+    this.fencing.add(fenced);
+    void fenced.finally(() => this.fencing.delete(fenced));
   }
 
   /**

@@ -214,6 +214,35 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(store.get("a")).toBe(5);
   });
 
+  it("what an async export leaves running never reaches the next call: its logs, host calls or CPU time", async () => {
+    let current = "";
+    const during: string[] = [];
+    await using prefix = await sandbox.prepare({
+      code: `export async function handle(user) {
+        if (user === "a") (async () => {
+          const end = Date.now() + 40;
+          while (Date.now() < end) await null;
+          console.log("tail of " + user);
+          await note(user);
+        })();
+        return user;
+      }`,
+      globals: {
+        note: async (user: string) => {
+          during.push(`${user} during ${current}`);
+        },
+      },
+    });
+    for (const user of ["a", "b", "a", "b"]) {
+      current = user;
+      // 20 ms of CPU: the 40 ms tail charged to "b" made it fail ERR_CPU_TIMEOUT.
+      const result = await prefix.call({ export: "handle", args: [user], limits: { cpuTimeMs: 20, wallTimeMs: 2000 } });
+      expect(value(result)).toBe(user);
+      if (user === "b") expect(result.logs).toEqual([]);
+    }
+    expect(during.filter((entry) => entry.endsWith("during b"))).toEqual([]);
+  });
+
   it("a batch of 1000 events crosses in one call", async () => {
     await using prefix = await sandbox.prepare({
       code: "export function transform(events) { return events.map((e) => ({ id: e.id, n: e.props.n * 2 })) }",
@@ -234,6 +263,19 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
       message: expect.stringMatching(/prefix did not finish evaluating within its budget/),
     });
     await expect(sandbox.prepare({ code: "export default {" })).rejects.toMatchObject({ code: "ERR_COMPILE" });
+  });
+
+  it("an export with a getter that throws deep inside is skipped, never a failure of the module", async () => {
+    const code = `export const settings = { region: "eu", get secretKey() { throw new Error("not configured") } };
+      export const ok = 1; export default () => 42`;
+    const read = await sandbox.readExports({ code });
+    expect(read.exports).toEqual({ ok: 1 });
+    expect(read.skippedExports).toContain("settings");
+    const run = await sandbox.run({ code });
+    expect(value(run)).toBe(42);
+    expect(run.ok && run.skippedExports).toContain("settings");
+    await using prefix = await sandbox.prepare({ code });
+    expect(value(await prefix.call({ export: "default" }))).toBe(42);
   });
 
   it("readExports lists data exports and skips functions without an error", async () => {
