@@ -263,6 +263,21 @@ describe("process host", () => {
     expect(after.stats.warm).toBe(false);
   });
 
+  it("Ctrl-C and a hang-up sent to the process group leave the workers running: runs in flight finish", async () => {
+    // cordon serve drains on SIGINT and SIGHUP; its workers, in the same process group, died of them.
+    const s = await sandbox();
+    await s.run({ code: "export default 1" });
+    const pids = workerPids(s);
+    const run = s.run({ code: "export default () => new Promise((r) => setTimeout(() => r('finished'), 600))" });
+    await new Promise((r) => setTimeout(r, 150));
+    for (const pid of pids) {
+      process.kill(pid, "SIGINT");
+      process.kill(pid, "SIGHUP");
+    }
+    expect(code(await run)).toBe("completed");
+    for (const pid of pids) expect(alive(pid)).toBe(true);
+  });
+
   it("no worker outlives dispose", async () => {
     const s = await createSandbox({ host: "process", workers: { min: 2 } });
     await s.run({ code: "export default 1" });

@@ -87,6 +87,9 @@ export class DenoProcess {
       // Nothing of the host's environment; Deno itself reads where its cache is.
       env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
       stdio: ["pipe", "pipe", "pipe"],
+      // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
+      // it mid-run while the host drains. It still dies with the host (pdeathsig, or its stdin).
+      detached: true,
     });
     let resolveReady!: () => void;
     let rejectReady!: (error: Error) => void;

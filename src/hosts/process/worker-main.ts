@@ -49,6 +49,9 @@ async function main(): Promise<void> {
   } catch {
     // Not Linux, or /proc is not writable: the host's watchdog still applies.
   }
+  // Ctrl-C and a terminal's hang-up reach the whole process group, this worker included: the
+  // host drains its runs on them (cordon serve) and ends its workers itself, so they go on.
+  for (const signal of ["SIGINT", "SIGHUP"] as const) process.on(signal, () => {});
   // stdout carries the protocol: nothing else may write to it.
   console.log = console.info = console.debug = (...args: unknown[]) => process.stderr.write(`${args.join(" ")}\n`);
 
