@@ -121,17 +121,28 @@ function functionId(fn: object): number {
 
 /**
  * The module source of each host module in a bindings descriptor: the runtime builds the object
- * (`__cordon_module`), the module exports it as default and its identifier keys by name.
+ * (`__cordon_module`), the module exports it as default and each key that is an identifier name
+ * by name. Reserved words are names too (`kv.delete`): each key is read into a local first and
+ * exported under its name (`export { m1 as delete }`), which a destructuring cannot do. A module
+ * of plain data (no functions) exports its keys as well.
  */
 export function hostModuleSources(bindingsText: string): Record<string, string> {
-  const modules = (JSON.parse(bindingsText) as { modules?: Record<string, { o?: Record<string, unknown> }> }).modules ?? {};
+  const modules = (JSON.parse(bindingsText) as { modules?: Record<string, BindingDesc> }).modules ?? {};
   const sources: Record<string, string> = {};
   for (const [specifier, desc] of Object.entries(modules)) {
-    const names = Object.keys(desc.o ?? {}).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
-    const destructure = names.length ? `export const { ${names.join(", ")} } = m;` : "";
-    sources[specifier] = `const m = __cordon_module(${JSON.stringify(specifier)});\nexport default m;\n${destructure}`;
+    const names = moduleKeys(desc).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
+    const locals = names.map((name, i) => `const m${i} = m.${name};`).join("\n");
+    const exported = names.length ? `\nexport { ${names.map((name, i) => `m${i} as ${name}`).join(", ")} };` : "";
+    sources[specifier] = `const m = __cordon_module(${JSON.stringify(specifier)});\nexport default m;\n${locals}${exported}`;
   }
   return sources;
+}
+
+function moduleKeys(desc: BindingDesc): string[] {
+  if ("o" in desc) return Object.keys(desc.o);
+  if (!("d" in desc)) return [];
+  const value = sharedCodec().decode(desc.d);
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? Object.keys(value) : [];
 }
 
 /** The error for a specifier no import grants. */

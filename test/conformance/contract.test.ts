@@ -268,6 +268,19 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(value).toEqual({ name: "math", sq: 16, rows: [{ sql: "select 1" }], version: "1.2", same: true });
     });
 
+    it("host modules export keys that are reserved words, and plain-data modules export their keys", async () => {
+      // A store's usual shape: `export const { get, delete } = m` was a syntax error for the whole module.
+      const store = new Map<string, number>([["a", 1]]);
+      const imports = {
+        kv: { get: async (k: string) => store.get(k), delete: async (k: string) => store.delete(k), new: () => "made" },
+        cfg: { region: "eu", limit: 3 },
+      };
+      const code = `import kv, { get, delete as del, new as make } from "kv"; import cfg, { region, limit } from "cfg";
+        export default async () => ({ before: await get("a"), deleted: await del("a"), after: await kv.get("a"), made: await make(), region, limit, cfg })`;
+      const value = completed(await sandbox.run({ code, imports })).value;
+      expect(value).toEqual({ before: 1, deleted: true, made: "made", region: "eu", limit: 3, cfg: { region: "eu", limit: 3 } });
+    });
+
     it("host module functions keep their owner as `this`", async () => {
       const store = {
         prefix: "k:",

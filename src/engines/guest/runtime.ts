@@ -365,13 +365,12 @@ export function installRuntime(
           budget -= text.length;
           exportsText += `${exportsText ? "," : ""}${stringify(key)}:${text}`;
         } catch (error) {
-          if ((error as { code?: unknown }).code === "ERR_NOT_SERIALIZABLE") {
-            skip(key);
-            continue;
-          }
-          const failed = failure(error);
-          if (failed) return failed;
-          throw error;
+          // Over the output limit: the run fails with the codec's code. Anything else (not data,
+          // or a getter inside the export that threw) skips the export, as a throwing getter on
+          // the namespace does: the module evaluated, and readExports is never an error.
+          if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE")
+            return failure(error) as string;
+          skip(key);
         }
       }
     }
