@@ -20,6 +20,13 @@ export function checkSecret(secret: unknown): string {
         "(generate one with: node -e \"console.log(require('node:crypto').randomBytes(32).toString('base64url'))\")",
     );
   }
+  // A header value is trimmed and holds visible ASCII only: a secret with a trailing newline (read
+  // from a file) or other characters would start a service that refuses every client.
+  if (!/^[\x21-\x7e]+$/.test(secret)) {
+    throw new TypeError(
+      "cordon: the executor secret must be visible ASCII characters only (no spaces, line breaks or other characters); trim a secret read from a file",
+    );
+  }
   return secret;
 }
 

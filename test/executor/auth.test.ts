@@ -47,6 +47,10 @@ describe("a secret shorter than 32 bytes", () => {
   it("makes createExecutor throw a TypeError that states the minimum", async () => {
     await expect(createExecutor({ secret: "short-secret", port: 0, logger: false })).rejects.toThrow(TypeError);
     await expect(createExecutor({ secret: "x".repeat(31), port: 0, logger: false })).rejects.toThrow(/at least 32 bytes/);
+    // A header is trimmed and carries visible ASCII: such a secret started a service that refused every client.
+    await expect(createExecutor({ secret: `${"x".repeat(40)}\n`, port: 0, logger: false })).rejects.toThrow(/visible ASCII/);
+    await expect(createExecutor({ secret: ` ${"x".repeat(40)}`, port: 0, logger: false })).rejects.toThrow(/visible ASCII/);
+    await expect(createExecutor({ secret: "é".repeat(40), port: 0, logger: false })).rejects.toThrow(/visible ASCII/);
   });
 
   it("makes `cordon serve` exit 2 with the minimum, and without echoing the secret", () => {
