@@ -94,6 +94,9 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
       // An IIFE that returns the exports object: unlike CommonJS, no `module` or `exports`
       // binding becomes visible to the guest.
       format: "iife",
+      // esbuild shakes trees in this format by default: an unused `/* @__PURE__ */ f()` ran in
+      // the module form and not in this one. Both forms must run the same statements.
+      treeShaking: false,
       globalName: "__cordon_exports",
       target: "esnext",
       sourcefile: filename,

@@ -6,6 +6,13 @@ import { nestsDeeperThan } from "../../src/core/nesting.js";
 import { normalizeSource } from "../../src/core/source.js";
 
 describe("guest source", () => {
+  it("the script form keeps what the module form runs: no tree shaking of pure-annotated calls", async () => {
+    const out = await normalizeSource(
+      "let n = 0; const bump = () => ++n; const unused = /* @__PURE__ */ bump(); export default () => n;",
+    );
+    expect(out.script?.code).toContain("bump()");
+  });
+
   it("refuses code nested past 1000 levels before esbuild sees it (its output grows with the square of the depth)", async () => {
     // 40 KB of nested blocks came back from esbuild as more than 536 M characters, and its client
     // threw where nothing could catch it: the host process exited.
