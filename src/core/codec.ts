@@ -52,7 +52,18 @@ export function createCodec(trusted = false): Codec {
   const ArrayProto = Array.prototype;
   const getProto = Object.getPrototypeOf;
   const ownKeys = Object.keys;
-  const hasOwn = (o: object, k: string) => ObjectProto.hasOwnProperty.call(o, k);
+  // Methods are called through functions bound once, here, before any guest code: `m.call(x)` and
+  // `m.apply(...)` look up Function.prototype.call and .apply at each call, and a guest that
+  // replaced them changed what its own values were reported as (a Map came back as a Date).
+  const callOf = Function.prototype.call;
+  const uncurry = <A extends unknown[], R>(method: (...args: A) => R) =>
+    callOf.bind(method) as unknown as (self: unknown, ...args: A) => R;
+  const applyFn = Reflect.apply;
+  const hasOwnOf = uncurry(ObjectProto.hasOwnProperty);
+  const hasOwn = (o: object, k: string) => hasOwnOf(o, k);
+  const charCodeOf = uncurry(String.prototype.charCodeAt);
+  const sliceOf = uncurry(String.prototype.slice) as (self: string, start: number, end?: number) => string;
+  const Uint8 = Uint8Array;
   const defineProperty = Object.defineProperty;
   const setPrototypeOf = Object.setPrototypeOf;
   /**
@@ -69,21 +80,39 @@ export function createCodec(trusted = false): Codec {
   const fromCharCode = String.fromCharCode;
   const ArrayBufferCtor = ArrayBuffer;
   const isView = ArrayBuffer.isView;
-  const byteLengthOf = (Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength") as PropertyDescriptor).get as (
-    this: ArrayBuffer,
-  ) => number;
+  const byteLengthOf = uncurry(
+    (Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength") as PropertyDescriptor).get as () => number,
+  );
   const TypedArrayProto = getProto(Uint8Array.prototype);
-  const typedArrayTag = (Object.getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag) as PropertyDescriptor).get as (
-    this: unknown,
-  ) => string | undefined;
-  const dateGetTime = Date.prototype.getTime;
+  const getterOf = (proto: object, name: string | symbol) =>
+    uncurry((Object.getOwnPropertyDescriptor(proto, name) as PropertyDescriptor).get as () => unknown);
+  const typedArrayTag = getterOf(TypedArrayProto, Symbol.toStringTag) as (view: unknown) => string | undefined;
+  // A view's own getters, not its properties: a guest may shadow them on its objects or prototypes.
+  const viewParts = {
+    typed: [
+      getterOf(TypedArrayProto, "buffer"),
+      getterOf(TypedArrayProto, "byteOffset"),
+      getterOf(TypedArrayProto, "byteLength"),
+    ],
+    data: [
+      getterOf(DataView.prototype, "buffer"),
+      getterOf(DataView.prototype, "byteOffset"),
+      getterOf(DataView.prototype, "byteLength"),
+    ],
+  } as {
+    typed: [(v: unknown) => ArrayBuffer, (v: unknown) => number, (v: unknown) => number];
+    data: [(v: unknown) => ArrayBuffer, (v: unknown) => number, (v: unknown) => number];
+  };
+  const typedLength = getterOf(TypedArrayProto, "length") as (view: unknown) => number;
+  const dateGetTime = uncurry(Date.prototype.getTime);
   const DateCtor = Date;
   const MapCtor = Map;
   const SetCtor = Set;
-  const mapSize = (Object.getOwnPropertyDescriptor(Map.prototype, "size") as PropertyDescriptor).get as (this: unknown) => number;
-  const setSize = (Object.getOwnPropertyDescriptor(Set.prototype, "size") as PropertyDescriptor).get as (this: unknown) => number;
-  const mapEntries = Map.prototype.entries;
-  const setValues = Set.prototype.values;
+  const mapSize = getterOf(Map.prototype, "size") as (map: unknown) => number;
+  const setSize = getterOf(Set.prototype, "size") as (set: unknown) => number;
+  // forEach, not iterators: an iterator's `next` (and array destructuring) are the guest's to replace.
+  const mapForEach = uncurry(Map.prototype.forEach) as (map: unknown, fn: (value: unknown, key: unknown) => void) => void;
+  const setForEach = uncurry(Set.prototype.forEach) as (set: unknown, fn: (value: unknown) => void) => void;
   const ErrorCtor = Error;
   const TypeErrorCtor = TypeError;
   const errorCtors: Record<string, ErrorConstructor> = {
@@ -121,7 +150,7 @@ export function createCodec(trusted = false): Codec {
   const MAX_DEPTH = trusted ? 520 : 512;
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   const B64_INDEX = new Uint8Array(128);
-  for (let i = 0; i < B64.length; i++) B64_INDEX[B64.charCodeAt(i)] = i;
+  for (let i = 0; i < B64.length; i++) B64_INDEX[charCodeOf(B64, i)] = i;
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
   let extension: CodecExtension | undefined;
 
@@ -130,42 +159,44 @@ export function createCodec(trusted = false): Codec {
     const chunk = bareArray<number>();
     let c = 0;
     let i = 0;
-    for (; i + 2 < bytes.length; i += 3) {
+    const length = typedLength(bytes);
+    for (; i + 2 < length; i += 3) {
       const n = (bytes[i] << 16) | (bytes[i + 1] << 8) | bytes[i + 2];
-      chunk[c++] = B64.charCodeAt(n >> 18);
-      chunk[c++] = B64.charCodeAt((n >> 12) & 63);
-      chunk[c++] = B64.charCodeAt((n >> 6) & 63);
-      chunk[c++] = B64.charCodeAt(n & 63);
+      chunk[c++] = charCodeOf(B64, n >> 18);
+      chunk[c++] = charCodeOf(B64, (n >> 12) & 63);
+      chunk[c++] = charCodeOf(B64, (n >> 6) & 63);
+      chunk[c++] = charCodeOf(B64, n & 63);
       if (c >= 8192) {
-        out += fromCharCode.apply(null, chunk);
+        out += applyFn(fromCharCode, null, chunk);
         chunk.length = 0;
         c = 0;
       }
     }
-    if (i < bytes.length) {
-      const n = (bytes[i] << 16) | ((i + 1 < bytes.length ? bytes[i + 1] : 0) << 8);
-      chunk[c++] = B64.charCodeAt(n >> 18);
-      chunk[c++] = B64.charCodeAt((n >> 12) & 63);
-      chunk[c++] = i + 1 < bytes.length ? B64.charCodeAt((n >> 6) & 63) : 61;
+    if (i < length) {
+      const n = (bytes[i] << 16) | ((i + 1 < length ? bytes[i + 1] : 0) << 8);
+      chunk[c++] = charCodeOf(B64, n >> 18);
+      chunk[c++] = charCodeOf(B64, (n >> 12) & 63);
+      chunk[c++] = i + 1 < length ? charCodeOf(B64, (n >> 6) & 63) : 61;
       chunk[c++] = 61;
     }
-    return out + fromCharCode.apply(null, chunk);
+    return out + applyFn(fromCharCode, null, chunk);
   }
 
   function fromBase64(text: string): Uint8Array {
     let len = text.length;
-    while (len > 0 && text.charCodeAt(len - 1) === 61) len--;
-    const out = new Uint8Array((len * 3) >> 2);
+    while (len > 0 && charCodeOf(text, len - 1) === 61) len--;
+    const size = (len * 3) >> 2;
+    const out = new Uint8(size);
     let o = 0;
     for (let i = 0; i < len; i += 4) {
       const n =
-        (B64_INDEX[text.charCodeAt(i)] << 18) |
-        (B64_INDEX[text.charCodeAt(i + 1)] << 12) |
-        ((i + 2 < len ? B64_INDEX[text.charCodeAt(i + 2)] : 0) << 6) |
-        (i + 3 < len ? B64_INDEX[text.charCodeAt(i + 3)] : 0);
+        (B64_INDEX[charCodeOf(text, i)] << 18) |
+        (B64_INDEX[charCodeOf(text, i + 1)] << 12) |
+        ((i + 2 < len ? B64_INDEX[charCodeOf(text, i + 2)] : 0) << 6) |
+        (i + 3 < len ? B64_INDEX[charCodeOf(text, i + 3)] : 0);
       out[o++] = n >> 16;
-      if (o < out.length) out[o++] = (n >> 8) & 255;
-      if (o < out.length) out[o++] = n & 255;
+      if (o < size) out[o++] = (n >> 8) & 255;
+      if (o < size) out[o++] = n & 255;
     }
     return out;
   }
@@ -227,7 +258,7 @@ export function createCodec(trusted = false): Codec {
       let out = rootPath;
       for (let i = 0; i < trail.length; i++) {
         const key = trail[i];
-        out = typeof key === "string" && key.charCodeAt(0) === 0 ? out + key.slice(1) : child(out, key);
+        out = typeof key === "string" && charCodeOf(key, 0) === 0 ? out + sliceOf(key, 1) : child(out, key);
       }
       return out;
     };
@@ -306,24 +337,26 @@ export function createCodec(trusted = false): Codec {
       const proto = getProto(value);
       if (proto === ObjectProto || proto === null) return walkPlain(value);
       if (isView(value)) {
-        const tag = typedArrayTag.call(value) ?? "DataView";
-        const view = value as ArrayBufferView;
-        spend(view.byteLength * 1.4 + 16);
-        return `{"$":"t","t":"${tag}","v":"${toBase64(new Uint8Array(view.buffer, view.byteOffset, view.byteLength))}"}`;
+        const tag = typedArrayTag(value) ?? "DataView";
+        // Indexed, not destructured: destructuring runs the guest-replaceable array iterator.
+        const parts = tag === "DataView" ? viewParts.data : viewParts.typed;
+        const byteLength = parts[2](value);
+        spend(byteLength * 1.4 + 16);
+        return `{"$":"t","t":"${tag}","v":"${toBase64(new Uint8(parts[0](value), parts[1](value), byteLength))}"}`;
       }
       // Brand checks, not prototypes: subclasses and cross-checked receivers are recognised, and
       // a look-alike object with a borrowed prototype is not.
       let byteLength = -1;
       try {
-        byteLength = byteLengthOf.call(value as ArrayBuffer);
+        byteLength = byteLengthOf(value);
       } catch {}
       if (byteLength >= 0) {
         spend(byteLength * 1.4 + 16);
-        return `{"$":"a","v":"${toBase64(new Uint8Array(value as ArrayBuffer))}"}`;
+        return `{"$":"a","v":"${toBase64(new Uint8(value as ArrayBuffer))}"}`;
       }
       let time: number | undefined;
       try {
-        time = dateGetTime.call(value as Date);
+        time = dateGetTime(value);
       } catch {}
       if (time !== undefined) {
         spend(24);
@@ -331,29 +364,29 @@ export function createCodec(trusted = false): Codec {
       }
       let size = -1;
       try {
-        size = mapSize.call(value);
+        size = mapSize(value);
       } catch {}
       if (size >= 0) {
         spend(8 + size * 4);
         let out = "";
         let i = 0;
-        for (const [k, v] of mapEntries.call(value as Map<unknown, unknown>)) {
+        mapForEach(value, (v, k) => {
           out += `${i ? "," : ""}[${at(k, `\0<entry ${i}>.key`)},${at(v, `\0<entry ${i}>.value`)}]`;
           i++;
-        }
+        });
         return `{"$":"m","v":[${out}]}`;
       }
       try {
-        size = setSize.call(value);
+        size = setSize(value);
       } catch {}
       if (size >= 0) {
         spend(8 + size * 2);
         let out = "";
         let i = 0;
-        for (const v of setValues.call(value as Set<unknown>)) {
+        setForEach(value, (v) => {
           out += (i ? "," : "") + at(v, `\0<item ${i}>`);
           i++;
-        }
+        });
         return `{"$":"s","v":[${out}]}`;
       }
       if (value instanceof ErrorCtor) return encodeErrorValue(value);
@@ -611,7 +644,7 @@ export function createCodec(trusted = false): Codec {
     decode(text) {
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so
       // only keeps tags from being revived: its values stay inert data.)
-      return text.charCodeAt(0) === 32 ? parse(text) : revive(parse(text));
+      return charCodeOf(text, 0) === 32 ? parse(text) : revive(parse(text));
     },
     revive(tree) {
       return revive(tree);

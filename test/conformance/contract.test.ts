@@ -206,10 +206,17 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
     it("async host functions, several in flight with Promise.all", async () => {
       let inFlight = 0;
       let maxInFlight = 0;
+      // Each call waits until all three are in flight (or 2 s: a guest that serialised them would
+      // show one at a time). A fixed 20 ms wait let a loaded machine deliver them in turn.
+      let allIn: () => void = () => {};
+      const together = new Promise<void>((resolve) => {
+        allIn = resolve;
+      });
       const lookup = async (id: number) => {
         inFlight++;
         maxInFlight = Math.max(maxInFlight, inFlight);
-        await new Promise((r) => setTimeout(r, 20));
+        if (inFlight === 3) allIn();
+        await Promise.race([together, new Promise((r) => setTimeout(r, 2000))]);
         inFlight--;
         return { id, name: `user${id}` };
       };

@@ -144,6 +144,23 @@ const BOMBS: Bomb[] = [
     limits: { maxBridgeCalls: 100000, cpuTimeMs: 1400 },
     expect: "ERR_USER_CODE",
   },
+  {
+    // The runtime counted its host calls and timers with Map.prototype's size getter: replaced, it let them all through.
+    name: "too many host calls in flight, with Map's size and methods replaced",
+    code: `const size = Object.getOwnPropertyDescriptor(Map.prototype, "size");
+      Object.defineProperty(Map.prototype, "size", { ...size, get() { return 0 } });
+      Map.prototype.set = function () { return this };
+      export default () => Promise.all(Array.from({ length: 5000 }, () => ping()))`,
+    globals: { ping: () => new Promise(() => {}) },
+    limits: { maxBridgeCalls: 100000, cpuTimeMs: 1400 },
+    expect: "ERR_USER_CODE",
+  },
+  {
+    name: "too many timers, with Map's size replaced",
+    code: `Object.defineProperty(Map.prototype, "size", { get() { return 0 }, configurable: true });
+      export default () => { for (let i = 0; i < 5000; i++) setTimeout(() => {}, 60000); return "armed" }`,
+    expect: "ERR_USER_CODE",
+  },
 ];
 
 function outcome(result: RunResult): string {

@@ -68,6 +68,34 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
     }
   });
 
+  it("replacing call, apply, charCodeAt or the collections' iterators does not change how values are reported", async () => {
+    // The codec called m.call(x) and iterated Maps with for...of: a Map came back as an Invalid
+    // Date, a Uint8Array as [] or [0,0,0], a thrown TypeError as a tag's text.
+    const patches = [
+      "Function.prototype.call = function () { return 'F' };",
+      "Function.prototype.apply = function () { return '' };",
+      "String.prototype.charCodeAt = function () { return 0 };",
+      "const it = Object.getPrototypeOf(new Map().entries()); it.next = function () { return { done: true } };",
+      "const si = Object.getPrototypeOf(new Set().values()); si.next = function () { return { done: true } };",
+      `Object.defineProperty(Object.getPrototypeOf(Uint8Array.prototype), "length", { get() { return 0 } });`,
+    ];
+    for (const patch of patches) {
+      const value = completed(
+        await run(
+          `${patch}\nexport default () => ({ map: new Map([["a", 1]]), set: new Set([2]), bytes: new Uint8Array([1, 2, 3]), when: new Date(0) })`,
+        ),
+      ).value as Record<string, unknown>;
+      expect(value.map, patch).toEqual(new Map([["a", 1]]));
+      expect(value.set, patch).toEqual(new Set([2]));
+      expect(value.bytes, patch).toEqual(new Uint8Array([1, 2, 3]));
+      expect(value.when, patch).toEqual(new Date(0));
+    }
+    const thrown = failed(
+      await run(`Function.prototype.call = function () { return 'F' };\nexport default () => { throw new TypeError("boom") }`),
+    );
+    expect(thrown.error).toMatchObject({ name: "TypeError", message: "boom" });
+  });
+
   it("the runtime leaves no short-named globals of its own (a minifier's helpers the guest could replace)", async () => {
     const names = completed(
       await run(

@@ -191,8 +191,37 @@ export function installRuntime(
     __toCommonJS: (mod: object) => mod,
   });
 
-  const pendingCalls = new MapCtor<number, { resolve(v: unknown): void; reject(e: unknown): void }>();
-  const timers = new MapCtor<number, { fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean }>();
+  /**
+   * Entries by numeric id in an object without a prototype, counted by the runtime: a Map's
+   * methods and its size getter are the guest's to replace (a patched Map.prototype size let 900
+   * host calls be in flight past the limit of 256).
+   */
+  function idTable<T>() {
+    let entries: Record<number, T> = create(null);
+    let count = 0;
+    return {
+      get: (id: number): T | undefined => entries[id],
+      set(id: number, value: T): void {
+        if (!(id in entries)) count++;
+        entries[id] = value;
+      },
+      delete(id: number): boolean {
+        if (!(id in entries)) return false;
+        delete entries[id];
+        count--;
+        return true;
+      },
+      clear(): void {
+        entries = create(null);
+        count = 0;
+      },
+      get size(): number {
+        return count;
+      },
+    };
+  }
+  const pendingCalls = idTable<{ resolve(v: unknown): void; reject(e: unknown): void }>();
+  const timers = idTable<{ fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean }>();
   const modules = new MapCtor<string, unknown>();
   let callSeq = 0;
   let timerSeq = 0;
