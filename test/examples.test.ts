@@ -27,6 +27,8 @@ describe("examples stay true", () => {
     expect(out.stdout).toContain("one-off: 200 acme { hello: 'ada', served: 1 }");
     // why: the warm instance keeps module state between calls; the one-off never did.
     expect(out.stdout).toContain("warm call 3: { hello: 'ada', served: 3 }");
-    expect(out.stdout).toContain("stats: { warmInstances: 1, idleInstances: 1 }");
+    // One warm instance; right after an async handler's call it may still be finishing what the
+    // call left queued (its crossing returning) before it counts as idle.
+    expect(out.stdout).toMatch(/stats: \{ warmInstances: 1, idleInstances: [01] \}/);
   });
 });

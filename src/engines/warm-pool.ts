@@ -157,7 +157,7 @@ export class WarmPool implements EnginePrefix {
     }
     const result = await this.running.track(execution, execution.outcome);
     // The result is out; wait until the instance is idle before another run may own it.
-    this.releaseWhenIdle(instance, limits.wallTimeMs);
+    this.releaseAfter(instance, fence(instance, limits.wallTimeMs));
     return result;
   }
 
@@ -275,18 +275,29 @@ export class WarmPool implements EnginePrefix {
       }
     }
     // The instance is free once its crossing has returned, and, when an export returned a
-    // promise, once what that left behind (an unawaited chain, its microtasks) has run: as after
-    // a run. A promise's outcome can arrive before its crossing returns, while microtasks it
-    // left still run in the isolate; released then, their logs, host calls and CPU time landed in
-    // the next caller's call (a 30 ms tail made the next call fail ERR_CPU_TIMEOUT).
+    // promise, once what that left behind (an unawaited chain, its microtasks) has run. A
+    // promise's outcome can arrive before its crossing returns, while microtasks it left still
+    // run in the isolate; released then, their logs, host calls and CPU time landed in the next
+    // caller's call (a 30 ms tail made the next call fail ERR_CPU_TIMEOUT). Where the crossing's
+    // return does not mean its microtasks ran (deno), a fence follows, as after a run.
     if (returned && !pending) this.release(instance);
-    else void crossing.then(() => (pending ? this.releaseWhenIdle(instance, limits.wallTimeMs) : this.release(instance)));
+    else {
+      const fenced = pending && !instance.drainedOnReturn;
+      this.releaseAfter(
+        instance,
+        crossing.then(() => (fenced ? fence(instance, limits.wallTimeMs) : undefined)),
+      );
+    }
     return results;
   }
 
-  /** Release `instance` once it has finished what a run or call left queued; past `wallTimeMs` it is tainted and discarded. */
-  private releaseWhenIdle(instance: EngineInstance, wallTimeMs: number): void {
-    const fenced = fence(instance, wallTimeMs).then(() => this.release(instance));
+  /**
+   * Release `instance` once `idle` settles (a fence: past its wall time the instance is tainted,
+   * and release discards it). Calls and runs that find no idle instance wait for these first
+   * (acquire): an instance about to be free beats warming up another.
+   */
+  private releaseAfter(instance: EngineInstance, idle: Promise<unknown>): void {
+    const fenced = idle.then(() => this.release(instance));
     this.fencing.add(fenced);
     void fenced.finally(() => this.fencing.delete(fenced));
   }

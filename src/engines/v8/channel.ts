@@ -26,7 +26,8 @@ const CAPACITY = (MEMORY_BYTES - HEADER_BYTES) / 2;
 /** Calls with more text than this cross the usual way (see `fits`). */
 const MAX_CALL_CHARS = 8192;
 
-export type Answer = { text: string } | { tooBig: true } | undefined;
+/** `closed`: the serving task ended with this answer (a call returned a promise, or it was asked to end). */
+export type Answer = { text: string; closed?: true } | { tooBig: true } | undefined;
 
 /**
  * Serving tasks spin on a core while they wait; with this thread's loop polling too, more than
@@ -150,8 +151,10 @@ export class CallChannel {
       const text = this.bytes.toString("utf16le", HEADER_BYTES, HEADER_BYTES + length * 2);
       // The task may close (S.answer -> S.answerClosed) while this reads: only an answer still
       // open goes back to S.idle, or a later request would wait for a task that has ended.
-      if (state !== S.answer || Atomics.compareExchange(this.ctl, 0, S.answer, S.idle) !== S.answer)
+      if (state !== S.answer || Atomics.compareExchange(this.ctl, 0, S.answer, S.idle) !== S.answer) {
         Atomics.store(this.ctl, 0, S.closed);
+        return { text, closed: true };
+      }
       return { text };
     }
     if (state === S.tooBig) {
@@ -162,6 +165,17 @@ export class CallChannel {
       throw this.failure ?? new CordonError("ERR_INSTANCE_RESET", "the instance stopped serving calls");
     }
     return undefined;
+  }
+
+  /**
+   * Settles when the last serving task has ended: its microtask checkpoint (what the calls it
+   * served left queued, a returned promise's continuation) has run by then.
+   */
+  ended(): Promise<unknown> {
+    return (this.lastTask ?? Promise.resolve()).then(
+      () => undefined,
+      () => undefined,
+    );
   }
 
   /** The serving task's result: the answer that did not fit. */

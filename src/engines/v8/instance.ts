@@ -39,6 +39,8 @@ export class V8Instance implements EngineInstance {
   bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted = false;
+  /** A crossing's microtasks have run when it returns: isolated-vm runs the task's microtask checkpoint before an apply returns. */
+  readonly drainedOnReturn = true;
   lastUsed = performance.now();
   heapUsedBytes = 0;
   uses = 0;
@@ -246,13 +248,17 @@ export class V8Instance implements EngineInstance {
       channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs);
     }
     const started = performance.now();
-    return channel.call(path, joined, caps, this.busyPollMs)?.then((answer) => {
+    return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
       this.lastCallEnd = performance.now();
       // A call that long is not worth a spinning task (its answer was read on a 1 ms timer): the
       // usual way from now on.
       // (Not judged on the call that started the task: that one waited for the isolate's thread.)
       if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs) this.slowPaths.add(path);
-      return "text" in answer ? answer.text : channel.bigAnswer();
+      if (!("text" in answer)) return channel.bigAnswer();
+      // The task ended with this answer (a call that returned a promise ends it): what that call
+      // left queued runs as the task ends, and the crossing has returned only then.
+      if (answer.closed) await channel.ended();
+      return answer.text;
     });
   }
 
