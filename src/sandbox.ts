@@ -200,18 +200,26 @@ export class Sandbox implements AsyncDisposable {
             );
           throw error;
         }
-        const { prefix, result } = await this.engine.prepare({
-          partitionKey,
-          key,
-          source,
-          sourceImports: sources,
-          bindings,
-          limits,
-          host: this.hostName,
-          importHosts: this.importHosts(options.capabilities),
+        // The prefix's evaluation is guest code like a run's: it holds a run slot, so
+        // maxConcurrentRuns bounds it too (the executor's cold /run evaluated every distinct
+        // module at once). The prefix's calls take no slot (its pool bounds them).
+        let evaluated: Awaited<ReturnType<Engine["prepare"]>> | undefined;
+        const slotted = await this.withSlot(undefined, async () => {
+          evaluated = await this.engine.prepare({
+            partitionKey,
+            key,
+            source,
+            sourceImports: sources,
+            bindings,
+            limits,
+            host: this.hostName,
+            importHosts: this.importHosts(options.capabilities),
+          });
+          return evaluated.result;
         });
-        if (!result.ok) throw new PrepareError(result);
-        return { pool: prefix, exports: result.exports, skippedExports: result.skippedExports };
+        if (!slotted.ok) throw new PrepareError(slotted);
+        const { prefix } = evaluated as NonNullable<typeof evaluated>;
+        return { pool: prefix, exports: slotted.exports, skippedExports: slotted.skippedExports };
       })();
       shared = { pool, handles: 0 };
       this.prefixes.set(key, shared);

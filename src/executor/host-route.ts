@@ -84,21 +84,18 @@ async function answerWith(
       // different hosts, so they must never share a warm instance.
       const key = `${request.key}/${randomUUID()}`;
       const { source, sourceImports, partitionKey } = request;
-      const { prefix, result } = await engine.prepare({
-        key,
-        partitionKey,
-        source,
-        sourceImports,
-        bindings,
-        limits,
-        host: "remote",
+      // The prefix's evaluation is guest code like a run's: it holds a run slot too.
+      let prepared: Awaited<ReturnType<Engine["prepare"]>> | undefined;
+      const result = await withSlot(deps.slots, engine, runSignal, started, async () => {
+        prepared = await engine.prepare({ key, partitionKey, source, sourceImports, bindings, limits, host: "remote" });
+        return prepared.result;
       });
-      if (!result.ok) {
-        prefix.dispose();
+      if (!result.ok || !prepared) {
+        prepared?.prefix.dispose();
         bindings.close();
         return { result };
       }
-      return { result, prefix: deps.prefixes.add(prefix, bindings) };
+      return { result, prefix: deps.prefixes.add(prepared.prefix, bindings) };
     }
     case "prefix-run": {
       const answer = await deps.prefixes.use(request.prefix, (held) => {

@@ -338,6 +338,21 @@ describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
     expect(sandbox.stats().queueDepth).toBe(2);
     expect((await Promise.all(runs)).map(code)).toEqual(["completed", "completed", "completed"]);
   });
+
+  it("a prefix's evaluation holds a run slot: maxConcurrentRuns bounds it, past the queue it fails", async () => {
+    // The executor's cold /run prepares each new module: 32 distinct ones evaluated at once.
+    await using sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 1 });
+    const slowPrefix = (n: number) => ({ code: `await new Promise((r) => setTimeout(r, 300));\nexport const n = ${n};` });
+    const first = sandbox.prepare(slowPrefix(1));
+    await new Promise((r) => setTimeout(r, 50));
+    const second = sandbox.prepare(slowPrefix(2));
+    await new Promise((r) => setTimeout(r, 50));
+    expect(sandbox.stats().queueDepth).toBe(1);
+    await expect(sandbox.prepare(slowPrefix(3))).rejects.toMatchObject({ code: "ERR_QUEUE_FULL" });
+    const prefixes = await Promise.all([first, second]);
+    expect(prefixes.map((p) => p.exports.n)).toEqual([1, 2]);
+    for (const prefix of prefixes) await prefix.dispose();
+  });
 });
 
 describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
