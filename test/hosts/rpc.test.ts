@@ -112,6 +112,36 @@ describe("createRpcHandler", () => {
     expect(removed).toBe(false);
   });
 
+  it("reads no body before the grant verifies and its run is open", async () => {
+    // Anyone who can reach the callback server could make it buffer and parse 64 MB per request.
+    const rpc = createRpcHandler({ key: KEY });
+    const a = rpc.register(bindings, names, { subject: "tenant-a", ttlMs: 60_000 });
+    let pulled = 0;
+    const body = () =>
+      new ReadableStream({
+        pull(controller) {
+          pulled++;
+          controller.enqueue(new Uint8Array(1024 * 1024));
+          if (pulled > 64) controller.close();
+        },
+      });
+    const post = (grant: string) =>
+      rpc.handle(
+        new Request("http://host.test/rpc", {
+          method: "POST",
+          headers: { authorization: `Bearer ${grant}` },
+          body: body(),
+          duplex: "half",
+        } as RequestInit),
+      );
+    const forged = signGrant(OTHER_KEY, { run: a.run, sub: "x", names: ["lookup"], exp: Date.now() + 60_000 });
+    expect((await post(forged)).status).toBe(401);
+    expect((await post("not-a-grant")).status).toBe(401);
+    a.unregister();
+    expect((await post(a.grant)).status).toBe(404);
+    expect(pulled).toBeLessThanOrEqual(3);
+  });
+
   it("an expired grant is worth nothing", async () => {
     const rpc = createRpcHandler({ key: KEY });
     const { run, grant } = rpc.register(bindings, names, { subject: "tenant-a", ttlMs: 1 });

@@ -52,7 +52,8 @@ export function signGrant(key: Uint8Array | string, payload: GrantPayload): stri
 export function verifyGrant(
   key: Uint8Array | string,
   token: string,
-  expect: { run: string; name?: string; now?: number },
+  /** `run` and `name` unset: only the signature and the expiry are checked (before a body is read). */
+  expect: { run?: string; name?: string; now?: number },
 ): GrantPayload {
   const parts = typeof token === "string" ? token.split(".") : [];
   if (parts.length !== 2 || !parts[0] || !parts[1]) throw new GrantError("the grant is not a grant", "malformed");
@@ -71,7 +72,7 @@ export function verifyGrant(
     throw new GrantError("the grant's payload is incomplete", "malformed");
   }
   if ((expect.now ?? Date.now()) >= payload.exp) throw new GrantError("the grant has expired", "expired");
-  if (payload.run !== expect.run) throw new GrantError("the grant is for another run", "run");
+  if (expect.run !== undefined && payload.run !== expect.run) throw new GrantError("the grant is for another run", "run");
   if (expect.name !== undefined && !payload.names.includes(expect.name)) {
     throw new GrantError(`the grant does not include ${JSON.stringify(expect.name)}`, "name");
   }

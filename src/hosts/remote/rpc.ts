@@ -99,6 +99,18 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (request.method !== "POST") return answer(405, { error: "POST only" });
       const auth = request.headers.get("authorization") ?? "";
       if (!auth.startsWith("Bearer ")) return answer(401, { error: "a grant is required" });
+      // The grant's signature and expiry, and that its run is open, before any of the body is
+      // read: anyone who can reach this server could otherwise make it buffer and parse 64 MB.
+      const token = auth.slice("Bearer ".length);
+      try {
+        const granted = verifyGrant(key, token, {});
+        const open = runs.get(granted.run);
+        if (!open || open.expires <= Date.now() || (open.scoped && open.open === 0))
+          return answer(404, { error: "the run is over" });
+      } catch (error) {
+        if (error instanceof GrantError) return answer(401, { error: error.message });
+        throw error;
+      }
       const length = Number(request.headers.get("content-length") ?? 0);
       if (length > MAX_BODY) return answer(413, { error: "the call is too large" });
       let call: { run?: unknown; name?: unknown; argsText?: unknown };
@@ -113,7 +125,7 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
         return answer(400, { error: "the body must be { run, name, argsText }" });
       }
       try {
-        verifyGrant(key, auth.slice("Bearer ".length), { run: call.run, name: call.name });
+        verifyGrant(key, token, { run: call.run, name: call.name });
       } catch (error) {
         if (error instanceof GrantError) return answer(error.reason === "name" ? 403 : 401, { error: error.message });
         throw error;
