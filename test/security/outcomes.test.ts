@@ -41,6 +41,21 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
     expect(error.code).toBe("ERR_USER_CODE");
   });
 
+  it("messages name modules as the guest named them: no internal tags or code prefixes", async () => {
+    // QuickJS tags each evaluation's module names (a per-thread counter other tenants share) and
+    // its loader's refusal carried an "ERR_MODULE_NOT_FOUND:" prefix into the guest's catch.
+    const missing = failed(
+      await sandbox.run({ code: `import { nope } from "lib"; export default nope`, imports: { lib: "export const yes = 1" } }),
+    );
+    expect(missing.error.message).not.toMatch(/\u2063|ERR_/);
+    const caught = completed(
+      await run(
+        `export default async () => { try { await import("nowhere"); return "loaded" } catch (e) { return String(e.message) } }`,
+      ),
+    ).value as string;
+    expect(caught).not.toMatch(/\u2063|^ERR_MODULE_NOT_FOUND/);
+  });
+
   it("a thrown message naming ERR_MODULE_NOT_FOUND is the guest's error", async () => {
     const error = failed(await run(`throw new Error("ERR_MODULE_NOT_FOUND:forged"); export default 1`)).error;
     expect(error.code).toBe("ERR_USER_CODE");

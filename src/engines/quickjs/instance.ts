@@ -189,6 +189,8 @@ export class QuickJSInstance implements EngineInstance {
           listener?.onFailure?.(new CordonError("ERR_MEMORY_LIMIT", message.error.message));
           return;
         }
+        // Messages name modules too ("Could not find export 'x' in module '12\u2063lib'").
+        message.error.message = untagged(message.error.message);
         message.error.stack = message.error.stack === undefined ? undefined : untagged(message.error.stack);
         const error = new Error(message.error.message);
         Object.defineProperty(error, "name", { value: message.error.name, configurable: true, writable: true });
@@ -197,10 +199,8 @@ export class QuickJSInstance implements EngineInstance {
           configurable: true,
           writable: true,
         });
-        if (message.notFound && message.error.message.startsWith("ERR_MODULE_NOT_FOUND:")) {
-          listener?.onFailure?.(
-            new CordonError("ERR_MODULE_NOT_FOUND", message.error.message.slice("ERR_MODULE_NOT_FOUND:".length)),
-          );
+        if (message.notFound) {
+          listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", message.error.message));
           return;
         }
         listener?.onFailure?.(error);

@@ -533,7 +533,9 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
         if (name === entry) return module.code;
         if (specifier !== undefined && Object.hasOwn(module.imports, specifier)) return module.imports[specifier];
         const shown = specifier ?? name.slice(name.indexOf("\u2063") + 1);
-        inst.notFound = `ERR_MODULE_NOT_FOUND:${module.notFound.replace('"%s"', JSON.stringify(shown))}`;
+        // The message a guest sees (a dynamic import() it catches) is the refusal alone; the
+        // host knows it by this instance's `notFound` flag, not by a prefix in the text.
+        inst.notFound = module.notFound.replace('"%s"', JSON.stringify(shown));
         return { error: new Error(inst.notFound) };
       },
       (base: string, requested: string) => {
