@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
-import { REQUEST_BOUNDS } from "./schema.js";
+import { REQUEST_BOUNDS, shortened } from "./schema.js";
 
 /**
  * The body of `POST /host` (the remote host's requests), exactly: unknown keys are refused at
@@ -99,7 +99,8 @@ export function parseRemoteRequest(body: Buffer): RemoteRequest {
   const checked = remoteRequestSchema.safeParse(parsed);
   if (!checked.success) {
     const issue = checked.error.issues[0];
-    throw new ServiceError("ERR_BAD_REQUEST", `${issue.path.map(String).join(".") || "body"}: ${issue.message}`);
+    const path = shortened(issue.path.map(String).join("."), 200);
+    throw new ServiceError("ERR_BAD_REQUEST", `${path || "body"}: ${shortened(issue.message, 300)}`);
   }
   if (typeof (parsed as { bindingsText?: unknown }).bindingsText === "string")
     checkBindingsText((parsed as { bindingsText: string }).bindingsText);

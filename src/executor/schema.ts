@@ -78,13 +78,20 @@ export function parseRunRequest(body: Buffer): RunRequest {
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
-  const path = issue.path.map(String).join(".");
+  const path = shortened(issue.path.map(String).join("."));
   if (issue.code === "unrecognized_keys") {
     const where = path ? `${path}.` : "";
-    const keys = issue.keys.map((key) => `${where}${key}`).join(", ");
-    return `${keys}: unknown ${issue.keys.length === 1 ? "field" : "fields"}; allowed: ${allowedAt(path)}`;
+    // At most ten, each shortened: a body of a million unknown keys got its keys back as a 19 MB refusal.
+    const keys = issue.keys.slice(0, 10).map((key) => `${where}${shortened(key)}`);
+    const more = issue.keys.length > 10 ? ` and ${issue.keys.length - 10} more` : "";
+    return `${keys.join(", ")}${more}: unknown ${issue.keys.length === 1 ? "field" : "fields"}; allowed: ${allowedAt(path)}`;
   }
-  return `${path || "body"}: ${issue.message}`;
+  return `${path || "body"}: ${shortened(issue.message, 300)}`;
+}
+
+/** Text of the caller's own making, cut for a refusal message. */
+export function shortened(text: string, max = 40): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function allowedAt(path: string): string {

@@ -28,6 +28,15 @@ describe("POST /run takes exactly the run schema", () => {
     expect(await refused({ code: "return 1", capabilities: { net: ["*"] } })).toMatch(/^capabilities: unknown field/);
   });
 
+  it("names at most ten unknown keys, shortened: a refusal never echoes the body back", async () => {
+    // 200,000 unknown keys came back as a refusal as large as the body.
+    const body: Record<string, unknown> = { code: "return 1" };
+    for (let i = 0; i < 200_000; i++) body[`k${i}${"x".repeat(60)}`] = 1;
+    const message = await refused(body);
+    expect(message).toMatch(/and 199990 more: unknown fields/);
+    expect(message.length).toBeLessThan(1000);
+  });
+
   it("refuses wrong types, naming the field", async () => {
     expect(await refused({ code: 42 })).toMatch(/^code: .*expected string/);
     expect(await refused({ input: 1 })).toMatch(/^code: /);
