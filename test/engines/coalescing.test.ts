@@ -116,6 +116,34 @@ describe.each(["v8", "quickjs"] as const)("calls in flight on %s", (engine) => {
     }
   });
 
+  it("a call's timers end with it, also in a crossing of several calls: none fires during a later call", async () => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess" });
+    const seen: string[] = [];
+    let current = "";
+    await using prefix = await sandbox.prepare({
+      code: `export async function handle(user) {
+        setTimeout(() => { console.log("late timer of " + user); note(user); }, 15);
+        await wait(user);
+        return user;
+      }`,
+      globals: {
+        wait: (user: string) => {
+          current = user;
+          return new Promise((r) => setTimeout(r, 10));
+        },
+        note: async (user: string) => {
+          seen.push(`${user} during ${current}`);
+        },
+      },
+    });
+    // The first burst's calls after the first cross together (an export not seen yet).
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => prefix.call({ export: "handle", args: [`user${i}`] })));
+    expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 8 }, (_, i) => `user${i}`));
+    for (const result of results) expect(result.logs).toEqual([]);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(seen).toEqual([]);
+  });
+
   it("an export that returns promises gets more instances instead", async () => {
     await using sandbox = await createSandbox({ engine, host: "inprocess", maxConcurrentRuns: 16 });
     await using prefix = await sandbox.prepare({ code: PREFIX });

@@ -215,13 +215,24 @@ export function installRuntime(
         entries = create(null);
         count = 0;
       },
+      /**
+       * The ids of the entries `keep` picks, in a list without a prototype (an index setter a
+       * guest put on Array.prototype never sees them): loop over it by index.
+       */
+      idsWhere(keep: (value: T) => boolean): { length: number; [index: number]: number } {
+        const ids: { length: number; [index: number]: number } = create(null);
+        ids.length = 0;
+        for (const key in entries) if (keep(entries[key as unknown as number])) ids[ids.length++] = +key;
+        return ids;
+      },
       get size(): number {
         return count;
       },
     };
   }
   const pendingCalls = idTable<{ resolve(v: unknown): void; reject(e: unknown): void }>();
-  const timers = idTable<{ fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean }>();
+  /** `owner`: the index of the call that armed it, in a crossing of several calls. */
+  const timers = idTable<{ fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean; owner: number }>();
   const modules = new MapCtor<string, unknown>();
   let callSeq = 0;
   let timerSeq = 0;
@@ -324,7 +335,7 @@ export function installRuntime(
     }
     const delay = Math.max(0, Math.min(Number(ms) || 0, 2147483647));
     const id = ++timerSeq;
-    timers.set(id, { fn: fn as (...a: unknown[]) => unknown, args, ms: delay, repeat });
+    timers.set(id, { fn: fn as (...a: unknown[]) => unknown, args, ms: delay, repeat, owner: run.index });
     host.timer(id, delay);
     return id;
   }
@@ -662,6 +673,7 @@ export function installRuntime(
               // through its (guest-replaceable) `then`, which would receive the outcome's text.
               const settle = (settled: string) => {
                 run.index = index;
+                ended(index);
                 host.done(settled[0], sliceOf(settled, 1), index);
                 runFrom(index + 1, false);
               };
@@ -683,7 +695,15 @@ export function installRuntime(
           deliver(i, outcome, sync);
         }
       };
+      // In a crossing of several calls, a call's timers end with it, as a lone call's do when the
+      // host settles it: otherwise they fired during later calls, as theirs.
+      const ended = (i: number) => {
+        if (argsTexts.length < 2) return;
+        const ids = timers.idsWhere((timer) => timer.owner === i);
+        for (let k = 0; k < ids.length; k++) cancel(ids[k]);
+      };
       const deliver = (i: number, outcome: string, sync: boolean) => {
+        ended(i);
         if (sync) out += `${i ? "\u0001" : ""}${outcome}`;
         else host.done(outcome[0], sliceOf(outcome, 1), i);
       };
