@@ -66,8 +66,9 @@ export function originalPosition(map: LineMap, line: number, column: number): { 
 /** Rewrite `file:line:col` positions of `filename` in a stack through the map. */
 export function remapStack(stack: string, filename: string, map: LineMap): string {
   const escaped = filename.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-  // QuickJS frames may carry a line without a column.
-  return stack.replace(new RegExp(`${escaped}:(\\d+)(?::(\\d+))?`, "g"), (whole, line: string, column?: string) => {
+  // QuickJS frames may carry a line without a column. Not inside a longer name: frames of
+  // "mylib" or "a/lib" are not frames of "lib" (they were remapped through its map twice).
+  return stack.replace(new RegExp(`(?<![\\w$./-])${escaped}:(\\d+)(?::(\\d+))?`, "g"), (whole, line: string, column?: string) => {
     const position = originalPosition(map, Number(line), Number(column ?? 1));
     if (!position) return whole;
     return column === undefined ? `${filename}:${position.line}` : `${filename}:${position.line}:${position.column}`;

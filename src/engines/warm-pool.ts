@@ -149,6 +149,9 @@ export class WarmPool implements EnginePrefix {
     const execution = new Execution(instance, { engine: this.engine, limits, signal, host: this.request.host, warm, guestFiles });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     const { source, sourceImports, inputText } = request;
+    // The prefix's own line maps, as the postfix may replace one under the same filename (the
+    // default "<guest>"): restored after the run, or the prefix's later errors named wrong lines.
+    const prefixMaps = new Map(instance.lineMaps);
     // Warming up an instance for this run can outlast the sandbox.
     if (this.running.admit(execution)) {
       instance
@@ -156,6 +159,8 @@ export class WarmPool implements EnginePrefix {
         .catch((error: unknown) => execution.taskFailed(error));
     }
     const result = await this.running.track(execution, execution.outcome);
+    instance.lineMaps.clear();
+    for (const [file, map] of prefixMaps) instance.lineMaps.set(file, map);
     // The result is out; wait until the instance is idle before another run may own it.
     this.releaseAfter(instance, fence(instance, limits.wallTimeMs));
     return result;

@@ -266,6 +266,21 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     await expect(sandbox.prepare({ code: "export default {" })).rejects.toMatchObject({ code: "ERR_COMPILE" });
   });
 
+  it("a postfix run under the prefix's filename does not change the lines the prefix's errors name", async () => {
+    const boom =
+      'type A = { a: number };\ninterface B {\n  b: string;\n}\n\nexport function boom(): void {\n  throw new Error("prefix line 7");\n}';
+    await using prefix = await sandbox.prepare({ code: boom });
+    const line = async () => {
+      const result = await prefix.call({ export: "boom" });
+      if (result.ok) throw new Error("expected a failure");
+      return /<guest>:(\d+)/.exec(result.error.stack ?? "")?.[1];
+    };
+    expect(await line()).toBe("7");
+    const postfix = `const a = 1;\nconst b: number = 2;\nconst c = 3;\nconst d: string = "y";\nconst e = 5;\nreturn a + b + c + d + e`;
+    expect(value(await prefix.run({ code: postfix }))).toBe("6y5");
+    expect(await line()).toBe("7");
+  });
+
   it("an export with a getter that throws deep inside is skipped, never a failure of the module", async () => {
     const code = `export const settings = { region: "eu", get secretKey() { throw new Error("not configured") } };
       export const ok = 1; export default () => 42`;

@@ -3,9 +3,19 @@ import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
 import { shareHelpers } from "../../src/core/script-helpers.js";
 import { nestsDeeperThan } from "../../src/core/nesting.js";
+import { remapStack } from "../../src/core/source-map.js";
 import { normalizeSource } from "../../src/core/source.js";
 
 describe("guest source", () => {
+  it("remaps a file's frames only where the name stands alone, not inside a longer name", () => {
+    // Line 4 of the generated code is line 25 of the caller's text.
+    const map = [[], [], [], [0, 24, 0]];
+    const stack = "Error\n    at f (mylib:4:1)\n    at g (a/lib:4:1)\n    at h (lib:4:1)\n    at lib:4:1";
+    expect(remapStack(stack, "lib", map)).toBe(
+      "Error\n    at f (mylib:4:1)\n    at g (a/lib:4:1)\n    at h (lib:25:1)\n    at lib:25:1",
+    );
+  });
+
   it("the script form keeps what the module form runs: no tree shaking of pure-annotated calls", async () => {
     const out = await normalizeSource(
       "let n = 0; const bump = () => ++n; const unused = /* @__PURE__ */ bump(); export default () => n;",
