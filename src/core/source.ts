@@ -54,10 +54,19 @@ export async function normalizeSource(code: string, filename = DEFAULT_FILENAME)
     if (error instanceof CordonError) throw error;
     if (firstErrorText(error) === TOP_LEVEL_RETURN) {
       try {
-        const body = `export default async function (input) {${code}\n}`;
-        result = { ...(await strip(body, filename)), filename, wrapped: true, script: await asScript(body, filename) };
+        const body = `${WRAP_START}${code}\n}`;
+        const stripped = await strip(body, filename);
+        const script = await asScript(body, filename);
+        // Positions on the body's first line count from its own start, not the wrapper's.
+        result = {
+          code: stripped.code,
+          lineMap: unwrapped(stripped.lineMap),
+          filename,
+          wrapped: true,
+          script: script && { code: script.code, lineMap: unwrapped(script.lineMap) },
+        };
       } catch (wrappedError) {
-        result = compileError(wrappedError, filename);
+        result = compileError(wrappedError, filename, WRAP_START.length);
       }
     } else {
       result = compileError(error, filename);
@@ -147,13 +156,27 @@ function firstErrorText(error: unknown): string | undefined {
   return Array.isArray(errors) ? errors[0]?.text : undefined;
 }
 
-function compileError(error: unknown, filename: string): CordonError {
+/** The text a function body is wrapped in, on the body's first line. */
+const WRAP_START = "export default async function (input) {";
+
+/** `map` with the wrapper's width taken off the columns of the original text's first line. */
+function unwrapped(map: LineMap): LineMap {
+  return map.map((segments) => {
+    const out = segments.slice();
+    for (let i = 0; i + 2 < out.length; i += 3) if (out[i + 1] === 0) out[i + 2] = Math.max(0, out[i + 2] - WRAP_START.length);
+    return out;
+  });
+}
+
+/** `firstLineShift`: the wrapper's width, taken off columns on line 1 (a wrapped body's). */
+function compileError(error: unknown, filename: string, firstLineShift = 0): CordonError {
   const errors = (error as { errors?: { text: string; location?: { line: number; column: number } }[] })?.errors;
   if (!Array.isArray(errors) || errors.length === 0) {
     return new CordonError("ERR_COMPILE", `${filename}: could not be compiled`);
   }
   const lines = errors.slice(0, 5).map((e) => {
-    const at = e.location ? `${filename}:${e.location.line}:${e.location.column + 1}` : filename;
+    const column = e.location && e.location.line === 1 ? Math.max(0, e.location.column - firstLineShift) : e.location?.column;
+    const at = e.location ? `${filename}:${e.location.line}:${(column ?? 0) + 1}` : filename;
     return `${at}: ${e.text}`;
   });
   return new CordonError("ERR_COMPILE", lines.join("\n"));

@@ -121,6 +121,17 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.error.stack).not.toMatch(/node_modules|file:|data:|\/work\/|<cordon>|isolated-vm/);
     });
 
+    it("a wrapped function body's first line keeps its own columns (the wrapper's width taken off)", async () => {
+      // "return null.x" was reported at <guest>:1:52: 39 columns of "export default async function (input) {".
+      const result = failed(await sandbox.run({ code: "return null.x" }));
+      const column = Number(/<guest>:1:(\d+)/.exec(result.error.stack ?? "")?.[1]);
+      expect(column).toBeGreaterThan(0);
+      expect(column).toBeLessThanOrEqual(14);
+      await expect(sandbox.run({ code: "return 1 + ;" })).resolves.toMatchObject({
+        error: { code: "ERR_COMPILE", message: expect.stringMatching(/<guest>:1:1[0-2]: /) },
+      });
+    });
+
     it("a module that throws while loading, sync or after await, is ERR_USER_CODE", async () => {
       const sync = failed(await sandbox.run({ code: "throw new TypeError('at load'); export default 1" }));
       expect(sync.error).toMatchObject({ code: "ERR_USER_CODE", name: "TypeError", message: "at load" });
