@@ -121,6 +121,19 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.error.stack).not.toMatch(/node_modules|file:|data:|\/work\/|<cordon>|isolated-vm/);
     });
 
+    it("a value nested past what the codec (or the engine's stack) takes is ERR_NOT_SERIALIZABLE, not a throw", async () => {
+      // QuickJS's stack ended near 450 levels, before the codec's 512: "stack overflow", ERR_USER_CODE.
+      const nested = (depth: number) =>
+        `export default () => { const root = {}; let d = root; for (let i = 0; i < ${depth}; i++) { d.n = {}; d = d.n } return root }`;
+      // Under the codec's limit, an engine whose stack ends first says so with the same code.
+      const near = await sandbox.run({ code: nested(490) });
+      expect(near.ok ? "completed" : near.error.code).toMatch(/^(completed|ERR_NOT_SERIALIZABLE)$/);
+      expect(failed(await sandbox.run({ code: nested(600) })).error.code).toBe("ERR_NOT_SERIALIZABLE");
+      const shallow =
+        "export default () => { const root = {}; let d = root; for (let i = 0; i < 300; i++) { d.n = {}; d = d.n } return 1 }";
+      expect(completed(await sandbox.run({ code: shallow })).value).toBe(1);
+    });
+
     it("a wrapped function body's first line keeps its own columns (the wrapper's width taken off)", async () => {
       // "return null.x" was reported at <guest>:1:52: 39 columns of "export default async function (input) {".
       const result = failed(await sandbox.run({ code: "return null.x" }));

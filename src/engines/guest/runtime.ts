@@ -366,13 +366,29 @@ export function installRuntime(
     return undefined;
   }
 
+  /**
+   * The engine's stack ran out while the codec walked the value: QuickJS's ends near 450 levels,
+   * before the codec's own limit of 512 that v8 reaches. Not serializable there either, not the
+   * guest's throw.
+   */
+  function tooDeep(error: unknown): string | undefined {
+    try {
+      const { name, message } = error as Error;
+      const overflow =
+        (name === "InternalError" && message === "stack overflow") ||
+        (name === "RangeError" && message === "Maximum call stack size exceeded");
+      if (overflow) return 'f{"code":"ERR_NOT_SERIALIZABLE","message":"value is nested too deeply to encode"}';
+    } catch {}
+    return undefined;
+  }
+
   function encodeOutcome(value: unknown, ns: Record<string, unknown> | undefined): string {
     let budget = run.maxOutputChars;
     let valueText: string;
     try {
       valueText = codec.encode(value, "value", budget);
     } catch (error) {
-      const failed = failure(error);
+      const failed = failure(error) ?? tooDeep(error);
       if (failed) return failed;
       throw error;
     }
