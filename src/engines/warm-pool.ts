@@ -1,11 +1,11 @@
 import type { EnginePrefix, EnginePrepareRequest, PrefixCallRequest, PrefixCounts, PrefixRunRequest } from "../core/engine.js";
-import { abortReason } from "../core/abort-reason.js";
 import { LIMIT_CODES } from "../core/errors.js";
 import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import { abortedResult, failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { BlockingBudget } from "./blocking-budget.js";
+import { CallQueue, type Queued } from "./call-queue.js";
 import { Execution, type RunningExecutions } from "./execution.js";
 import { instanceFailure } from "./pooled-engine.js";
 import { type EngineInstance, fence, type RuntimeCaps } from "./instance.js";
@@ -32,24 +32,11 @@ const MAX_COALESCED = 64;
  */
 const MAX_COALESCED_CHARS = 60_000;
 
-interface Queued {
-  request: PrefixCallRequest;
-  resolve(result: RunResult): void;
-  limitsKey: string;
-  /** Stop listening for the call's abort: it crosses now (its execution listens from here on). */
-  leave?(): void;
-}
-
 export interface PrefixPoolLimits {
   /** Instances busy with calls that return at once; past it, calls wait and coalesce. */
   coalesceAbove: number;
   /** Instances busy with calls that await (host calls, timers). */
   maxInstances: number;
-}
-
-function limitsKey(request: PrefixCallRequest): string {
-  const l = request.limits;
-  return `${l.cpuTimeMs},${l.wallTimeMs},${l.maxOutputBytes},${l.maxLogEntries},${l.maxLogBytes},${l.maxBridgeCalls},${l.maxBridgeCallBytes}`;
 }
 
 function queueFull(engine: RunResult["stats"]["engine"], host: RunResult["stats"]["host"], depth: number): RunResult {
@@ -70,7 +57,7 @@ const HEAP_SAMPLE_MS = 250;
  */
 export class WarmPool implements EnginePrefix {
   private readonly idle: EngineInstance[] = [];
-  private queue: Queued[] = [];
+  private readonly queue = new CallQueue((reason) => abortedResult(this.engine, this.request.host, reason));
   /** Runs whose result is out, while their instance finishes what the guest left queued. */
   private readonly fencing = new Set<Promise<void>>();
   /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
@@ -182,7 +169,7 @@ export class WarmPool implements EnginePrefix {
       // pays the wait: sequential calls p50 ~0.5-1 µs slower in the measurement below.
       // The idle instances take up to MAX_COALESCED calls each then: only calls past that wait.
       if (this.queue.length >= this.maxQueued + this.idle.length * MAX_COALESCED) return this.full();
-      const result = this.enqueue(request);
+      const result = this.queue.add(request);
       this.gatherSoon();
       return result;
     }
@@ -195,35 +182,11 @@ export class WarmPool implements EnginePrefix {
       return (await this.dispatch(acquired.instance, acquired.warm, [request]))[0];
     }
     if (this.queue.length >= this.maxQueued) return this.full();
-    return this.enqueue(request);
+    return this.queue.add(request);
   }
 
   private full(): RunResult {
     return queueFull(this.engine, this.request.host, this.queue.length);
-  }
-
-  /** Wait in the queue. A call whose signal aborts while it waits leaves the queue at once. */
-  private enqueue(request: PrefixCallRequest): Promise<RunResult> {
-    const { signal } = request;
-    if (signal?.aborted) return Promise.resolve(abortedResult(this.engine, this.request.host, abortReason(signal.reason)));
-    return new Promise<RunResult>((resolve) => {
-      const queued: Queued = { request, resolve, limitsKey: limitsKey(request) };
-      if (signal) {
-        const onAbort = () => {
-          const index = this.queue.indexOf(queued);
-          if (index < 0) return;
-          this.queue.splice(index, 1);
-          resolve(abortedResult(this.engine, this.request.host, abortReason(signal.reason)));
-        };
-        signal.addEventListener("abort", onAbort, { once: true });
-        queued.leave = () => signal.removeEventListener("abort", onAbort);
-        queued.resolve = (result) => {
-          queued.leave?.();
-          resolve(result);
-        };
-      }
-      this.queue.push(queued);
-    });
   }
 
   /** One crossing for `requests` (same export, same limits) on an instance this prefix holds. */
@@ -324,7 +287,7 @@ export class WarmPool implements EnginePrefix {
     // A burst, and this prefix may use more instances than it has: warm one up for the bursts
     // to come (this one goes to the instances there are). Without it every burst would land on
     // one instance, and the host and that isolate's thread would take turns instead of overlapping.
-    const first = this.queue[0];
+    const first = this.queue.first as Queued;
     const instances = this.busy + this.growing + this.idle.length;
     if (this.queue.length > 1 && !this.disposed && instances < this.parallelismFor(first.request.path)) void this.grow();
     while (this.queue.length > 0 && this.idle.length > 0) {
@@ -347,7 +310,7 @@ export class WarmPool implements EnginePrefix {
     const message = this.running.ended
       ? "the sandbox was disposed before this call could run"
       : "the prefix was disposed before this call could run";
-    for (const queued of this.queue.splice(0)) {
+    for (const queued of this.queue.takeAll()) {
       queued.resolve(failedResult(this.engine, this.request.host, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }));
     }
   }
@@ -402,25 +365,22 @@ export class WarmPool implements EnginePrefix {
   /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
   private drain(instance: EngineInstance, most = MAX_COALESCED): boolean {
     if (this.queue.length === 0) return false;
-    const first = this.queue[0];
-    const batch: Queued[] = [];
-    const rest: Queued[] = [];
-    let chars = 0;
-    for (const queued of this.queue) {
+    let taken = 1;
+    let chars = (this.queue.first as Queued).request.argsText.length;
+    const batch = this.queue.take((queued, first) => {
       const twin =
-        batch.length < most &&
+        taken < most &&
         chars + queued.request.argsText.length <= MAX_COALESCED_CHARS &&
         queued.request.path === first.request.path &&
         queued.limitsKey === first.limitsKey &&
         queued.request.signal === undefined &&
-        (batch.length === 0 || first.request.signal === undefined);
-      if (twin || queued === first) {
-        batch.push(queued);
+        first.request.signal === undefined;
+      if (twin) {
+        taken++;
         chars += queued.request.argsText.length;
-      } else rest.push(queued);
-    }
-    this.queue = rest;
-    for (const queued of batch) queued.leave?.();
+      }
+      return twin;
+    });
     this.busy++;
     void this.dispatch(
       instance,
@@ -570,7 +530,7 @@ export class WarmPool implements EnginePrefix {
       this.release(instance);
       return;
     }
-    for (const queued of this.queue.splice(0)) queued.resolve(result);
+    for (const queued of this.queue.takeAll()) queued.resolve(result);
   }
 
   private drop(instance: EngineInstance): void {

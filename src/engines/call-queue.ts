@@ -1,0 +1,85 @@
+import { abortReason } from "../core/abort-reason.js";
+import type { PrefixCallRequest } from "../core/engine.js";
+import type { RunResult } from "../core/types.js";
+
+/** A call waiting for an instance of its prefix. */
+export interface Queued {
+  request: PrefixCallRequest;
+  resolve(result: RunResult): void;
+  /** Calls cross together only with the same limits: this says which those are. */
+  limitsKey: string;
+}
+
+/**
+ * A prefix's calls waiting for an instance, in order. A call whose signal aborts while it waits
+ * leaves the queue at once with the aborted result; once taken to cross, its execution listens.
+ */
+export class CallQueue {
+  private entries: Queued[] = [];
+  /** Each entry's way to stop listening for its abort (entries without a signal have none). */
+  private readonly leaving = new WeakMap<Queued, () => void>();
+
+  constructor(private readonly aborted: (reason: string) => RunResult) {}
+
+  get length(): number {
+    return this.entries.length;
+  }
+
+  get first(): Queued | undefined {
+    return this.entries[0];
+  }
+
+  /** Wait in the queue: resolves with the call's result once it is served (or aborted meanwhile). */
+  add(request: PrefixCallRequest): Promise<RunResult> {
+    const { signal } = request;
+    if (signal?.aborted) return Promise.resolve(this.aborted(abortReason(signal.reason)));
+    return new Promise<RunResult>((resolve) => {
+      const queued: Queued = { request, resolve, limitsKey: limitsKey(request) };
+      if (signal) {
+        const onAbort = () => {
+          const index = this.entries.indexOf(queued);
+          if (index < 0) return;
+          this.entries.splice(index, 1);
+          resolve(this.aborted(abortReason(signal.reason)));
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+        const leave = () => signal.removeEventListener("abort", onAbort);
+        this.leaving.set(queued, leave);
+        queued.resolve = (result) => {
+          leave();
+          resolve(result);
+        };
+      }
+      this.entries.push(queued);
+    });
+  }
+
+  /**
+   * Take the first call and every later one `twin` accepts (asked in order, with the first),
+   * leaving the rest in order. The calls taken stop listening for aborts: they cross now.
+   */
+  take(twin: (queued: Queued, first: Queued) => boolean): Queued[] {
+    const first = this.entries[0];
+    if (!first) return [];
+    const batch: Queued[] = [first];
+    const rest: Queued[] = [];
+    for (let i = 1; i < this.entries.length; i++) {
+      const queued = this.entries[i];
+      if (twin(queued, first)) batch.push(queued);
+      else rest.push(queued);
+    }
+    this.entries = rest;
+    for (const queued of batch) this.leaving.get(queued)?.();
+    return batch;
+  }
+
+  /** Every waiting call, removed (to be failed or served another way). */
+  takeAll(): Queued[] {
+    return this.entries.splice(0);
+  }
+}
+
+function limitsKey(request: PrefixCallRequest): string {
+  const l = request.limits;
+  return `${l.cpuTimeMs},${l.wallTimeMs},${l.maxOutputBytes},${l.maxLogEntries},${l.maxLogBytes},${l.maxBridgeCalls},${l.maxBridgeCallBytes}`;
+}
