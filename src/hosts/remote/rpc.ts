@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import type { BindingsLike } from "../../core/bindings.js";
 import { whenAborted } from "../../core/when-aborted.js";
-import { GrantError, checkGrantKey, signGrant, verifyGrant } from "./grant.js";
+import { checkGrant, checkGrantKey, GrantError, type GrantPayload, signGrant, verifyGrant } from "./grant.js";
 
 /** A run's bindings, as the host registers them for an executor to call back. */
 interface Registered {
@@ -17,6 +17,11 @@ interface Registered {
   scoped: boolean;
   /** Requests of a scoped registration in flight (renew opens one, close ends it). */
   open: number;
+}
+
+/** Is this registration answering callbacks now: not expired, and (scoped) with a request open. */
+function isOpen(registered: Registered | undefined): registered is Registered {
+  return registered !== undefined && registered.expires > Date.now() && !(registered.scoped && registered.open === 0);
 }
 
 export interface RpcHandler {
@@ -101,16 +106,14 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (!auth.startsWith("Bearer ")) return answer(401, { error: "a grant is required" });
       // The grant's signature and expiry, and that its run is open, before any of the body is
       // read: anyone who can reach this server could otherwise make it buffer and parse 64 MB.
-      const token = auth.slice("Bearer ".length);
+      let granted: GrantPayload;
       try {
-        const granted = verifyGrant(key, token, {});
-        const open = runs.get(granted.run);
-        if (!open || open.expires <= Date.now() || (open.scoped && open.open === 0))
-          return answer(404, { error: "the run is over" });
+        granted = verifyGrant(key, auth.slice("Bearer ".length), {});
       } catch (error) {
         if (error instanceof GrantError) return answer(401, { error: error.message });
         throw error;
       }
+      if (!isOpen(runs.get(granted.run))) return answer(404, { error: "the run is over" });
       const length = Number(request.headers.get("content-length") ?? 0);
       if (length > MAX_BODY) return answer(413, { error: "the call is too large" });
       let call: { run?: unknown; name?: unknown; argsText?: unknown };
@@ -125,14 +128,15 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
         return answer(400, { error: "the body must be { run, name, argsText }" });
       }
       try {
-        verifyGrant(key, token, { run: call.run, name: call.name });
+        // Verified above; what the body names is checked against it now (and the expiry again).
+        checkGrant(granted, { run: call.run, name: call.name });
       } catch (error) {
         if (error instanceof GrantError) return answer(error.reason === "name" ? 403 : 401, { error: error.message });
         throw error;
       }
+      // The run may have ended while the body was read.
       const registered = runs.get(call.run);
-      if (!registered || registered.expires <= Date.now() || (registered.scoped && registered.open === 0))
-        return answer(404, { error: "the run is over" });
+      if (!isOpen(registered)) return answer(404, { error: "the run is over" });
       const fnId = registered.names.get(call.name);
       if (fnId === undefined) return answer(403, { error: "the name is not bound for this run" });
       // The executor aborts its request when the run or call ended, and a run's calls end when the
