@@ -225,9 +225,7 @@ export class Execution implements InstanceListener, Watched {
     // Every outcome counts against the output limit, a thrown error's too (its message, stack
     // and fields are guest text as much as a value is).
     if (text.length > limits.maxOutputBytes + 64) {
-      const what = kind === "t" ? "the error the guest threw" : "the result";
-      const message = `${what} is larger than the limit of ${limits.maxOutputBytes} bytes`;
-      this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
+      this.failTooLarge(kind === "t" ? "the error the guest threw" : "the result", index);
       return;
     }
     try {
@@ -289,13 +287,14 @@ export class Execution implements InstanceListener, Watched {
     // What a module's evaluation or a timer threw counts against the output limit too, as an
     // error thrown from a call does (Execution.finish).
     const thrown = guestThrown(error, this.options.guestFiles);
-    const maxOutputBytes = this.options.limits.maxOutputBytes;
-    if (JSON.stringify(thrown).length > maxOutputBytes + 64) {
-      const message = `the error the guest threw is larger than the limit of ${maxOutputBytes} bytes`;
-      this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message });
-      return;
-    }
-    this.fail(thrown);
+    if (JSON.stringify(thrown).length > this.options.limits.maxOutputBytes + 64) this.failTooLarge("the error the guest threw");
+    else this.fail(thrown);
+  }
+
+  /** An outcome over maxOutputBytes: `what` it was, for the message. */
+  private failTooLarge(what: string, index?: number): void {
+    const message = `${what} is larger than the limit of ${this.options.limits.maxOutputBytes} bytes`;
+    this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
   }
 
   /** Fail one call, or (without an index) every call not settled yet. */
@@ -397,11 +396,15 @@ export class RunningExecutions {
     this.executions.clear();
   }
 
-  /** Fail `execution` at once if the engine has ended; true when its work may start. */
-  admit(execution: Execution): boolean {
-    if (!this.ended) return true;
-    execution.kill("ERR_INSTANCE_RESET", ENDED);
-    return false;
+  /**
+   * `start` the work that settles `outcome` (the execution's) and track the execution until it
+   * does. After endAll (an instance warmed up for it while the engine was disposed), the
+   * execution fails at once and `start` is not called.
+   */
+  run<T>(execution: Execution, outcome: Promise<T>, start: () => void): Promise<T> {
+    if (this.ended) execution.kill("ERR_INSTANCE_RESET", ENDED);
+    else start();
+    return this.track(execution, outcome);
   }
 }
 

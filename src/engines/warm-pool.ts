@@ -108,12 +108,11 @@ export class WarmPool implements EnginePrefix {
       guestFiles: this.guestFiles,
     });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-    if (this.running.admit(execution)) {
+    const result = await this.running.run(execution, execution.outcome, () => {
       instance
         .evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', caps, source, sourceImports }, () => execution.startCpu())
         .catch((error: unknown) => execution.taskFailed(error));
-    }
-    const result = await this.running.track(execution, execution.outcome);
+    });
     if (!result.ok) {
       instance.dispose();
       return { result: prefixFailure(result, limits) };
@@ -139,13 +138,12 @@ export class WarmPool implements EnginePrefix {
     // The prefix's own line maps, as the postfix may replace one under the same filename (the
     // default "<guest>"): restored after the run, or the prefix's later errors named wrong lines.
     const prefixMaps = new Map(instance.lineMaps);
-    // Warming up an instance for this run can outlast the sandbox.
-    if (this.running.admit(execution)) {
+    // Warming up an instance for this run can outlast the sandbox: running.run checks.
+    const result = await this.running.run(execution, execution.outcome, () => {
       instance
         .evaluate({ mode: "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
         .catch((error: unknown) => execution.taskFailed(error));
-    }
-    const result = await this.running.track(execution, execution.outcome);
+    });
     instance.lineMaps.clear();
     for (const [file, map] of prefixMaps) instance.lineMaps.set(file, map);
     // The result is out; wait until the instance is idle before another run may own it.
@@ -205,11 +203,11 @@ export class WarmPool implements EnginePrefix {
     const blockForMs = this.mayBlock(path, limits, signal) ? limits.cpuTimeMs : undefined;
     execution.startCpu();
     const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-    // Warming up an instance for these calls can outlast the sandbox.
+    // Warming up an instance for these calls can outlast the sandbox: running.run checks.
     let pending = false;
     let returned = false;
     let crossing: Promise<void> = Promise.resolve();
-    if (this.running.admit(execution)) {
+    const results = await this.running.run(execution, execution.outcomes, () => {
       crossing = instance
         .call(
           path,
@@ -229,8 +227,7 @@ export class WarmPool implements EnginePrefix {
             execution.taskFailed(error);
           },
         );
-    } else returned = true;
-    const results = await this.running.track(execution, execution.outcomes);
+    });
     // CPU time, not wall time: right after a prepare, spares being made on this thread put
     // trivial calls at 0.2-3 ms of wall time (their CPU: 0.03-0.4 ms).
     const first = results[0];
