@@ -175,9 +175,10 @@ function compileError(error: unknown, filename: string, firstLineShift = 0): Cor
     return new CordonError("ERR_COMPILE", `${filename}: could not be compiled`);
   }
   const lines = errors.slice(0, 5).map((e) => {
-    const column = e.location && e.location.line === 1 ? Math.max(0, e.location.column - firstLineShift) : e.location?.column;
-    const at = e.location ? `${filename}:${e.location.line}:${(column ?? 0) + 1}` : filename;
-    return `${at}: ${e.text}`;
+    if (!e.location) return `${filename}: ${e.text}`;
+    const { line, column } = e.location;
+    const shifted = line === 1 ? Math.max(0, column - firstLineShift) : column;
+    return `${filename}:${line}:${shifted + 1}: ${e.text}`;
   });
   return new CordonError("ERR_COMPILE", lines.join("\n"));
 }

@@ -714,7 +714,8 @@ export function installRuntime(
       // In a crossing of several calls, a call's timers end with it, as a lone call's do when the
       // host settles it: otherwise they fired during later calls, as theirs.
       const ended = (i: number) => {
-        if (argsTexts.length < 2) return;
+        // Nothing to look for in the common case: a lone call, or no timer armed.
+        if (argsTexts.length < 2 || timers.size === 0) return;
         const ids = timers.idsWhere((timer) => timer.owner === i);
         for (let k = 0; k < ids.length; k++) cancel(ids[k]);
       };
