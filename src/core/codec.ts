@@ -59,8 +59,7 @@ export function createCodec(trusted = false): Codec {
   const uncurry = <A extends unknown[], R>(method: (...args: A) => R) =>
     callOf.bind(method) as unknown as (self: unknown, ...args: A) => R;
   const applyFn = Reflect.apply;
-  const hasOwnOf = uncurry(ObjectProto.hasOwnProperty);
-  const hasOwn = (o: object, k: string) => hasOwnOf(o, k);
+  const hasOwn = uncurry(ObjectProto.hasOwnProperty) as (o: object, k: string) => boolean;
   const charCodeOf = uncurry(String.prototype.charCodeAt);
   const sliceOf = uncurry(String.prototype.slice) as (self: string, start: number, end?: number) => string;
   const Uint8 = Uint8Array;
@@ -80,12 +79,10 @@ export function createCodec(trusted = false): Codec {
   const fromCharCode = String.fromCharCode;
   const ArrayBufferCtor = ArrayBuffer;
   const isView = ArrayBuffer.isView;
-  const byteLengthOf = uncurry(
-    (Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength") as PropertyDescriptor).get as () => number,
-  );
-  const TypedArrayProto = getProto(Uint8Array.prototype);
   const getterOf = (proto: object, name: string | symbol) =>
     uncurry((Object.getOwnPropertyDescriptor(proto, name) as PropertyDescriptor).get as () => unknown);
+  const byteLengthOf = getterOf(ArrayBuffer.prototype, "byteLength") as (buffer: unknown) => number;
+  const TypedArrayProto = getProto(Uint8Array.prototype);
   const typedArrayTag = getterOf(TypedArrayProto, Symbol.toStringTag) as (view: unknown) => string | undefined;
   // A view's own getters, not its properties: a guest may shadow them on its objects or prototypes.
   const viewParts = {
