@@ -51,8 +51,13 @@ function maxOf(key: string): number {
     : MAX_COUNT;
 }
 
+/** Text of the caller's own making, cut for a message. */
+export function shortened(text: string, max = 40): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
 export function describe(value: unknown): string {
-  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === "string") return JSON.stringify(shortened(value));
   if (typeof value === "number" || typeof value === "boolean" || value == null) return String(value);
   if (Array.isArray(value)) return "an array";
   return `a ${typeof value}`;

@@ -2,7 +2,8 @@ import { z } from "zod";
 import type { RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
-import { REQUEST_BOUNDS, shortened } from "./schema.js";
+import { shortened } from "../core/limits.js";
+import { REQUEST_BOUNDS } from "./schema.js";
 
 /**
  * The body of `POST /host` (the remote host's requests), exactly: unknown keys are refused at

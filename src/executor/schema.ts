@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { shortened } from "../core/limits.js";
 import { isValidExportPath } from "../names.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
@@ -87,11 +88,6 @@ function describeIssue(issue: z.core.$ZodIssue): string {
     return `${keys.join(", ")}${more}: unknown ${issue.keys.length === 1 ? "field" : "fields"}; allowed: ${allowedAt(path)}`;
   }
   return `${path || "body"}: ${shortened(issue.message, 300)}`;
-}
-
-/** Text of the caller's own making, cut for a refusal message. */
-export function shortened(text: string, max = 40): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
 function allowedAt(path: string): string {
