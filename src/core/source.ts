@@ -66,10 +66,10 @@ export async function normalizeSource(code: string, filename = DEFAULT_FILENAME)
           script: script && { code: script.code, lineMap: unwrapped(script.lineMap) },
         };
       } catch (wrappedError) {
-        result = compileError(wrappedError, filename, WRAP_START.length);
+        result = compileError(await withoutTail(wrappedError, `${WRAP_START}${code}`, filename), filename, WRAP_START.length);
       }
     } else {
-      result = compileError(error, filename);
+      result = compileError(await withoutTail(error, code, filename), filename);
     }
   }
   remember(key, result);
@@ -78,9 +78,8 @@ export async function normalizeSource(code: string, filename = DEFAULT_FILENAME)
 }
 
 async function strip(code: string, filename: string): Promise<{ code: string; lineMap: LineMap }> {
-  const loader = /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
   const out = await transformGuest(`${code}\nexport {};`, {
-    loader,
+    loader: loaderFor(filename),
     format: "esm",
     target: "esnext",
     sourcefile: filename,
@@ -96,10 +95,9 @@ async function strip(code: string, filename: string): Promise<{ code: string; li
  * keeps the module path (a false alarm only costs speed).
  */
 async function asScript(code: string, filename: string): Promise<GuestSource["script"]> {
-  const loader = /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
   try {
     const out = await transformGuest(`${code}\nexport {};`, {
-      loader,
+      loader: loaderFor(filename),
       // An IIFE that returns the exports object: unlike CommonJS, no `module` or `exports`
       // binding becomes visible to the guest.
       format: "iife",
@@ -122,6 +120,27 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
     if (error instanceof CordonError) throw error;
     return undefined;
   }
+}
+
+function loaderFor(filename: string): "js" | "ts" {
+  return /\.(?:m|c)?js$/.test(filename) ? "js" : "ts";
+}
+
+/**
+ * A compile error placed past the caller's last line names cordon's own tail (the `export {}`
+ * that fixes the parse goal, or a wrap's closing brace): `Unexpected "export"` on a line the
+ * caller never wrote, for an unclosed `{`. Parsed without the tail, `text` fails with the error
+ * about the caller's own end ("Expected "}" but found end of file"), which is returned instead.
+ */
+async function withoutTail(error: unknown, text: string, filename: string): Promise<unknown> {
+  const line = (error as { errors?: { location?: { line?: number } }[] })?.errors?.[0]?.location?.line;
+  if (line === undefined || line <= text.split("\n").length) return error;
+  try {
+    await transformGuest(text, { loader: loaderFor(filename), format: "esm", target: "esnext", logLevel: "silent" });
+  } catch (bare) {
+    if (firstErrorText(bare) !== undefined) return bare;
+  }
+  return error;
 }
 
 /** esbuild's transform, through `withEsbuild`. */

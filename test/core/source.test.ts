@@ -76,6 +76,29 @@ describe("guest source", () => {
     });
   });
 
+  it("an unclosed construct is reported at the caller's end, never as cordon's appended `export {}` or closing brace", async () => {
+    // Before: `<guest>:2:1: Unexpected "export"` for one line of code.
+    const cases: [string, string, string][] = [
+      ["export default function () {", "m.ts", "m.ts:1:29: Unexpected end of file"],
+      ["const x = 1;\nexport default x +", "m.js", "m.js:2:19: Unexpected end of file"],
+      ["/* open", "m.ts", 'm.ts:1:8: Expected "*/" to terminate multi-line comment'],
+      // Wrapped bodies: the wrap's closing brace is not named either, and line 1 keeps its columns.
+      ["return (1 + ", "b.ts", "b.ts:1:13: Unexpected end of file"],
+      ["const a = 1;\nreturn [", "b.ts", "b.ts:2:9:"],
+    ];
+    for (const [code, filename, message] of cases) {
+      const error = await normalizeSource(code, filename).then(
+        () => undefined,
+        (e: unknown) => e as { code: string; message: string },
+      );
+      expect(error?.code).toBe("ERR_COMPILE");
+      expect(error?.message.startsWith(message)).toBe(true);
+      expect(error?.message).not.toMatch(/export|"\}"/);
+    }
+    // An error inside the caller's lines is untouched.
+    await expect(normalizeSource("return 1 }", "c.ts")).rejects.toMatchObject({ message: 'c.ts:1:10: Unexpected "}"' });
+  });
+
   it("the script form takes esbuild's helpers from the runtime, line for line (this esbuild prints them as expected)", async () => {
     const out = await normalizeSource("export const a = 1;\nexport default function f() { return a }");
     const script = out.script?.code ?? "";
