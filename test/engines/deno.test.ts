@@ -25,6 +25,13 @@ describe("the deno engine", () => {
     await sandbox.dispose();
   });
 
+  it("import syntax in the guest's strings stays the guest's data (no private path in it)", async () => {
+    const code = `import { answer } from "db"; import * as fs from "fs";
+      export default () => ({ text: 'import x from "db"; export * from "fs"; import("db")', got: answer, fs: typeof fs.readFileSync });`;
+    const value = completed(await sandbox.run({ code, imports: { db: { answer: 1 } } })).value;
+    expect(value).toEqual({ text: 'import x from "db"; export * from "fs"; import("db")', got: 1, fs: "function" });
+  });
+
   it("refuses every permission-gated operation with a catchable error", async () => {
     const code = `import * as cp from "node:child_process"; import * as os from "node:os"; import * as fs from "node:fs";
       const attempts = {
@@ -316,16 +323,30 @@ describe("the deno engine", () => {
       const code =
         'import a from "lodash";\nexport * from "fs";\nconst s = "lodash";\nconst m = await import("lodash");\nexport { a, s, m };\n';
       expect((await importSpecifiers(code)).sort()).toEqual(["fs", "lodash"]);
-      const out = replaceSpecifiers(
-        code,
-        new Map([
-          ["lodash", "npm:lodash"],
-          ["fs", "node:fs"],
-        ]),
-      );
-      expect(out).toBe(
+      const map = new Map([
+        ["lodash", "npm:lodash"],
+        ["fs", "node:fs"],
+      ]);
+      expect(await replaceSpecifiers(code, map)).toBe(
         'import a from "npm:lodash";\nexport * from "node:fs";\nconst s = "lodash";\nconst m = await import("npm:lodash");\nexport { a, s, m };\n',
       );
+      // Import syntax inside the guest's strings, templates, comments and regular expressions is
+      // its data: rewritten, it handed the guest the private directory's path. (A pattern over
+      // the text rewrote every one of these.)
+      const data = [
+        `const a = 'import x from "lodash"';`,
+        'const b = `export * from "fs"`;',
+        '// import("lodash")',
+        '/* from "fs" */',
+        'const c = /from "lodash"/.source;',
+        "const d = 1 / 2 / 3; const e = 'import(\"fs\")';",
+        'import q from "lodash";',
+        "export { a, b, c, d, e, q };",
+      ].join("\n");
+      const out = await replaceSpecifiers(data, map);
+      expect(out).toBe(data.replace('import q from "lodash";', 'import q from "npm:lodash";'));
+      // A single-quoted specifier (the guest's own text, not esbuild's) keeps valid syntax.
+      expect(await replaceSpecifiers("import x from 'fs'; export { x };", map)).toBe('import x from "node:fs"; export { x };');
     });
 
     it("a multi-file source: files beside the entry, TypeScript included", async () => {

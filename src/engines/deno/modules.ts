@@ -4,6 +4,7 @@ import { isBuiltin } from "node:module";
 import { dirname, join, relative, sep } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
+import { init as initLexer, parse as parseImports } from "es-module-lexer";
 import { withEsbuild } from "../../core/source.js";
 import { hostModuleSources } from "../../core/bindings.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -70,18 +71,27 @@ export async function importSpecifiers(code: string): Promise<string[]> {
   return list;
 }
 
-/** Replace import specifiers in esbuild-printed code (specifiers are always double-quoted there). */
-export function replaceSpecifiers(code: string, map: Map<string, string>): string {
-  let out = code;
-  for (const [from, to] of map) {
-    if (from === to) continue;
-    const quoted = JSON.stringify(from).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-    out = out.replace(
-      new RegExp(`(\\bfrom\\s*|\\bimport\\s*\\(?\\s*)${quoted}`, "g"),
-      (_m, lead: string) => `${lead}${JSON.stringify(to)}`,
-    );
+/**
+ * Replace import specifiers (static, re-exports, literal import()) at the positions
+ * es-module-lexer finds them. A pattern over the text also rewrote `from "db"` inside the
+ * guest's own strings, comments and regular expressions, handing it the private directory's
+ * path as data.
+ */
+export async function replaceSpecifiers(code: string, map: Map<string, string>): Promise<string> {
+  await initLexer;
+  const [imports] = parseImports(code);
+  let out = "";
+  let at = 0;
+  for (const { n: name, s: start, e: end, d: dynamic } of imports) {
+    const to = name === undefined ? undefined : map.get(name);
+    if (to === undefined || to === name || dynamic === -2) continue;
+    // A static import's span is the text between the quotes (replaced with them); a literal
+    // import()'s includes them.
+    const quotes = dynamic === -1 ? 1 : 0;
+    out += code.slice(at, start - quotes) + JSON.stringify(to);
+    at = end + quotes;
   }
-  return out;
+  return out + code.slice(at);
 }
 
 export interface WrittenGraph {
@@ -115,7 +125,7 @@ export async function writeGraph(
     const specifiers = await importSpecifiers(code);
     const map = new Map(specifiers.map((s) => [s, rewriteSpecifier(s, local)]));
     mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, replaceSpecifiers(code, map));
+    writeFileSync(path, await replaceSpecifiers(code, map));
   };
   for (const [specifier, code] of Object.entries(hostSources)) {
     const path = pathFor("h", specifier);
