@@ -9,7 +9,18 @@
  * line, so source maps stay valid; anything else stays as esbuild wrote it. A test pins that a
  * plain module takes the shared helpers, so an esbuild upgrade that changes them shows.
  */
-export const HELPERS_PARAM = "__cordon_helpers";
+import { randomBytes } from "node:crypto";
+
+/**
+ * The script form's two names of cordon's own, which share the scope of the guest's top-level
+ * code: with fixed names a guest could read them (`typeof __cordon_helpers` was "object" in this
+ * form and "undefined" in the module form) and a guest's own `const __cordon_helpers` broke its
+ * module ("Cannot access before initialization"). A suffix drawn once per process makes them
+ * unguessable; the names live only in the code made in this process.
+ */
+const SUFFIX = randomBytes(8).toString("hex");
+export const HELPERS_PARAM = `__cordon_helpers_${SUFFIX}`;
+export const EXPORTS_NAME = `__cordon_exports_${SUFFIX}`;
 
 /** esbuild's helpers in the order it prints them, each as it prints it inside the IIFE. */
 const ESBUILD_HELPERS: [name: string, text: string][] = [
@@ -28,10 +39,10 @@ const ESBUILD_HELPERS: [name: string, text: string][] = [
   ["__toCommonJS", '  var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: true }), mod);\n'],
 ];
 
-const IIFE_HEAD = "var __cordon_exports = (() => {\n";
+const IIFE_HEAD = `var ${EXPORTS_NAME} = (() => {\n`;
 
 /**
- * esbuild's IIFE with its leading helpers taken from `__cordon_helpers` instead of defined: the
+ * esbuild's IIFE with its leading helpers taken from HELPERS_PARAM instead of defined: the
  * same number of lines, the helpers' lines left empty. Unchanged when nothing matches.
  */
 export function shareHelpers(iife: string): string {

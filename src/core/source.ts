@@ -1,7 +1,7 @@
 import { stop, type TransformOptions, transform } from "esbuild";
 import { CordonError } from "./errors.js";
 import { MAX_NESTING, nestsDeeperThan } from "./nesting.js";
-import { HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
+import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
 import { type LineMap, decodeMappings } from "./source-map.js";
 
 /** A guest module ready for an engine: plain JavaScript ESM, named for stack traces. */
@@ -104,7 +104,7 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
       // esbuild shakes trees in this format by default: an unused `/* @__PURE__ */ f()` ran in
       // the module form and not in this one. Both forms must run the same statements.
       treeShaking: false,
-      globalName: "__cordon_exports",
+      globalName: EXPORTS_NAME,
       target: "esnext",
       sourcefile: filename,
       logLevel: "silent",
@@ -113,7 +113,7 @@ async function asScript(code: string, filename: string): Promise<GuestSource["sc
     if (/\brequire\s*\(|\bimport\s*\(|import\.meta/.test(out.code)) return undefined;
     // The wrapper takes a line of its own: the map gets an empty first line to match. The guest
     // runtime passes esbuild's helpers in (see script-helpers.ts).
-    const wrapped = `(function (${HELPERS_PARAM}) {"use strict";\n${shareHelpers(out.code)}\nreturn __cordon_exports;\n})`;
+    const wrapped = `(function (${HELPERS_PARAM}) {"use strict";\n${shareHelpers(out.code)}\nreturn ${EXPORTS_NAME};\n})`;
     const mappings = (JSON.parse(out.map) as { mappings: string }).mappings;
     return { code: wrapped, lineMap: [[], ...decodeMappings(mappings)] };
   } catch (error) {

@@ -441,6 +441,19 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
   });
 
   describe("guest globals", () => {
+    it("cordon's own names are not in the guest's scope, and the guest may use them (script and module form alike)", async () => {
+      // A module that imports nothing runs in its script form; before, `__cordon_helpers` was
+      // visible there and a guest's own declaration of it broke the module.
+      const code = `export class Widget {}
+        const __cordon_helpers = "mine";
+        let __cordon_exports = 2;
+        export const peek = () => [typeof __cordon_helpers, __cordon_exports];
+        export default () => [typeof globalThis.__cordon_helpers, typeof globalThis.__cordon_exports, peek()]`;
+      expect(completed(await sandbox.run({ code })).value).toEqual(["undefined", "undefined", ["string", 2]]);
+      const peek = "export class Widget {}\nexport default () => [typeof __cordon_helpers, typeof __cordon_exports]";
+      expect(completed(await sandbox.run({ code: peek })).value).toEqual(["undefined", "undefined"]);
+    });
+
     it("has the web-standard globals and none of Node", async () => {
       const code = `export default () => ({
         url: new URL('/a?b=1#c', 'https://example.com').href,

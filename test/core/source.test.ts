@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
-import { shareHelpers } from "../../src/core/script-helpers.js";
+import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "../../src/core/script-helpers.js";
 import { nestsDeeperThan } from "../../src/core/nesting.js";
 import { remapStack } from "../../src/core/source-map.js";
 import { normalizeSource } from "../../src/core/source.js";
@@ -102,15 +102,15 @@ describe("guest source", () => {
   it("the script form takes esbuild's helpers from the runtime, line for line (this esbuild prints them as expected)", async () => {
     const out = await normalizeSource("export const a = 1;\nexport default function f() { return a }");
     const script = out.script?.code ?? "";
-    expect(script).toMatch(/^\(function \(__cordon_helpers\) \{/);
+    expect(script.startsWith(`(function (${HELPERS_PARAM}) {`)).toBe(true);
     // Only the helpers the module uses are declared.
-    expect(script).toContain("var __export = __cordon_helpers.__export, __toCommonJS = __cordon_helpers.__toCommonJS;\n");
+    expect(script).toContain(`var __export = ${HELPERS_PARAM}.__export, __toCommonJS = ${HELPERS_PARAM}.__toCommonJS;\n`);
     expect(script).not.toContain("__getOwnPropDesc");
     expect(script).not.toContain("Object.defineProperty");
     // Every line keeps its number (the helpers' lines are kept, empty): the wrapper adds one.
     const iife = await transform("export const a = 1;\nexport default function f() { return a }\nexport {};", {
       format: "iife",
-      globalName: "__cordon_exports",
+      globalName: EXPORTS_NAME,
       target: "esnext",
     });
     const lineOf = (text: string) => text.split("\n").findIndex((line) => line.includes("return a"));
@@ -119,7 +119,7 @@ describe("guest source", () => {
   });
 
   it("leaves text it does not recognise exactly as esbuild wrote it", () => {
-    const odd = "var __cordon_exports = (() => {\n  var __defProp = Object.defineProperty; // changed\n  return {};\n})();\n";
+    const odd = `var ${EXPORTS_NAME} = (() => {\n  var __defProp = Object.defineProperty; // changed\n  return {};\n})();\n`;
     expect(shareHelpers(odd)).toBe(odd);
     expect(shareHelpers("something else")).toBe("something else");
   });
