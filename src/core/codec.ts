@@ -145,6 +145,8 @@ export function createCodec(trusted = false): Codec {
   // envelope (a process worker's `result.exports.name`, `result.error.fields.name`), and a value
   // the guest's codec accepted must not fail there.
   const MAX_DEPTH = trusted ? 520 : 512;
+  /** BigInts cross as decimal text of at most this many characters (sign included). */
+  const MAX_BIGINT_CHARS = 100_000;
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   const B64_INDEX = new Uint8Array(128);
   for (let i = 0; i < B64.length; i++) B64_INDEX[charCodeOf(B64, i)] = i;
@@ -290,9 +292,15 @@ export function createCodec(trusted = false): Codec {
         case "undefined":
           spend(8);
           return '{"$":"u"}';
-        case "bigint":
-          spend(16);
-          return `{"$":"b","v":"${StringCtor(value)}"}`;
+        case "bigint": {
+          const digits = StringCtor(value);
+          if (digits.length > MAX_BIGINT_CHARS) {
+            const path = pathOf();
+            fail("ERR_NOT_SERIALIZABLE", path, `${path} is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
+          }
+          spend(digits.length + 16);
+          return `{"$":"b","v":"${digits}"}`;
+        }
         case "object":
           break;
         default:
@@ -398,7 +406,11 @@ export function createCodec(trusted = false): Codec {
       spend(2 + keys.length * 2);
       let out = "";
       let escaped = false;
-      for (const key of keys) {
+      // Every key loop is indexed: `for…of` runs Array.prototype[Symbol.iterator], which a guest
+      // can replace to yield an object whose toString says "$" (it is not === "$", so the object
+      // was not escaped, and a Date, Map or BigInt came out of plain data).
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
         if (key === "$") escaped = true;
         spend(key.length + 3);
         out += `${out ? "," : ""}${str(key)}:${at((value as Record<string, unknown>)[key], key)}`;
@@ -410,7 +422,9 @@ export function createCodec(trusted = false): Codec {
     /** An extension's tagged form: its fields are data the codec encodes like any other. */
     function walkTagged(tagged: Record<string, unknown>): string {
       let out = `"$":${str(StringCtor(tagged.$))}`;
-      for (const key of ownKeys(tagged)) {
+      const keys = ownKeys(tagged);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
         if (key !== "$") out += `,${str(key)}:${at(tagged[key], key)}`;
       }
       return `{${out}}`;
@@ -436,7 +450,9 @@ export function createCodec(trusted = false): Codec {
         const nested = (error as { errors?: unknown }).errors;
         if (isArray(nested)) out += `,"a":${at(nested, "errors")}`;
         let fields = "";
-        for (const key of ownKeys(error)) {
+        const keys = ownKeys(error);
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i];
           if (key === "stack" || key === "message" || key === "cause" || key === "errors") continue;
           fields += `${fields ? "," : ""}${str(key)}:${at((error as unknown as Record<string, unknown>)[key], key)}`;
         }
@@ -474,7 +490,11 @@ export function createCodec(trusted = false): Codec {
       case "n":
         return v === "-0" ? -0 : Number(v);
       case "b":
-        return BigInt(v as string);
+        // Reading a decimal BigInt takes time that grows faster than its length (1M digits: 120
+        // ms here): text past the cap the encoder keeps is refused unread.
+        if (typeof v !== "string" || v.length > MAX_BIGINT_CHARS)
+          fail("ERR_NOT_SERIALIZABLE", "value", "a BigInt is too long to read");
+        return BigInt(v);
       case "d":
         return new DateCtor(v === null ? Number.NaN : (v as number));
       case "m":
@@ -501,7 +521,9 @@ export function createCodec(trusted = false): Codec {
   }
 
   function reviveObject(value: Record<string, unknown>): Record<string, unknown> {
-    for (const key of ownKeys(value)) {
+    const keys = ownKeys(value);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
       const item = value[key];
       if (item === null || typeof item !== "object") continue;
       const revived = revive(item);
@@ -533,7 +555,9 @@ export function createCodec(trusted = false): Codec {
     if (hasOwn(tagged, "c")) defineProperty(error, "cause", { value: revive(tagged.c), writable: true, configurable: true });
     if (tagged.f && typeof tagged.f === "object") {
       const fields = tagged.f as Record<string, unknown>;
-      for (const key of ownKeys(fields)) {
+      const keys = ownKeys(fields);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
         defineProperty(error, key, { value: revive(fields[key]), enumerable: true, writable: true, configurable: true });
       }
     }

@@ -405,6 +405,46 @@ describe.each(COMBINATIONS)("escapes on $name", (combo) => {
       }
     });
 
+    it("a replaced array iterator cannot forge a tag: a plain object with an own $ key stays data", async () => {
+      // The codec looped over Object.keys with for…of: a guest iterator yielding an object whose
+      // toString is "$" skipped the escape, and { $: "d", v: 0 } came back as a Date (a forged
+      // 8M-digit BigInt held the host's thread for 1.5 s reading it).
+      const head = `const realIter = Array.prototype[Symbol.iterator];
+        function forge(obj) {
+          const K = { toString() { return "$" } };
+          const keys = Object.keys(obj);
+          Array.prototype[Symbol.iterator] = function () {
+            if (this.length === keys.length && this[0] === "$") return realIter.call([K, ...keys.slice(1)]);
+            return realIter.call(this);
+          };
+          return obj;
+        }`;
+      const result = await expectHostUnchanged(async () =>
+        completed(
+          await run({
+            name: "",
+            head,
+            main: `async () => { const sent = forge({ $: "s", v: [1] }); await sink(sent); return [forge({ $: "d", v: 0 }), forge({ $: "b", v: "7" })] }`,
+          }),
+        ),
+      );
+      expect(result.value).toEqual([
+        { $: "d", v: 0 },
+        { $: "b", v: "7" },
+      ]);
+      expect(received).toEqual([[{ $: "s", v: [1] }]]);
+    });
+
+    it("a BigInt crosses up to 100,000 characters; a longer one is ERR_NOT_SERIALIZABLE, refused in the guest", async () => {
+      const ok = completed(await run({ name: "", main: "() => -(10n ** 99998n)" }));
+      expect(ok.value).toBe(-(10n ** 99998n));
+      const long = failed(await run({ name: "", main: "() => ({ big: 10n ** 100000n })" }));
+      expect(long.error).toMatchObject({
+        code: "ERR_NOT_SERIALIZABLE",
+        message: expect.stringContaining("value.big is a BigInt of more than 100000 digits"),
+      });
+    });
+
     it.each(REFUSED_RESULTS)("$name is ERR_NOT_SERIALIZABLE and never called", async (p) => {
       const result = await expectHostUnchanged(async () => failed(await run(p)));
       expect(result.error.code).toBe("ERR_NOT_SERIALIZABLE");
