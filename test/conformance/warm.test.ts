@@ -61,6 +61,24 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(value(await prefix.run({ code: "const c = counter;\nreturn c * 2" }))).toBe(12);
   });
 
+  it("timers a call or a prefix run armed end with it: none fires after its outcome, none spins unwatched", async () => {
+    // Before: the host had sent fires for 0 ms timers before it read the call's outcome, and the
+    // guest ran them after the call; a spinning one held the instance's thread with no limit, and
+    // the next call failed with ERR_CPU_TIMEOUT.
+    await using prefix = await sandbox.prepare({
+      code: `globalThis.fired = 0;
+        export function arm() { setTimeout(() => { fired++; for (;;) {} }, 0); for (let i = 0; i < 300; i++) setTimeout(() => { fired++ }, 0); return "armed" }
+        export function count() { return fired }`,
+    });
+    expect(value(await prefix.call({ export: "count" }))).toBe(0);
+    expect(value(await prefix.call({ export: "arm", limits: { cpuTimeMs: 100, wallTimeMs: 2000 } }))).toBe("armed");
+    expect(
+      value(await prefix.run({ code: "for (let i = 0; i < 300; i++) setTimeout(() => { fired++ }, 0); return 'armed'" })),
+    ).toBe("armed");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(value(await prefix.call({ export: "count", limits: { cpuTimeMs: 500, wallTimeMs: 5000 } }))).toBe(0);
+  });
+
   it("calls resolve dotted paths with `this` bound to the owner", async () => {
     await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
     expect(value(await prefix.call({ export: "handlers.name", args: ["x"] }))).toBe("h:x");

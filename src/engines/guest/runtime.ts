@@ -593,6 +593,8 @@ export function installRuntime(
 
   /** A run's outcome to the host; a warm-up's goes nowhere (each report would be a host round trip). */
   function report(kind: string, text: string): void {
+    // The run is over: nothing it armed may fire now (a fire already on its way finds nothing).
+    timers.clear();
     if (!run.quiet) host.done(kind, text);
   }
 
@@ -711,11 +713,12 @@ export function installRuntime(
           deliver(i, outcome, sync);
         }
       };
-      // In a crossing of several calls, a call's timers end with it, as a lone call's do when the
-      // host settles it: otherwise they fired during later calls, as theirs.
+      // A call's timers end with it, here and not only when the host settles it: a fire the
+      // host sent before it read the outcome would run them after the call, outside every limit
+      // (a spinning one held a warm instance's thread for good), and in a crossing of several
+      // calls they fired during later calls, as theirs.
       const ended = (i: number) => {
-        // Nothing to look for in the common case: a lone call, or no timer armed.
-        if (argsTexts.length < 2 || timers.size === 0) return;
+        if (timers.size === 0) return;
         const ids = timers.idsWhere((timer) => timer.owner === i);
         for (let k = 0; k < ids.length; k++) cancel(ids[k]);
       };
