@@ -1,7 +1,10 @@
-import { readFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
 import { importSpecifiers, replaceSpecifiers, rewriteSpecifier } from "../../src/engines/deno/modules.js";
+import { closeWebStorage, privateTempDir } from "../../src/engines/deno/private-dir.js";
 import { DENO_DEFAULT_IMPORT_HOSTS, denoArgs } from "../../src/engines/deno/process.js";
 import { NODE_BUILTINS } from "../../src/engines/deno/script.js";
 import { completed, failed } from "../conformance/results.js";
@@ -23,6 +26,45 @@ describe("the deno engine", () => {
   });
   afterAll(async () => {
     await sandbox.dispose();
+  });
+
+  it("web storage is off: no localStorage, sessionStorage or caches, and Deno's store for them is a file", async () => {
+    // Before: Deno kept both under the shared DENO_DIR, keyed by the one bootstrap, so a value
+    // one function stored was read back by another function in another sandbox.
+    const code = `export default () => [typeof localStorage, typeof sessionStorage, typeof caches]`;
+    expect(completed(await sandbox.run({ code })).value).toEqual(["undefined", "undefined", "undefined"]);
+    const dir = mkdtempSync(join(tmpdir(), "cordon-test-denodir-"));
+    try {
+      mkdirSync(join(dir, "location_data", "old"), { recursive: true });
+      writeFileSync(join(dir, "location_data", "old", "local_storage"), "another tenant's data");
+      closeWebStorage(dir);
+      expect(statSync(join(dir, "location_data")).isFile()).toBe(true);
+      closeWebStorage(dir); // idempotent
+      expect(statSync(join(dir, "location_data")).isFile()).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("the shared bootstrap and cache directories are this user's and private; a planted one is not used", () => {
+    const root = mkdtempSync(join(tmpdir(), "cordon-test-tmp-"));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = root;
+    try {
+      const dir = privateTempDir("cordon-x");
+      expect(dir).toBe(join(root, `cordon-x-${process.getuid?.()}`));
+      expect(statSync(dir).mode & 0o077).toBe(0);
+      expect(privateTempDir("cordon-x")).toBe(dir);
+      // Open to others (as someone else's planted directory would be): a fresh private one instead.
+      chmodSync(dir, 0o777);
+      const fresh = privateTempDir("cordon-x");
+      expect(fresh).not.toBe(dir);
+      expect(statSync(fresh).mode & 0o077).toBe(0);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 
   it("import syntax in the guest's strings stays the guest's data (no private path in it)", async () => {

@@ -92,7 +92,10 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
    */
   function send(message: Record<string, string | number | boolean | null | undefined>): void {
     let text = "";
-    for (const key of ownKeys(message)) {
+    // Indexed: `for…of` runs the guest-replaceable array iterator.
+    const keys = ownKeys(message);
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i];
       const value = message[key];
       if (value === undefined) continue;
       text += `${text ? "," : "{"}${stringify(key)}:${stringify(value)}`;
@@ -344,6 +347,11 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       "global",
       "setImmediate",
       "clearImmediate",
+      // Web storage lives in the cache directory every function shares: off (private-dir.ts
+      // closes it for the realms node:vm makes too).
+      "localStorage",
+      "sessionStorage",
+      "caches",
     ]) {
       deleteProperty(g, name);
     }

@@ -1,6 +1,4 @@
 import { createHash } from "node:crypto";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
 import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
@@ -13,6 +11,7 @@ import { Spares } from "../spares.js";
 import { WarmPool } from "../warm-pool.js";
 import { DenoInstance } from "./instance.js";
 import { FunctionPool, type FunctionPoolOptions } from "./pool.js";
+import { closeWebStorage, privateTempDir } from "./private-dir.js";
 import { denoBinary } from "./script.js";
 
 export interface DenoEngineOptions extends PooledEngineOptions {
@@ -51,7 +50,8 @@ export class DenoEngine implements Engine {
     private readonly binary: string,
     private readonly options: DenoEngineOptions,
   ) {
-    this.cacheDir = options.cacheDir ?? join(tmpdir(), "cordon-deno-cache");
+    this.cacheDir = options.cacheDir ?? privateTempDir("cordon-deno-cache");
+    closeWebStorage(this.cacheDir);
     this.spares = new Spares(options.spares, options.memoryMb, (memoryMb) => this.create(memoryMb, []));
     this.residency = new Residency(options.budgetBytes);
     this.functions = new FunctionPool({

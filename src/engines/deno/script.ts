@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules, createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createCodec } from "../../core/codec.js";
 import { createFetchWire } from "../../core/fetch-wire.js";
@@ -9,6 +8,7 @@ import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js
 import { createInspect } from "../guest/inspect.js";
 import { installRuntime } from "../guest/runtime.js";
 import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
+import { privateTempDir } from "./private-dir.js";
 
 /**
  * Deno's Node compatibility reads `Atomics` and `process` when its core modules first load: these
@@ -23,8 +23,8 @@ export const NODE_BUILTINS = builtinModules.filter((name) => !name.startsWith("_
 /**
  * The bootstrap module a Deno process runs: one indirect eval of the runtime, named `<cordon>`,
  * so no runtime frame names a host path. Written once, named by the hash of its content, into a
- * directory every cordon process shares (the Deno processes may read it; they may write only
- * their private directories), so nothing is left behind per host process.
+ * directory every cordon process of this user shares (the Deno processes may read it; they may
+ * write only their private directories), so nothing is left behind per host process.
  */
 let shared: { main: string } | undefined;
 
@@ -43,7 +43,7 @@ const parts = {
 })()
 //# sourceURL=<cordon>`;
   const text = `(0, eval)(${JSON.stringify(script)});\n`;
-  const dir = join(tmpdir(), "cordon-deno-bootstrap");
+  const dir = privateTempDir("cordon-deno-bootstrap");
   const main = join(dir, `${createHash("sha256").update(text).digest("hex").slice(0, 32)}.js`);
   if (!existsSync(main)) {
     mkdirSync(dir, { recursive: true });
