@@ -28,7 +28,7 @@ export interface Codec {
   /** Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for framing). */
   revive(tree: unknown): unknown;
   /** Encode an error leniently: fields that cannot cross are described, never fatal. `stacks` as for `encode`. */
-  encodeError(error: unknown, stacks?: boolean): string;
+  encodeError(error: unknown, stacks?: boolean, maxChars?: number): string;
   /**
    * Did this codec's latest encode fail with `error`? A guest can throw a look-alike (an object
    * with `code: "ERR_OUTPUT_TOO_LARGE"`) from a getter the encoder runs; only the codec's own
@@ -670,8 +670,9 @@ export function createCodec(trusted = false): Codec {
     revive(tree) {
       return revive(tree);
     },
-    encodeError(error, stacks = true) {
-      return encodeWith(error, "error", Number.POSITIVE_INFINITY, true, stacks);
+    encodeError(error, stacks = true, maxChars = Number.POSITIVE_INFINITY) {
+      lastFailure = undefined;
+      return encodeWith(error, "error", maxChars, true, stacks);
     },
     extend(next) {
       extension = next;

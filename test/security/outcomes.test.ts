@@ -127,6 +127,11 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
       expect(error.code, thrown).toBe("ERR_OUTPUT_TOO_LARGE");
       expect(JSON.stringify(error).length).toBeLessThan(2000);
     }
+    // Refused while it is encoded, as a returned value is: a field that repeats one 1 MB array 300
+    // times would be 300 MB of text (before, thrown, it ended in ERR_MEMORY_LIMIT).
+    const shared = `const a = Array(1000).fill("x".repeat(1000)); const e = new Error("e"); e.data = Array(300).fill(a); throw e`;
+    const big = failed(await run(`export default () => { ${shared} }`, { memoryMb: 64, maxOutputBytes: 1 << 20 })).error;
+    expect(big).toMatchObject({ code: "ERR_OUTPUT_TOO_LARGE", message: expect.stringContaining("the error the guest threw") });
     // A small one is reported as it was thrown.
     expect(failed(await run(`export default () => { throw new Error("small") }`, { maxOutputBytes: 1000 })).error.code).toBe(
       "ERR_USER_CODE",

@@ -403,7 +403,10 @@ export function installRuntime(
       skipped += `${skipped ? "," : ""}${stringify(StringCtor(key))}`;
     };
     if (ns) {
-      for (const key of ownKeys(ns)) {
+      // Indexed: `for…of` runs the guest-replaceable array iterator.
+      const keys = ownKeys(ns);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
         if (key === "default") continue;
         let item: unknown;
         try {
@@ -459,8 +462,14 @@ export function installRuntime(
    */
   function thrownOutcome(error: unknown): string {
     try {
-      return `t${codec.encodeError(error)}`;
-    } catch {
+      // Within the output limit, as a value is: unbounded, a thrown 150 MB string was copied
+      // whole into the guest's heap and the host's before the host refused it.
+      return `t${codec.encodeError(error, true, run.maxOutputChars)}`;
+    } catch (failed) {
+      if (codec.threw(failed) && (failed as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") {
+        const message = `the error the guest threw is larger than the limit of ${run.maxOutputChars} bytes`;
+        return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
+      }
       return 't{"$":"e","n":"Error","m":"Uncaught exception (the thrown value could not be read)"}';
     }
   }
