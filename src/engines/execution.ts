@@ -129,13 +129,18 @@ export class Execution implements InstanceListener, Watched {
     if (this.settled || typeof message !== "string") return;
     const at = Number.isInteger(index) && index >= 0 && index < this.size ? index : 0;
     const limits = this.options.limits;
-    if (this.logs[at].length >= limits.maxLogEntries || this.logBytes[at] + message.length > limits.maxLogBytes) {
+    if (this.logs[at].length >= limits.maxLogEntries || this.logBytes[at] >= limits.maxLogBytes) {
       this.logsTruncated[at] = true;
       return;
     }
-    this.logBytes[at] += message.length;
+    // A line longer than what is left is cut there, not dropped whole: its start is usually
+    // what explains it.
+    const room = limits.maxLogBytes - this.logBytes[at];
+    const kept = message.length > room ? message.slice(0, room) : message;
+    if (kept !== message) this.logsTruncated[at] = true;
+    this.logBytes[at] += kept.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
-    this.logs[at].push({ level: safeLevel, message, atMs: round(performance.now() - this.started) });
+    this.logs[at].push({ level: safeLevel, message: kept, atMs: round(performance.now() - this.started) });
   }
 
   onCall(id: number, fnId: number, argsText: string): void {

@@ -16,10 +16,26 @@ export function createInspect(): FormatLogArgs {
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
   const MAX_ITEMS = 100;
   const MAX_DEPTH = 4;
+  /**
+   * Characters the line may still take. Leaves spend it and containers stop expanding once it is
+   * gone: a structure that shares subtrees is small to build and huge to print (100×100×100
+   * references made ~100 MB of text, which failed the run where the log should be cut).
+   */
+  let left = 0;
 
   function inspect(value: unknown, depth: number, seen: unknown[]): string {
+    const before = left;
+    const text = describe(value, depth, seen);
+    // A container's text holds its children's, which they spent already: it spends the rest.
+    left -= text.length - (before - left);
+    return text;
+  }
+
+  function describe(value: unknown, depth: number, seen: unknown[]): string {
+    if (left <= 0) return "…";
     switch (typeof value) {
       case "string":
+        if (value.length > left) return depth === 0 ? value.slice(0, left) : `${stringify(value.slice(0, left))}…`;
         return depth === 0 ? value : stringify(value);
       case "number":
         return value === 0 && 1 / value < 0 ? "-0" : StringCtor(value);
@@ -92,6 +108,7 @@ export function createInspect(): FormatLogArgs {
 
   return function formatLogArgs(args, maxChars) {
     let out = "";
+    left = maxChars;
     for (let i = 0; i < args.length; i++) {
       let part: string;
       try {
