@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createSandbox } from "../../src/index.js";
@@ -52,6 +53,32 @@ describe("deno: work the guest leaves running", () => {
     expect(result.logs.map((l) => l.message)).toEqual(["still framed"]);
     expect(performance.now() - started).toBeLessThan(4000);
   }, 20_000);
+
+  it("dispose() ends processes still starting too: none is left when it resolves", async () => {
+    // Children of this process whose command is deno (spares and runs' fresh processes).
+    const denoChildren = () =>
+      readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8")
+        .trim()
+        .split(/\s+/)
+        .filter((pid) => {
+          try {
+            const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+            return stat.includes("(deno)") && !/\) Z /.test(stat);
+          } catch {
+            return false;
+          }
+        });
+    for (const delayMs of [60, 120]) {
+      const sandbox = await createSandbox({ engine: "deno", spareInstances: 2 });
+      const runs = Array.from({ length: 3 }, (_, i) =>
+        sandbox.run({ code: `export default () => { for (;;) {} } // ${delayMs}.${i}`, limits: { cpuTimeMs: 5000 } }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      await sandbox.dispose();
+      expect(denoChildren(), `dispose after ${delayMs} ms`).toEqual([]);
+      await Promise.all(runs);
+    }
+  });
 
   it("no Deno process outlives its host process, even one whose guest spins", async () => {
     const host = spawn(

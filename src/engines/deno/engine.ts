@@ -64,18 +64,18 @@ export class DenoEngine implements Engine {
   private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the deno engine has been disposed");
     const { cacheDir, options } = this;
-    const instance = await DenoInstance.create({
-      binary: this.binary,
-      memoryMb,
-      importHosts,
-      cacheDir,
-      cachedOnly: options.cachedOnly,
-    });
+    // Live from its spawn, not from its first answer: dispose() must end processes still
+    // starting too (it returned while 2–4 of them ran on, found by review).
+    const instance = await DenoInstance.create(
+      { binary: this.binary, memoryMb, importHosts, cacheDir, cachedOnly: options.cachedOnly },
+      (spawned) => {
+        this.live.add(spawned);
+        spawned.process.child.once("exit", () => this.live.delete(spawned));
+      },
+    );
     // Warm prefixes too end a process after maxInvocations uses: each prefix run adds a module
     // instance Deno never frees.
     instance.maxUses = options.functions?.maxInvocations ?? 1000;
-    this.live.add(instance);
-    instance.process.child.once("exit", () => this.live.delete(instance));
     if (this.disposed) instance.dispose();
     return instance;
   }

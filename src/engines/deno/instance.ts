@@ -64,9 +64,11 @@ export class DenoInstance implements EngineInstance {
     process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
   }
 
-  static async create(options: DenoProcessOptions): Promise<DenoInstance> {
+  /** `spawned` sees the instance as soon as its process exists, before it is ready. */
+  static async create(options: DenoProcessOptions, spawned?: (instance: DenoInstance) => void): Promise<DenoInstance> {
     const process = new DenoProcess(options);
     const instance = new DenoInstance(process, options.memoryMb);
+    spawned?.(instance);
     await process.ready;
     return instance;
   }
