@@ -37,6 +37,13 @@ export interface Codec {
   threw(error: unknown): boolean;
   /** Teach the codec more types (Request, Response, Headers): a tag of one capital letter each. */
   extend(extension: CodecExtension): void;
+  /**
+   * The most characters any encoding in this realm may write, whatever its own limit: past it
+   * the encoder fails with ERR_MEMORY_LIMIT before it copies. A V8 isolate aborts the whole
+   * process when one allocation overruns its heap limit; the copy an encoding makes is such an
+   * allocation (a 15 MiB string handed to a host function, with memoryMb 32).
+   */
+  limitCopies(chars: number): void;
 }
 
 export interface CodecExtension {
@@ -202,6 +209,12 @@ export function createCodec(trusted = false): Codec {
 
   /** The error the latest encode failed with (see `threw`). */
   let lastFailure: unknown;
+  /** See `limitCopies`. */
+  let copyCeiling = Number.POSITIVE_INFINITY;
+
+  function tooLargeToCopy(rootPath: string): string {
+    return `${rootPath} is too large to copy within the instance's memory limit (more than ${copyCeiling} characters)`;
+  }
 
   function fail(code: string, path: string, message: string): never {
     const error = new TypeErrorCtor(message);
@@ -248,7 +261,8 @@ export function createCodec(trusted = false): Codec {
    * only: it would call a guest-defined `toJSON` on objects and let a guest forge tags.
    */
   function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean, stacks = true): string {
-    let budget = maxChars;
+    const capped = copyCeiling < maxChars;
+    let budget = capped ? copyCeiling : maxChars;
     // The objects being walked (for cycles) and the keys that led to the current value. A path
     // string is built only for an error: one per property would dominate the cost of encoding.
     const stack = bareArray<unknown>();
@@ -263,7 +277,9 @@ export function createCodec(trusted = false): Codec {
     };
     const spend = (n: number) => {
       budget -= n;
-      if (budget < 0) fail("ERR_OUTPUT_TOO_LARGE", pathOf(), `${rootPath} is larger than the limit of ${maxChars} bytes`);
+      if (budget >= 0) return;
+      if (capped) fail("ERR_MEMORY_LIMIT", pathOf(), tooLargeToCopy(rootPath));
+      fail("ERR_OUTPUT_TOO_LARGE", pathOf(), `${rootPath} is larger than the limit of ${maxChars} bytes`);
     };
     const str = (text: string) => stringify(StringCtor(text)) as string;
 
@@ -626,6 +642,11 @@ export function createCodec(trusted = false): Codec {
     // A primitive root needs no walk, whose setup is most of its cost in an interpreter
     // (measured in QuickJS: 9.5 µs to encode 1, 0.5 µs this way). JSON.stringify of a string
     // never consults toJSON (only objects and BigInts have it called), so no tag can be forged.
+    // A string over the limit is refused before JSON.stringify copies it: the caller's limit when
+    // it is the lower one, else the copy ceiling.
+    if (typeof value === "string" && value.length + 2 > maxChars && maxChars <= copyCeiling)
+      fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+    if (typeof value === "string" && value.length + 2 > copyCeiling) fail("ERR_MEMORY_LIMIT", rootPath, tooLargeToCopy(rootPath));
     const primitive = primitiveText(value);
     if (primitive !== undefined) {
       const text = primitive;
@@ -676,6 +697,9 @@ export function createCodec(trusted = false): Codec {
     },
     extend(next) {
       extension = next;
+    },
+    limitCopies(chars) {
+      copyCeiling = chars;
     },
   };
 }

@@ -250,8 +250,11 @@ export class Execution implements InstanceListener, Watched {
       }
       if (kind === "f") {
         const { code, message } = JSON.parse(text) as { code: ErrorCode; message: string };
-        const safe: ErrorCode = code === "ERR_OUTPUT_TOO_LARGE" ? "ERR_OUTPUT_TOO_LARGE" : "ERR_NOT_SERIALIZABLE";
-        this.fail({ code: safe, name: "TypeError", message: String(message) }, index);
+        const safe: ErrorCode = code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT" ? code : "ERR_NOT_SERIALIZABLE";
+        this.fail(
+          { code: safe, name: safe === "ERR_MEMORY_LIMIT" ? "CordonError" : "TypeError", message: String(message) },
+          index,
+        );
         return;
       }
       if (kind === "m") {

@@ -167,6 +167,37 @@ function outcome(result: RunResult): string {
   return result.ok ? "completed" : result.error.code;
 }
 
+/**
+ * One allocation past a V8 isolate's heap limit is a fatal error that ends the process: with
+ * memoryMb 32, a 15 MiB string handed to a host function ended the in-process host (exit 134).
+ * The encoder refuses copies over a quarter of the heap before it makes them (Codec.limitCopies).
+ * QuickJS and Deno contain such an allocation on their own (wasm memory; a process).
+ */
+describe.each(COMBINATIONS.filter((c) => c.options.engine === "v8"))("copies of half the heap on $name", (combo) => {
+  it("a host-call argument, a structuredClone and a returned value end in ERR_MEMORY_LIMIT; the host lives on", async () => {
+    await using sandbox = await createSandbox(combo.options);
+    const big = "'x'.repeat(15 * 1024 * 1024)";
+    for (const code of [
+      `export default async () => record(${big})`,
+      `export default () => structuredClone(${big}).length`,
+      `export default () => ${big}`,
+    ]) {
+      const result = await sandbox.run({ code, globals: { record: async (s: string) => s.length }, limits: LIMITS });
+      expect(result.ok ? "completed" : result.error, code).toMatchObject({
+        code: "ERR_MEMORY_LIMIT",
+        message: expect.stringContaining("too large to copy within the instance's memory limit"),
+      });
+    }
+    // Below the ceiling (a quarter of the heap) the same copies succeed.
+    const fits = await sandbox.run({
+      code: "export default async () => record('x'.repeat(7 * 1024 * 1024))",
+      globals: { record: async (s: string) => s.length },
+      limits: LIMITS,
+    });
+    expect(fits.ok && fits.value).toBe(7 * 1024 * 1024);
+  });
+});
+
 describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
   let sandbox: Sandbox;
   beforeAll(async () => {

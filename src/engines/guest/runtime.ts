@@ -85,6 +85,8 @@ export interface GuestInternals {
   call(path: string, joinedArgs: string, maxOutputChars?: number, maxLogEntries?: number, maxLogBytes?: number): string;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
+  /** See Codec.limitCopies: set once, by engines whose realm aborts the process on a heap overrun (v8). */
+  limitCopies(chars: number): void;
   /**
    * Run cordon's own modules (JSON: [{ code, inputText, filename }]) as one-off runs whose
    * outcomes go nowhere, so V8 compiles and tiers up the per-run path before a guest's run.
@@ -360,7 +362,7 @@ export function installRuntime(
   function failure(error: unknown): string | undefined {
     if (!codec.threw(error)) return undefined;
     const code = (error as { code?: unknown }).code;
-    if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE") {
+    if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT") {
       return `f{"code":${stringify(StringCtor(code))},"message":${stringify(StringCtor((error as Error).message))}}`;
     }
     return undefined;
@@ -749,6 +751,9 @@ export function installRuntime(
     },
     ping() {
       return true;
+    },
+    limitCopies(chars) {
+      codec.limitCopies(chars);
     },
   };
 

@@ -96,6 +96,9 @@ export class V8Instance implements EngineInstance {
       const script = await compileRuntime(isolate);
       const internals = (await script.run(context, { reference: true })) as IVM.Reference<Record<string, unknown>>;
       const get = (name: string) => internals.getSync(name, { reference: true }) as Ref;
+      // No encoding in the isolate may copy more than a quarter of its heap: one allocation past
+      // the heap limit is a V8 fatal error, which ends this whole process (Codec.limitCopies).
+      await get("limitCopies").apply(undefined, [Math.floor((memoryMb * 1024 * 1024) / COPY_SHARE_OF_HEAP)]);
       const refs = {
         begin: get("begin"),
         install: get("install"),
@@ -371,6 +374,9 @@ async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
  * and flattened; one event 6.5 µs vs 4.6 µs. Converting to a number reads the characters, which
  * flattens the string in place (the trick pino's flatstr uses).
  */
+/** An encoding may copy at most 1/COPY_SHARE_OF_HEAP of the heap, in characters. */
+const COPY_SHARE_OF_HEAP = 4;
+
 function flat(text: string): string {
   void ((text as unknown as number) | 0);
   return text;
