@@ -82,6 +82,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     cpuMs: number;
     /** The message of the module loader's latest refusal (a specifier it does not serve). */
     notFound?: string;
+    /** A module-form evaluation's promise while it is pending: read after each crossing (settleEvaluation). */
+    evaluation?: Any;
   }
 
   // Returns nothing: host functions return what post returns, and a value (postMessage's true)
@@ -104,6 +106,11 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     } catch {}
   }
 
+  /**
+   * What a thrown or rejected value says. `vm.dump` runs guest code (toJSON, getters, Proxy
+   * traps): call it only inside a crossing (inVm, or enter/leave), where that code's CPU counts
+   * and the interrupt can stop it.
+   */
   function describeError(vm: Any, handle: Any): { name: string; message: string; stack?: string } {
     let dumped: Any;
     try {
@@ -111,14 +118,21 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     } catch {
       dumped = undefined;
     }
-    if (dumped && typeof dumped === "object") {
+    const errorLike =
+      dumped &&
+      typeof dumped === "object" &&
+      (typeof dumped.name === "string" || typeof dumped.message === "string" || typeof dumped.stack === "string");
+    if (errorLike) {
       return {
         name: String(dumped.name ?? "Error"),
         message: String(dumped.message ?? ""),
         stack: typeof dumped.stack === "string" ? `${dumped.name}: ${dumped.message}\n${dumped.stack}` : undefined,
       };
     }
-    return { name: "Error", message: `Uncaught ${JSON.stringify(dumped) ?? String(dumped)}` };
+    // Any other value is described as a call's thrown value is (core/guest-errors.ts), shortened alike.
+    let shown = typeof dumped === "bigint" ? `${dumped}n` : (JSON.stringify(dumped) ?? String(dumped));
+    if (shown.length > 2000) shown = `${shown.slice(0, 2000)}…`;
+    return { name: "Error", message: `Uncaught ${shown}` };
   }
 
   function enter(inst: Instance): void {
@@ -136,6 +150,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     try {
       const result = work();
       pump(inst);
+      if (inst.evaluation) settleEvaluation(inst);
       // Out of memory, QuickJS can drop the runtime's own promise reactions: a run that is idle,
       // without an outcome, in an exhausted memory will never report one. Say why.
       if (!inst.reported && instances.has(inst.id) && !inst.rt.hasPendingJob() && exhausted(inst)) {
@@ -162,6 +177,24 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       }
       if (jobs.value === 0 || !inst.rt.hasPendingJob()) return;
     }
+  }
+
+  /**
+   * A module-form evaluation settles as jobs run (top-level await): a rejection is what the
+   * module threw. Read from the promise's state inside the crossing, never from a host promise
+   * callback: describing the value runs guest code, which must count as CPU and be stoppable.
+   */
+  function settleEvaluation(inst: Instance): void {
+    const promise = inst.evaluation;
+    const state = inst.vm.getPromiseState(promise);
+    if (state.type === "pending") return;
+    inst.evaluation = undefined;
+    if (state.type === "rejected") {
+      const error = describeError(inst.vm, state.error);
+      release(state.error);
+      threw(inst, error);
+    } else if (state.value !== promise) release(state.value);
+    release(promise);
   }
 
   /**
@@ -474,6 +507,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     // runtime teardown asserts and aborts): such an instance is dropped whole, memory and all.
     if (inst.broken || Atomics.load(inst.control, 0) !== 0) return;
     try {
+      inst.evaluation?.dispose();
       for (const handle of Object.values(inst.fns)) handle.dispose();
       inst.toBytes?.dispose();
       inst.reseed?.dispose();
@@ -552,18 +586,9 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       threw(inst, error);
       return;
     }
-    // Top-level await: the module's promise settles as jobs run; a rejection is what the module threw.
-    const promise = result.value;
-    if (vm.typeof(promise) === "object") {
-      void vm.resolvePromise(promise).then((settled: Any) => {
-        if (settled.error) {
-          const error = describeError(vm, settled.error);
-          release(settled.error);
-          threw(inst, error);
-        } else settled.value.dispose();
-      });
-    }
-    promise.dispose();
+    // Top-level await: the module's promise settles as jobs run (settleEvaluation, after them).
+    release(inst.evaluation);
+    inst.evaluation = result.value;
   }
 
   /**

@@ -1,0 +1,44 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+
+/** QuickJS-only limit cases: where guest code runs on the worker thread outside a plain crossing. */
+describe.each(["inprocess", "process"] as const)("quickjs/%s limits", (host) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ engine: "quickjs", host });
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  // why: a module-form evaluation's rejection was described (vm.dump: toJSON, getters) from a host
+  // promise callback, outside the CPU accounting: the guest spun unmetered until its wall limit
+  // (ERR_WALL_TIMEOUT after 4.5 s, stats.cpuMs 2, with cpuTimeMs 100), holding the thread.
+  it.each([
+    ["toJSON", "{ toJSON() { for (;;) {} } }"],
+    ["message getter", 'Object.defineProperty(new Error("x"), "message", { get() { for (;;) {} } })'],
+  ])("a top-level-await rejection whose %s spins ends at the CPU limit", async (_, value) => {
+    const started = performance.now();
+    const result = await sandbox.run({
+      code: `await Promise.reject(${value});\nexport default 1`,
+      limits: { cpuTimeMs: 100, wallTimeMs: 4000 },
+    });
+    const elapsed = performance.now() - started;
+    expect(result.ok ? "completed" : result.error.code, JSON.stringify(result)).toBe("ERR_CPU_TIMEOUT");
+    expect(elapsed).toBeLessThan(2500);
+    expect(result.stats.cpuMs).toBeGreaterThanOrEqual(90);
+    const next = await sandbox.run({ code: "await 0;\nexport default (n) => n + 1", input: 1 });
+    expect(next.ok && next.value).toBe(2);
+  });
+
+  // why: a rejection with a value that is not an Error came back with an empty message.
+  it("a top-level-await rejection with a non-Error value says what the value was", async () => {
+    const result = await sandbox.run({ code: "await Promise.reject({ a: 1 });\nexport default 1" });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.error.code).toBe("ERR_USER_CODE");
+    expect(result.error.message).toBe('Uncaught {"a":1}');
+    const thrown = await sandbox.run({ code: "await 0;\nthrow [1, 2];\nexport default 1" });
+    expect(!thrown.ok && thrown.error.message).toBe("Uncaught [1,2]");
+  });
+});
