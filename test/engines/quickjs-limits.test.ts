@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Sandbox, createSandbox } from "../../src/index.js";
 
-/** QuickJS-only limit cases: where guest code runs on the worker thread outside a plain crossing. */
-describe.each(["inprocess", "process"] as const)("quickjs/%s limits", (host) => {
+/** QuickJS-only cases: guest code on a worker thread shared by instances, and its limits. */
+describe.each(["inprocess", "process"] as const)("quickjs/%s limits and neighbours", (host) => {
   let sandbox: Sandbox;
   beforeAll(async () => {
     sandbox = await createSandbox({ engine: "quickjs", host });
@@ -40,5 +40,20 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s limits", (host) => 
     expect(result.error.message).toBe('Uncaught {"a":1}');
     const thrown = await sandbox.run({ code: "await 0;\nthrow [1, 2];\nexport default 1" });
     expect(!thrown.ok && thrown.error.message).toBe("Uncaught [1,2]");
+  });
+
+  // why: module names were tagged from a counter shared by every instance on the worker thread,
+  // readable through import.meta.url or a stack: a tenant saw it move with other tenants' runs
+  // (1, then 14 after 25 runs of someone else).
+  it("a module's name tells nothing about other instances' runs", async () => {
+    const spy = {
+      code: "await 0;\nexport default () => new Error().stack.split('\\n')[0]",
+    };
+    const before = await sandbox.run(spy);
+    for (let i = 0; i < 12; i++) await sandbox.run({ code: "await 0;\nexport default 1" });
+    const after = await sandbox.run(spy);
+    expect(before.ok && after.ok, JSON.stringify([before, after])).toBe(true);
+    expect(before.ok && before.value).toMatch(/\u2063<guest>/);
+    expect(after.ok && after.value).toBe(before.ok && before.value);
   });
 });

@@ -82,6 +82,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     cpuMs: number;
     /** The message of the module loader's latest refusal (a specifier it does not serve). */
     notFound?: string;
+    /** Module-form evaluations so far: the tag of the next one's module names (evaluateModule). */
+    evaluations: number;
     /** A module-form evaluation's promise while it is pending: read after each crossing (settleEvaluation). */
     evaluation?: Any;
   }
@@ -287,6 +289,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       cpu,
       enteredAt: 0,
       cpuMs: 0,
+      evaluations: 0,
     };
     // Called by QuickJS while guest code runs: keep the CPU figure fresh, stop when told to.
     rt.setInterruptHandler(() => {
@@ -549,15 +552,15 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
    * QuickJS keeps every module it loaded, by name, for the runtime's life: a prefix's second
    * module-form run under the name of the first ran the first's code (and could import it). Each
    * evaluation's modules are named `<n>\u2063<specifier>` instead; the host takes the tag out
-   * of stacks (QuickJSInstance), so frames still read `<guest>:3:13`.
+   * of stacks (QuickJSInstance), so frames still read `<guest>:3:13`. The guest can read `n`
+   * (import.meta.url, a stack): it counts this instance's evaluations only, never other
+   * instances' on the thread (a counter per thread told a tenant how many runs others made).
    */
-  let evaluations = 0;
-
   function evaluateModule(inst: Instance, message: Extract<ToWorker, { t: "evaluate" }>): void {
     const module = message.module;
     if (!module) return;
     const vm = inst.vm;
-    const tag = `${++evaluations}\u2063`;
+    const tag = `${++inst.evaluations}\u2063`;
     const entry = `${tag}${module.filename}`;
     // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against
     // the importer, and gives an import the tag of the module importing it.
