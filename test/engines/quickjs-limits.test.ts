@@ -6,6 +6,8 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s limits and neighbou
   let sandbox: Sandbox;
   beforeAll(async () => {
     sandbox = await createSandbox({ engine: "quickjs", host });
+    // Started (worker process, threads, template) before anything is timed.
+    await sandbox.run({ code: "export default 1" });
   });
   afterAll(async () => {
     await sandbox.dispose();
@@ -55,5 +57,42 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s limits and neighbou
     expect(before.ok && after.ok, JSON.stringify([before, after])).toBe(true);
     expect(before.ok && before.value).toMatch(/\u2063<guest>/);
     expect(after.ok && after.value).toBe(before.ok && before.value);
+  });
+
+  it("a plain loop's CPU time is counted as before", async () => {
+    const spin = await sandbox.run({
+      code: "export default () => { for (;;) {} }",
+      limits: { cpuTimeMs: 150, wallTimeMs: 4000 },
+    });
+    expect(spin.ok ? "completed" : spin.error.code).toBe("ERR_CPU_TIMEOUT");
+    expect(spin.stats.cpuMs).toBeGreaterThanOrEqual(150);
+    const idle = await sandbox.run({
+      code: "export default async () => { await new Promise((r) => setTimeout(r, 300)); return 1 }",
+      limits: { cpuTimeMs: 100, wallTimeMs: 4000 },
+    });
+    expect(idle.ok, JSON.stringify(idle)).toBe(true);
+    expect(idle.stats.cpuMs).toBeLessThan(100);
+  });
+
+  // why: the CPU time the host reads was updated only from QuickJS's interrupt handler, which a
+  // long builtin never reaches: the limit never fired and stats.cpuMs read 0 (ERR_WALL_TIMEOUT
+  // after 4.5 s with cpuTimeMs 200). The host now adds the time since the crossing entered.
+  it("a builtin that never reaches the interrupt handler ends at the CPU limit, with its CPU time", async () => {
+    const started = performance.now();
+    const result = await sandbox.run({
+      code: "export default () => { const a = []; a.length = 2 ** 32 - 1; return a.join('').length }",
+      limits: { cpuTimeMs: 200, wallTimeMs: 4000 },
+    });
+    const elapsed = performance.now() - started;
+    expect(result.ok ? "completed" : result.error.code, JSON.stringify(result)).toBe("ERR_CPU_TIMEOUT");
+    expect(elapsed).toBeLessThan(2500);
+    expect(result.stats.cpuMs).toBeGreaterThanOrEqual(190);
+    expect(result.stats.cpuMs).toBeLessThan(2500);
+    // The stuck thread is ended 3 s after the stop: a spare made on it before fails with it
+    // (ERR_INSTANCE_RESET, as after any stuck guest); the runs after that are served.
+    const inc = { code: "export default (n) => n + 1", input: 1 };
+    let next = await sandbox.run(inc);
+    if (!next.ok && next.error.code === "ERR_INSTANCE_RESET") next = await sandbox.run(inc);
+    expect(next.ok && next.value).toBe(2);
   });
 });

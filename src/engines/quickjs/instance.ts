@@ -4,16 +4,33 @@ import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
-import type { FromWorker } from "./protocol.js";
+import { CONTROL_BYTES, type FromWorker } from "./protocol.js";
 import type { QuickJSThread, QuickJSThreads } from "./threads.js";
 
 let nextId = 0;
 
 /**
+ * performance.now() plus this is process.hrtime in ms, the clock the worker publishes entry times
+ * in (worker.ts, hrtimeOffset: the first performance.now() is slow, so warmed, then the closest
+ * of a few readings).
+ */
+const CLOCK_OFFSET = (() => {
+  performance.now();
+  let offset = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < 5; i++) {
+    const hr = process.hrtime();
+    offset = Math.max(offset, hr[0] * 1000 + hr[1] / 1e6 - performance.now());
+  }
+  return offset;
+})();
+
+/**
  * The host's handle on a QuickJS runtime living in a worker thread. It speaks the worker
  * protocol and exposes the same operations as a V8 isolate, so executions, spares and warm pools
  * are shared. Shared memory carries the two things that cannot wait for a message: the stop flag
- * (read by QuickJS's interrupt handler while the guest spins) and the guest's CPU time.
+ * (read by QuickJS's interrupt handler while the guest spins) and the guest's CPU time (see
+ * CONTROL_BYTES): the time counted so far plus, while a crossing is inside the VM, the time since
+ * it entered, so a builtin that never reaches the interrupt handler still meets its CPU limit.
  */
 export class QuickJSInstance implements EngineInstance {
   listener: InstanceListener | undefined;
@@ -41,8 +58,8 @@ export class QuickJSInstance implements EngineInstance {
   static async create(memoryMb: number, threads: QuickJSThreads, warmUp = false): Promise<QuickJSInstance> {
     const thread = await threads.pick();
     const id = ++nextId;
-    const shared = new SharedArrayBuffer(16);
-    const instance = new QuickJSInstance(thread, id, memoryMb, new Int32Array(shared, 0, 1), new Float64Array(shared, 8, 1));
+    const shared = new SharedArrayBuffer(CONTROL_BYTES);
+    const instance = new QuickJSInstance(thread, id, memoryMb, new Int32Array(shared, 0, 2), new Float64Array(shared, 8, 2));
     thread.attach(id, {
       onMessage: (message) => instance.route(message),
       onLost: (reason) => instance.lost(reason),
@@ -61,7 +78,20 @@ export class QuickJSInstance implements EngineInstance {
   }
 
   cpuTimeNs(): bigint {
-    return BigInt(Math.round(this.cpu[0] * 1e6));
+    const control = this.control;
+    const cpu = this.cpu;
+    // A consistent pair: the version is even and unchanged around the reads (worker.ts, publish).
+    for (let attempt = 0; attempt < 4; attempt++) {
+      const version = Atomics.load(control, 1);
+      if (version & 1) continue;
+      const counted = cpu[0];
+      const entered = cpu[1];
+      if (Atomics.load(control, 1) !== version) continue;
+      const inside = entered === 0 ? 0 : Math.max(0, performance.now() + CLOCK_OFFSET - entered);
+      return BigInt(Math.round((counted + inside) * 1e6));
+    }
+    // The worker is entering and leaving crossings too fast to catch between: what it counted will do.
+    return BigInt(Math.round(cpu[0] * 1e6));
   }
 
   async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {

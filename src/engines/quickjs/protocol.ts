@@ -4,6 +4,15 @@ import type { RunMode } from "../../core/engine.js";
  * Messages between the host and a QuickJS worker thread. Every message names the instance
  * (`id`); a request that expects an answer carries `seq`, echoed in its `reply`.
  */
+/**
+ * The shared memory of an instance (`control` in "create"): Int32 [0] the stop flag (the interrupt
+ * handler reads it), Int32 [1] a version of what follows (odd while the worker writes it),
+ * Float64 [1] the CPU time counted over finished crossings (ms), Float64 [2] when the current
+ * crossing entered (ms of process.hrtime, 0 between crossings). worker.ts hard-codes the size
+ * (it is evaluated from its source and cannot import this).
+ */
+export const CONTROL_BYTES = 24;
+
 export type ToWorker =
   /** `warmUp`: a spare made ahead runs the warm-up modules once (engines/warm-up-modules.ts). */
   | { t: "create"; id: number; seq: number; memoryMb: number; control: SharedArrayBuffer; warmUp: boolean }

@@ -76,7 +76,9 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     toBytes: Any;
     /** Seeds Math.random again (seeded-random.ts): a copied instance gets a sequence of its own. */
     reseed: Any;
+    /** [stop flag, version of `cpu`]: shared with the host (protocol.ts, CONTROL_BYTES). */
     control: Int32Array;
+    /** [CPU counted, when the current crossing entered (shared clock, 0 outside)]: shared with the host. */
     cpu: Float64Array;
     enteredAt: number;
     cpuMs: number;
@@ -137,13 +139,43 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     return { name: "Error", message: `Uncaught ${shown}` };
   }
 
+  /**
+   * performance.now() plus this offset is process.hrtime in ms: one monotonic clock for every
+   * thread of the process, so the host can compare its own time with `enteredAt`.
+   */
+  const clockOffset = hrtimeOffset();
+  function hrtimeOffset(): number {
+    // The first performance.now() of a thread is slow (1.3 ms here): warm it, then keep the
+    // closest of a few readings (the later reading of each pair only makes it smaller).
+    performance.now();
+    let offset = Number.NEGATIVE_INFINITY;
+    for (let i = 0; i < 5; i++) {
+      const hr = process.hrtime();
+      offset = Math.max(offset, hr[0] * 1000 + hr[1] / 1e6 - performance.now());
+    }
+    return offset;
+  }
+
+  /**
+   * Crossings publish when they entered, so the host counts a guest's CPU time while it is inside
+   * a builtin that never reaches the interrupt handler (a 4 GB Array join) and can stop it at
+   * its CPU limit. `control[1]` versions the pair (odd while it changes), so the host never adds
+   * a crossing's time twice.
+   */
+  function publish(inst: Instance, cpuMs: number, enteredAt: number): void {
+    Atomics.add(inst.control, 1, 1);
+    inst.cpu[0] = cpuMs;
+    inst.cpu[1] = enteredAt;
+    Atomics.add(inst.control, 1, 1);
+  }
   function enter(inst: Instance): void {
     inst.enteredAt = performance.now();
+    publish(inst, inst.cpuMs, inst.enteredAt + clockOffset);
   }
   function leave(inst: Instance): void {
     inst.cpuMs += performance.now() - inst.enteredAt;
     inst.enteredAt = 0;
-    inst.cpu[0] = inst.cpuMs;
+    publish(inst, inst.cpuMs, 0);
   }
 
   /** Run a VM operation with CPU accounting and job pumping; report what it threw. */
@@ -270,8 +302,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     maxPages: number,
     rt: Any,
   ): Instance {
-    const control = new Int32Array(controlBuffer, 0, 1);
-    const cpu = new Float64Array(controlBuffer, 8, 1);
+    const control = new Int32Array(controlBuffer, 0, 2);
+    const cpu = new Float64Array(controlBuffer, 8, 2);
     rt.setMemoryLimit(memoryMb * 1024 * 1024);
     rt.setMaxStackSize(workerData.stackBytes);
     const inst: Instance = {
@@ -291,11 +323,9 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       cpuMs: 0,
       evaluations: 0,
     };
-    // Called by QuickJS while guest code runs: keep the CPU figure fresh, stop when told to.
-    rt.setInterruptHandler(() => {
-      if (inst.enteredAt) cpu[0] = inst.cpuMs + (performance.now() - inst.enteredAt);
-      return Atomics.load(control, 0) !== 0;
-    });
+    // Called by QuickJS while guest code runs: stop when told to. (The host counts the CPU time
+    // from the published entry time.)
+    rt.setInterruptHandler(() => Atomics.load(control, 0) !== 0);
     return inst;
   }
 
@@ -408,7 +438,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     }
     // What the bootstrap cost is not the guest's.
     inst.cpuMs = 0;
-    inst.cpu[0] = 0;
+    publish(inst, 0, 0);
     return inst;
   }
 
@@ -432,7 +462,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       try {
         const [a, b] = [await newModule(64), await newModule(64)];
         if (!snapshots.same(a.memory.buffer, b.memory.buffer)) return undefined;
-        const inst = await boot(-1, 64, new SharedArrayBuffer(16), true);
+        const inst = await boot(-1, 64, new SharedArrayBuffer(24), true);
         instances.delete(-1);
         // The context's own handle on its global object: released, or every copy would hold a
         // reference its runtime can never free.
@@ -450,7 +480,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
           reseed: inst.reseed.value,
         };
         // A copy must run guest code and draw its own random numbers.
-        const [x, y] = [await copy(made, -2, 64, new SharedArrayBuffer(16)), await copy(made, -3, 64, new SharedArrayBuffer(16))];
+        const [x, y] = [await copy(made, -2, 64, new SharedArrayBuffer(24)), await copy(made, -3, 64, new SharedArrayBuffer(24))];
         const draw = (i: Instance): number => {
           const handle = i.vm.unwrapResult(i.vm.evalCode("typeof __cordon_entry === 'function' ? Math.random() : -1"));
           const drawn = i.vm.getNumber(handle);
