@@ -67,7 +67,8 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
   }
   let shown: string;
   try {
-    shown = sharedCodec().encode(value, "thrown", 2000);
+    // Without the leading space that marks plain JSON text (codec.ts, encodeFast).
+    shown = sharedCodec().encode(value, "thrown", 2000).trimStart();
   } catch {
     shown = typeof value;
   }

@@ -121,6 +121,17 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.error.stack).not.toMatch(/node_modules|file:|data:|\/work\/|<cordon>|isolated-vm/);
     });
 
+    it("a value that is no Error, thrown while the module evaluates or by a call, is named in the message", async () => {
+      // v8 said only "An object was thrown from supplied code within isolated-vm…" for the first,
+      // and the text carried the plain-JSON marker's space ("Uncaught  {…}") for the second.
+      for (const code of ["throw { a: 1 };\nexport default 1", "export default () => { throw { a: 1 } }"]) {
+        expect(failed(await sandbox.run({ code })).error, code).toMatchObject({
+          code: "ERR_USER_CODE",
+          message: 'Uncaught {"a":1}',
+        });
+      }
+    });
+
     it("a value nested past what the codec (or the engine's stack) takes is ERR_NOT_SERIALIZABLE, not a throw", async () => {
       // QuickJS's stack ended near 450 levels, before the codec's 512: "stack overflow", ERR_USER_CODE.
       const nested = (depth: number) =>

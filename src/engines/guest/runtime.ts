@@ -108,6 +108,7 @@ export function installRuntime(
   const PromiseResolve = Promise.resolve.bind(Promise);
   const MapCtor = Map;
   const RangeErrorCtor = RangeError;
+  const ErrorCtor = Error;
   const TypeErrorCtor = TypeError;
   const stringify = JSON.stringify;
   const StringCtor = String;
@@ -640,7 +641,15 @@ export function installRuntime(
     install,
     runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, code, filename) {
       start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
-      runScript(code, filename);
+      try {
+        runScript(code, filename);
+      } catch (error) {
+        // A value that is no Error, thrown while the module evaluates, is reported here: past the
+        // crossing isolated-vm replaces it with a message of its own ("An object was thrown from
+        // supplied code within isolated-vm…") and the value is lost. Errors cross as before.
+        if (error instanceof ErrorCtor) throw error;
+        reportOutcome(thrownOutcome(error));
+      }
     },
     runFactory(factory, bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
       start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
