@@ -12,7 +12,8 @@ let nextId = 0;
 /**
  * performance.now() plus this is process.hrtime in ms, the clock the worker publishes entry times
  * in (worker.ts, hrtimeOffset: the first performance.now() is slow, so warmed, then the closest
- * of a few readings).
+ * of a few readings). The same lines as there: the worker is evaluated from its own source and
+ * cannot import them.
  */
 const CLOCK_OFFSET = (() => {
   performance.now();
