@@ -15,8 +15,9 @@ export interface SafeFetchOptions {
   allow?: readonly string[];
   /**
    * Exact origins (`"http://127.0.0.1:8080"`, `"http://db.internal:5432"`) allowed to reach
-   * special addresses (loopback, private, ...). Matches the origin as written or as the address
-   * it resolved to; never another scheme or port. Rules still apply.
+   * special addresses (loopback, private, ...). Matches the URL's origin as written (host
+   * normalized as rules are), never the address a name resolved to, another scheme or another
+   * port. Rules still apply.
    */
   internalOrigins?: readonly string[];
   /** Resolve a name to all its addresses. Default: c-ares, A and AAAA. */
@@ -96,8 +97,8 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
 
   async function checkAddresses(url: URL, remainingMs: number): Promise<ResolvedAddress[]> {
     const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)));
-    for (const { address, family, verdict } of addresses) {
-      if (verdict !== "public" && !isExempt(internal, url, address, family)) {
+    for (const { address, verdict } of addresses) {
+      if (verdict !== "public" && !isExempt(internal, url)) {
         // A name's address is not given: the guest reads this message, and the host's view of
         // internal names (split-horizon DNS) would be its oracle for private addresses.
         const what = url.hostname.replace(/^\[|\]$/g, "") === address ? address : `"${url.hostname}" resolves to an address that`;

@@ -81,16 +81,13 @@ export function parseInternalOrigins(origins: unknown): ReadonlySet<string> {
 }
 
 /**
- * Is a special address exempt for this request? When the operator listed the origin as written
- * (`http://db.internal:5432`) or as the address it resolved to (`http://127.0.0.1:5432`) — same
- * scheme, same port, nothing looser.
+ * Is a special address exempt for this request? Only when the operator listed the origin as the
+ * URL writes it (`http://db.internal:5432`, `http://127.0.0.1:5432`): same host, scheme and port.
+ * Never by the address a name resolved to: a name the run may fetch (its own domain, say) could
+ * then point its DNS at the listed address and reach the deployment's internal service.
  */
-export function isExempt(internal: ReadonlySet<string>, url: URL, address: string, family: 4 | 6): boolean {
-  if (internal.size === 0) return false;
-  const port = effectivePort(url);
-  // Serialize the address the way URL serializes a host, so both sides compare as the same text.
-  const host = new URL(`http://${family === 6 ? `[${address}]` : address}/`).hostname;
-  return internal.has(originKey(url.protocol, host, port)) || internal.has(originKey(url.protocol, ruleHostOf(url), port));
+export function isExempt(internal: ReadonlySet<string>, url: URL): boolean {
+  return internal.has(originKey(url.protocol, ruleHostOf(url), effectivePort(url)));
 }
 
 export { originOf };

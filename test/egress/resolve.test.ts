@@ -123,7 +123,7 @@ describe("the system resolver (c-ares against a local DNS server)", () => {
     dns.queries.length = 0;
     const safeFetch = createSafeFetch({
       rules: [`local.test:${local.port}`],
-      internalOrigins: [`http://127.0.0.1:${local.port}`],
+      internalOrigins: [`http://local.test:${local.port}`],
       resolve: resolve(),
     });
     const seen = await echoOf(await safeFetch(`http://local.test:${local.port}/echo`));

@@ -36,7 +36,12 @@ function safeFetchFor(extra: Partial<SafeFetchOptions> = {}) {
   const { resolve, calls } = names();
   const safeFetch = createSafeFetch({
     rules: [`api.test:${local.port}`, `other.test:${other.port}`, `127.0.0.1:${local.port}`],
-    internalOrigins: [`http://127.0.0.1:${local.port}`, `http://[::1]:${other.port}`],
+    internalOrigins: [
+      `http://api.test:${local.port}`,
+      `http://other.test:${other.port}`,
+      `http://127.0.0.1:${local.port}`,
+      `http://[::1]:${other.port}`,
+    ],
     resolve,
     ...extra,
   });
@@ -74,6 +79,20 @@ describe("an allowed request", () => {
     await expect(safeFetch(`https://127.0.0.1:${local.port}/`)).rejects.toMatchObject({ check: "address" });
     await expect(safeFetch(`http://127.0.0.2:${local.port}/`)).rejects.toMatchObject({ check: "address" });
     expect(local.connections + internal.connections).toBe(before);
+  });
+
+  it("exempts the origin as written, never a name that resolves to a listed address", async () => {
+    // A run allowed its own domain could point that domain's DNS at the deployment's internal API.
+    const { resolve, calls } = tableResolver({ "tenant.test": ["127.0.0.1"], "tenant6.test": ["::1"] });
+    const { safeFetch } = safeFetchFor({ rules: [`tenant.test:${local.port}`, `tenant6.test:${other.port}`], resolve });
+    const before = local.connections + other.connections;
+    for (const url of [`http://tenant.test:${local.port}/echo`, `http://tenant6.test:${other.port}/echo`]) {
+      const { error } = await refusal(safeFetch(url));
+      expect(error).toMatchObject({ code: "ERR_CAPABILITY_DENIED", check: "address" });
+      expect(error.message).not.toMatch(/127\.0\.0\.1|::1/);
+    }
+    expect(local.connections + other.connections).toBe(before);
+    expect(calls).toEqual(["tenant.test", "tenant6.test"]);
   });
 
   it("sends the body, method and headers, and strips a Host header the caller set", async () => {
@@ -119,7 +138,7 @@ describe("an allowed request", () => {
     try {
       const safeFetch = createSafeFetch({
         rules: [`secure.test:${port}`],
-        internalOrigins: [`https://127.0.0.1:${port}`],
+        internalOrigins: [`https://secure.test:${port}`],
         resolve: async () => ["127.0.0.1"],
       });
       const error = await safeFetch(`https://secure.test:${port}/`).catch((e: unknown) => e);
@@ -296,7 +315,7 @@ describe("caps", () => {
 
 function optionsFor(): Partial<SafeFetchOptions> {
   return {
-    internalOrigins: [`http://127.0.0.1:${local.port}`],
+    internalOrigins: [`http://api.test:${local.port}`],
     resolve: async () => ["127.0.0.1"],
   };
 }
