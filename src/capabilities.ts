@@ -89,6 +89,19 @@ function checkImportHosts(hosts: unknown): void {
   }
 }
 
+/**
+ * The deno engine's `--allow-import` hosts for `capabilities.import`: never a special-purpose
+ * address or localhost, and narrowed by `policy.net.allow` like net rules (see importAllowList).
+ * undefined: the run asked for none.
+ */
+export async function importHosts(capabilities: unknown, policy: SandboxPolicy): Promise<string[] | undefined> {
+  const hosts = (capabilities as { import?: unknown } | undefined)?.import;
+  if (hosts === undefined) return undefined;
+  checkImportHosts(hosts);
+  const egress = await import("./egress/index.js");
+  return egress.importAllowList(policy.net?.allow ?? null, hosts as string[]);
+}
+
 /** Check `policy.net` up front: a malformed ceiling or origin is misconfiguration. */
 export async function checkNetPolicy(net: unknown): Promise<void> {
   if (net === undefined) return;

@@ -21,7 +21,7 @@ import type {
   PrepareOptions,
   ReadExportsResult,
 } from "./core/types.js";
-import { brokeredFetch } from "./capabilities.js";
+import { brokeredFetch, importHosts } from "./capabilities.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
@@ -97,7 +97,7 @@ export class Sandbox implements AsyncDisposable {
     const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
     const files = await this.checkFiles(options.files);
-    const imports = this.importHosts(options.capabilities);
+    const imports = await this.importHosts(options.capabilities);
     if (call) {
       const started = performance.now();
       try {
@@ -111,11 +111,11 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** `capabilities.import` (checked with the other capabilities): only the deno engine imports remote modules. */
-  private importHosts(capabilities: unknown): string[] | undefined {
+  private async importHosts(capabilities: unknown): Promise<string[] | undefined> {
     const hosts = (capabilities as { import?: unknown } | undefined)?.import;
     if (!Array.isArray(hosts)) return undefined;
     if (this.engine.name !== "deno") throw new TypeError('cordon: capabilities.import needs engine "deno"');
-    return hosts as string[];
+    return importHosts(capabilities, this.policy);
   }
 
   /** A multi-file source's other modules: the deno engine writes them beside the entry. */
@@ -172,6 +172,7 @@ export class Sandbox implements AsyncDisposable {
     const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
     const bindings = new Bindings(options.globals, hostModules, fetch);
     Object.assign(sources, await this.checkFiles(options.files));
+    const imports = await this.importHosts(options.capabilities);
     const key = createHash("sha256")
       .update(
         JSON.stringify([
@@ -213,7 +214,7 @@ export class Sandbox implements AsyncDisposable {
             bindings,
             limits,
             host: this.hostName,
-            importHosts: this.importHosts(options.capabilities),
+            importHosts: imports,
           });
           return evaluated.result;
         });

@@ -17,6 +17,7 @@ export interface Capabilities {
   /**
    * Hosts (`"esm.sh"`, `"example.com:8443"`) remote modules may be imported from. The deno engine
    * only (other engines import nothing remote); without it Deno's default import hosts are denied.
+   * Narrowed by `policy.net.allow`; loopback and other special address literals and `localhost` are refused.
    */
   import?: string[];
 }

@@ -5,6 +5,7 @@
  */
 export { type AddressClass, type AddressReason, canonicalAddress, classifyAddress, type Embedding } from "./addresses.js";
 export { type EgressCheck, EgressError } from "./errors.js";
+export { importAllowList } from "./imports.js";
 export { narrowAllowList } from "./narrow.js";
 export { createSystemResolve, type Resolve, type ResolvedAddress } from "./resolve.js";
 export { createSafeFetch, type SafeFetch, type SafeFetchOptions } from "./safe-fetch.js";

@@ -45,7 +45,7 @@ export function createSystemResolve(options: { timeoutMs?: number; servers?: str
 }
 
 /** RFC 6761 6.3: `localhost` and its subdomains are loopback by definition; never ask DNS. */
-function isLocalhostName(host: string): boolean {
+export function isLocalhostName(host: string): boolean {
   return host === "localhost" || host.endsWith(".localhost");
 }
 

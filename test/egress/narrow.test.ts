@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { narrowAllowList, type NetRule } from "../../src/egress/index.js";
+import { importAllowList, narrowAllowList, type NetRule } from "../../src/egress/index.js";
 
 const ceiling = ["api.example.com", "*.cdn.io", "db.example.com:5432", "files.example.com:8443"];
 
@@ -73,5 +73,34 @@ describe("narrowAllowList", () => {
     expect(() => narrowAllowList(["ok.test", "bad host"], null)).toThrow(/ceiling\[1\]/);
     expect(() => narrowAllowList(ceiling, ["ok.test", "x.test:0"])).toThrow(/tenant\[1\]/);
     expect(() => narrowAllowList([{ host: "x" }] as unknown as string[], null)).toThrow(/string rules/);
+  });
+});
+
+describe("importAllowList (the deno engine's --allow-import hosts)", () => {
+  it("refuses special-purpose address literals in any form and localhost names, ceiling or not", () => {
+    for (const host of ["127.0.0.1", "127.1", "2130706433", "0x7f.1", "10.0.0.5:8080", "169.254.169.254", "0.0.0.0"]) {
+      expect(() => importAllowList(null, [host]), host).toThrow(TypeError);
+      expect(() => importAllowList(["*"], [host]), host).toThrow(/capabilities\.import\[0\].* not a public host/);
+    }
+    for (const host of ["localhost", "LOCALHOST:8080", "api.localhost", "localhost."]) {
+      expect(() => importAllowList(null, [host]), host).toThrow(/is loopback/);
+    }
+    expect(() => importAllowList(null, ["esm.sh:0"])).toThrow(/port/);
+  });
+
+  it("without a ceiling, keeps the entries as written (normalized); a public address literal is a host like any", () => {
+    expect(importAllowList(null, ["ESM.sh", "example.com:8443", "93.184.215.14"])).toEqual([
+      "esm.sh",
+      "example.com:8443",
+      "93.184.215.14",
+    ]);
+  });
+
+  it("with a ceiling, narrows like net rules; a kept port-less entry is written with the default ports only", () => {
+    const allow = ["esm.sh", "*.example.com", "files.test:8443"];
+    expect(
+      importAllowList(allow, ["esm.sh", "cdn.example.com", "example.com", "evil.test", "esm.sh:8080", "files.test:8443"]),
+    ).toEqual(["esm.sh:80", "esm.sh:443", "cdn.example.com:80", "cdn.example.com:443", "files.test:8443"]);
+    expect(importAllowList(["api.example.com"], ["esm.sh"])).toEqual([]);
   });
 });

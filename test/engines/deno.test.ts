@@ -1,4 +1,6 @@
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -174,6 +176,40 @@ describe("the deno engine", () => {
     await expect(v8.run({ code: "export default 1", capabilities: { import: ["esm.sh"] } })).rejects.toThrow(
       /capabilities\.import needs engine "deno"/,
     );
+  });
+
+  it("capabilities.import: a loopback host is refused, and policy.net.allow narrows the import hosts", async () => {
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      seen.push(req.url ?? "");
+      res.writeHead(200, { "content-type": "application/javascript" });
+      res.end("export default 'internal';");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const code = `import secret from "http://127.0.0.1:${port}/secret.js"; export default () => secret;`;
+      for (const host of [`127.0.0.1:${port}`, "127.0.0.1", "2130706433", `localhost:${port}`, "x.localhost"]) {
+        await expect(sandbox.run({ code, capabilities: { import: [host] } }), host).rejects.toThrow(/not a public host/);
+      }
+      expect(seen).toEqual([]);
+
+      await using ceiling = await createSandbox({
+        engine: "deno",
+        spareInstances: 0,
+        policy: { net: { allow: ["example.com"] } },
+      });
+      const probe = `export default async () => { const out = [];
+        for (const url of ["https://example.com:8443/a.js", "https://example.org/a.js", "https://example.com/a.js"]) {
+          try { await import(url); out.push("imported") } catch (e) { out.push(/Requires import access/.test(e.message) ? "denied" : "attempted") } }
+        return out }`;
+      const capabilities = { import: ["example.com", "example.com:8443", "example.org"] };
+      const value = completed(await ceiling.run({ code: probe, capabilities, limits: { wallTimeMs: 20_000 } })).value as string[];
+      expect(value.slice(0, 2)).toEqual(["denied", "denied"]);
+      expect(value[2]).not.toBe("denied");
+    } finally {
+      server.close();
+    }
   });
 
   it("cachedOnly: an npm package not in the cache fails at once, and Deno fetches nothing", async () => {
