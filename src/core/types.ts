@@ -28,7 +28,11 @@ export interface SandboxPolicy {
   maxWallTimeMs?: number;
   maxCpuTimeMs?: number;
   net?: {
-    /** The deployment's ceiling for `capabilities.net`; `"*"` lets a run ask for any public host. Default: nothing. */
+    /**
+     * The deployment's ceiling for `capabilities.net` (and the deno engine's `capabilities.import`):
+     * a run's rules are intersected with it; `"*"` lets a run ask for any public host. Default: no
+     * ceiling, a run's rules stand as written (any host but `"*"`; special addresses still refused).
+     */
     allow?: string[];
     /** Exact origins (`https://api.internal:8443`) exempt from the private-address check: the deployment's own API. */
     internalOrigins?: string[];
