@@ -6,7 +6,7 @@ import type { NetRule, SandboxPolicy } from "./core/types.js";
 
 /**
  * The run's brokered fetch, as the guest's `fetch` global calls it on the host. `signal` aborts
- * when the run or call that asked has ended: its exchange ends with it.
+ * when the guest aborts the fetch or the run or call that asked has ended: its exchange ends with it.
  */
 export type BrokeredFetch = (request: Request, signal?: AbortSignal) => Promise<Response>;
 
@@ -56,8 +56,8 @@ export async function brokeredFetch(
   });
   const inFlight = new Slots(MAX_FETCHES_IN_FLIGHT, Number.POSITIVE_INFINITY);
   return async (request, signal) => {
-    // A fetch of a run that has ended (or ends while it waits its turn) never starts.
-    if (signal?.aborted || !(await inFlight.acquire(signal))) throw new TypeError("fetch aborted: the run ended");
+    // A fetch aborted (or a run ended) before or while it waits its turn never starts.
+    if (signal?.aborted || !(await inFlight.acquire(signal))) throw new TypeError("fetch aborted");
     try {
       const response = await safeFetch(request, signal ? { signal } : undefined);
       // The body is read here, inside the mapping below: a body over its cap or cut short is a
@@ -69,7 +69,7 @@ export async function brokeredFetch(
       if (error instanceof egress.EgressError) {
         throw Object.assign(new TypeError(error.message), { code: error.code, check: error.check });
       }
-      if (signal?.aborted) throw new TypeError("fetch aborted: the run ended");
+      if (signal?.aborted) throw new TypeError("fetch aborted");
       // Network failures cross as a TypeError with the failure's code and no host internals.
       const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
       throw new TypeError(`fetch failed${typeof cause?.code === "string" ? ` (${cause.code})` : ""}`);

@@ -1,4 +1,3 @@
-import { setMaxListeners } from "node:events";
 import { abortReason } from "../core/abort-reason.js";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
@@ -7,6 +6,7 @@ import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
+import { CANCEL_CALL } from "./guest/runtime.js";
 import type { EngineInstance, InstanceListener } from "./instance.js";
 import { type Watched, watchdog } from "./watchdog.js";
 
@@ -47,8 +47,11 @@ export class Execution implements InstanceListener, Watched {
   private sharedStats: RunResult["stats"] | undefined;
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private settled = false;
-  /** Aborted when the run settles: what its host calls still do is of no use to anyone. */
-  private hostCalls: AbortController | undefined;
+  /**
+   * Host calls in flight by call id. Each is aborted when the guest gives up on it (an aborted
+   * fetch: its exchange and in-flight slot are freed at once) or when the run settles.
+   */
+  private readonly hostCalls = new Map<number, AbortController>();
   private resolveOutcomes!: (results: RunResult[]) => void;
   /** Every call's result, in order, once all are settled. */
   readonly outcomes = new Promise<RunResult[]>((resolve) => {
@@ -145,6 +148,10 @@ export class Execution implements InstanceListener, Watched {
 
   onCall(id: number, fnId: number, argsText: string): void {
     if (this.settled) return;
+    if (fnId === CANCEL_CALL) {
+      this.hostCalls.get(id)?.abort();
+      return;
+    }
     const limits = this.options.limits;
     this.bridgeCalls++;
     // Limits fire after the callback returns: disposing an isolate from inside its own call is unsafe.
@@ -160,12 +167,10 @@ export class Execution implements InstanceListener, Watched {
     }
     const bindings = this.instance.bindings;
     if (!bindings) return;
-    if (!this.hostCalls) {
-      this.hostCalls = new AbortController();
-      // Every host call in flight listens on it (up to maxPendingCalls), not a leak.
-      setMaxListeners(0, this.hostCalls.signal);
-    }
-    void bindings.dispatch(fnId, argsText, this.hostCalls.signal).then(({ ok, text }) => {
+    const controller = new AbortController();
+    this.hostCalls.set(id, controller);
+    void bindings.dispatch(fnId, argsText, controller.signal).then(({ ok, text }) => {
+      this.hostCalls.delete(id);
       if (this.settled) return;
       if (text.length > limits.maxBridgeCallBytes) {
         this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `a host call's result exceeded ${limits.maxBridgeCallBytes} bytes`);
@@ -355,7 +360,8 @@ export class Execution implements InstanceListener, Watched {
     if (--this.pending > 0) return;
     this.settled = true;
     // Host calls still in flight end with the run (a brokered fetch's exchange stops).
-    this.hostCalls?.abort();
+    for (const call of this.hostCalls.values()) call.abort();
+    this.hostCalls.clear();
     watchdog.unwatch(this);
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();

@@ -40,6 +40,8 @@ beforeAll(async () => {
       pump();
       return;
     }
+    // How many /hang exchanges the server holds open right now.
+    if (req.url === "/hanging") return void res.end(String(hanging.size));
     res.end("ok");
   });
   server.on("connection", (socket) => {
@@ -88,6 +90,29 @@ describe.each(COMBINATIONS)("fetch lifetime on $name", (combo) => {
     // Soon after the run's end the host has closed every exchange it made (within ~0.1 s here;
     // the window is for a loaded machine).
     await until(() => hanging.size === 0 && open <= before, 5000);
+  });
+
+  it("a fetch the guest aborts ends its exchange at once and frees its place for the next", async () => {
+    await until(() => hanging.size === 0, 5000);
+    // 20 aborted fetches, more than the 16 in flight at once: before, each held its exchange and
+    // place until the run's deadline, and the fetch after them waited for it.
+    const result = await sandbox.run({
+      code: `export default async () => {
+        let aborted = 0;
+        for (let i = 0; i < 20; i++) {
+          try { await fetch("${origin}/hang", { signal: AbortSignal.timeout(50) }); } catch { aborted++; }
+        }
+        const started = Date.now();
+        const hanging = Number(await (await fetch("${origin}/hanging")).text());
+        return { aborted, hanging, ms: Date.now() - started };
+      }`,
+      capabilities: { net },
+      limits: { wallTimeMs: 10_000 },
+    });
+    const value = completed(result).value as { aborted: number; hanging: number; ms: number };
+    expect(value.aborted).toBe(20);
+    expect(value.ms).toBeLessThan(2000);
+    expect(value.hanging).toBeLessThanOrEqual(2);
   });
 
   it("a body over its cap is a catchable TypeError with code and check", async () => {

@@ -13,13 +13,20 @@ import type { FormatLogArgs } from "./inspect.js";
 /** Synchronous callbacks into the host. They carry strings and numbers only. */
 export interface GuestHostCallbacks {
   log(level: string, message: string, index: number): void;
-  /** Start host call `callId` to bridged function `fnId`; the host answers with `settle`. */
+  /**
+   * Start host call `callId` to bridged function `fnId`; the host answers with `settle`. `fnId`
+   * CANCEL_CALL (-1, as a timer's negative `ms`): the guest gave up on call `callId` (an aborted
+   * fetch); the host ends its work and still answers.
+   */
   call(callId: number, fnId: number, argsText: string): void;
   /** Arm timer `timerId`; the host answers with `fire` after `ms`. A negative `ms` cancels it. */
   timer(timerId: number, ms: number): void;
   /** The run is over: kind is "o" (ok) | "t" (thrown) | "f" (failed); text is the encoded outcome. */
   done(kind: string, text: string, index?: number): void;
 }
+
+/** The `fnId` of `host.call` that cancels call `callId` (the runtime writes it as -1: it is self-contained). */
+export const CANCEL_CALL = -1;
 
 export interface GuestRuntimeConfig {
   maxTimers: number;
@@ -30,6 +37,9 @@ export interface GuestRuntimeConfig {
    */
   readBodies?: (values: unknown[]) => Promise<void> | undefined;
 }
+
+/** The part of a guest AbortSignal the runtime reads. */
+type GuestSignal = { aborted: boolean; reason: unknown; addEventListener(type: string, fn: () => void): void };
 
 /** What the host holds references to. */
 export interface GuestInternals {
@@ -267,9 +277,11 @@ export function installRuntime(
   }
 
   // ---- host calls ---------------------------------------------------------------------------
-  function hostCall(fnId: number, args: unknown[]): Promise<unknown> {
+  /** `signal` (a guest AbortSignal): once it aborts, the host is told to end the call (CANCEL_CALL). */
+  function hostCall(fnId: number, args: unknown[], signal?: GuestSignal): Promise<unknown> {
     const reading = config.readBodies?.(args);
-    if (reading) return thenOf(reading, () => hostCall(fnId, args));
+    if (reading) return thenOf(reading, () => hostCall(fnId, args, signal));
+    if (signal?.aborted) return PromiseReject(signal.reason);
     let text: string;
     try {
       text = codec.encode(args, "args");
@@ -283,6 +295,9 @@ export function installRuntime(
     return new PromiseCtor((resolve, reject) => {
       pendingCalls.set(id, { resolve, reject });
       host.call(id, fnId, text);
+      signal?.addEventListener("abort", () => {
+        if (pendingCalls.get(id)) host.call(id, -1 /* CANCEL_CALL */, "");
+      });
     });
   }
 
@@ -540,14 +555,12 @@ export function installRuntime(
       "fetch",
       async function fetch(input: unknown, init?: unknown) {
         const request = new RequestCtor(input, init);
-        const signal = ((init as { signal?: unknown } | undefined)?.signal ?? undefined) as
-          | { aborted: boolean; reason: unknown; addEventListener(type: string, fn: () => void): void }
-          | undefined;
+        const signal = ((init as { signal?: unknown } | undefined)?.signal ?? undefined) as GuestSignal | undefined;
         if (signal?.aborted) throw signal.reason;
         try {
-          const call = hostCall(fnId, [request]);
+          const call = hostCall(fnId, [request], signal);
           if (!signal) return await call;
-          // An abort rejects the guest's promise at once; the host's exchange ends at its deadline.
+          // An abort rejects the guest's promise at once, and the host ends the exchange.
           return await new PromiseCtor((resolve, reject) => {
             signal.addEventListener("abort", () => reject(signal.reason));
             thenOf(call, resolve, reject);
