@@ -1,6 +1,6 @@
 import type { ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
-import { readBodies } from "./core/fetch-wire.js";
+import { takeBody } from "./core/fetch-wire.js";
 import { Slots } from "./core/slots.js";
 import type { NetRule, SandboxPolicy } from "./core/types.js";
 
@@ -62,7 +62,7 @@ export async function brokeredFetch(
       const response = await safeFetch(request, signal ? { signal } : undefined);
       // The body is read here, inside the mapping below: a body over its cap or cut short is a
       // refusal or a network failure like any other, not an internal error.
-      await readBodies([response]);
+      await takeBody(response);
       return response;
     } catch (error) {
       // The guest gets a plain TypeError it can catch, with the code and the check that refused.

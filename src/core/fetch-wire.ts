@@ -10,6 +10,12 @@ import type { CodecExtension } from "./codec.js";
 export interface FetchWire {
   /** Buffer the bodies of Requests and Responses among `values` (and one level inside arrays and objects). */
   readBodies(values: unknown[]): Promise<void>;
+  /**
+   * Buffer one message's body by reading it, not a clone: the message's own body is used up. For
+   * a message nothing else reads (the brokered fetch's Response), so it is held once, not three
+   * times (a clone's tee keeps every chunk for the unread branch). Returns the bytes.
+   */
+  takeBody(message: Request | Response): Promise<Uint8Array | null>;
   /** True when `values` hold a Request or Response whose body is not buffered yet (so readBodies is needed). */
   needsBodies(values: unknown[]): boolean;
   extension: CodecExtension;
@@ -64,6 +70,11 @@ export function createFetchWire(): FetchWire {
       for (const value of list) visit(value, 0, read);
       await Promise.all(pending);
     },
+    async takeBody(message) {
+      const bytes = message.body === null ? null : new Uint8Array(await message.arrayBuffer());
+      bodies.set(message, bytes);
+      return bytes;
+    },
     needsBodies(list) {
       let needed = false;
       for (const value of list) visit(value, 0, () => (needed = true));
@@ -113,5 +124,6 @@ const hostWire = createFetchWire();
 
 /** The host's wire (see createFetchWire). */
 export const readBodies = hostWire.readBodies;
+export const takeBody = hostWire.takeBody;
 export const needsBodies = hostWire.needsBodies;
 export const hostFetchExtension: CodecExtension = hostWire.extension;
