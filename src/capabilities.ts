@@ -54,6 +54,22 @@ export async function brokeredFetch(
     maxResponseBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
     maxRequestBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
   });
+  const maxBridgeCallBytes = limits.maxBridgeCallBytes;
+  // The whole Response must fit the host call that carries it, headers included: encoded, its
+  // headers and status text are JSON, its body base64, plus the wire's tags (~70 characters).
+  const checkFits = (response: Response, bodyBytes: number) => {
+    const size =
+      JSON.stringify([...response.headers]).length +
+      JSON.stringify(response.statusText).length +
+      Math.ceil(bodyBytes / 3) * 4 +
+      256;
+    if (size > maxBridgeCallBytes) {
+      throw new egress.EgressError(
+        "response-too-large",
+        `the response (headers and body) is larger than one host call carries (maxBridgeCallBytes ${maxBridgeCallBytes})`,
+      );
+    }
+  };
   const inFlight = new Slots(MAX_FETCHES_IN_FLIGHT, Number.POSITIVE_INFINITY);
   return async (request, signal) => {
     // A fetch aborted (or a run ended) before or while it waits its turn never starts.
@@ -62,7 +78,14 @@ export async function brokeredFetch(
       const response = await safeFetch(request, signal ? { signal } : undefined);
       // The body is read here, inside the mapping below: a body over its cap or cut short is a
       // refusal or a network failure like any other, not an internal error.
-      await takeBody(response);
+      try {
+        checkFits(response, 0);
+      } catch (error) {
+        await response.body?.cancel().catch(() => {});
+        throw error;
+      }
+      const body = await takeBody(response);
+      checkFits(response, body?.byteLength ?? 0);
       return response;
     } catch (error) {
       // The guest gets a plain TypeError it can catch, with the code and the check that refused.

@@ -40,6 +40,11 @@ beforeAll(async () => {
       pump();
       return;
     }
+    if (req.url === "/big-headers") {
+      // 8 KB of headers (inside undici's 16 KB limit) over a 3 KB body.
+      res.writeHead(200, { "x-pad": "a".repeat(8000) });
+      return void res.end("b".repeat(3000));
+    }
     // How many /hang exchanges the server holds open right now.
     if (req.url === "/hanging") return void res.end(String(hanging.size));
     res.end("ok");
@@ -113,6 +118,22 @@ describe.each(COMBINATIONS)("fetch lifetime on $name", (combo) => {
     expect(value.aborted).toBe(20);
     expect(value.ms).toBeLessThan(2000);
     expect(value.hanging).toBeLessThanOrEqual(2);
+  });
+
+  it("a response whose headers and body together exceed a host call is the same catchable TypeError", async () => {
+    // The body alone is under its cap (two thirds of maxBridgeCallBytes): before, the headers
+    // were not counted, and the run failed with ERR_BRIDGE_PAYLOAD_TOO_LARGE.
+    const code = `export default async () => {
+      try { const r = await fetch("${origin}/big-headers"); return (await r.text()).length; }
+      catch (e) { return [e instanceof TypeError, e.code, e.check]; }
+    }`;
+    const refused = completed(await sandbox.run({ code, capabilities: { net }, limits: { maxBridgeCallBytes: 6000 } }));
+    expect(refused.value).toEqual([true, "ERR_CAPABILITY_DENIED", "response-too-large"]);
+    // Headers under the cap, and the body under its own, but not both together.
+    const together = completed(await sandbox.run({ code, capabilities: { net }, limits: { maxBridgeCallBytes: 12_000 } }));
+    expect(together.value).toEqual([true, "ERR_CAPABILITY_DENIED", "response-too-large"]);
+    const fits = completed(await sandbox.run({ code, capabilities: { net }, limits: { maxBridgeCallBytes: 16_000 } }));
+    expect(fits.value).toBe(3000);
   });
 
   it("a body over its cap is a catchable TypeError with code and check", async () => {
