@@ -278,6 +278,26 @@ describe("process host", () => {
     for (const pid of pids) expect(alive(pid)).toBe(true);
   });
 
+  it("a worker that cannot be started (temp dir unwritable) fails the run waiting for it; the host lives on", async () => {
+    const s = await sandbox({ workers: { min: 1 } });
+    await s.run({ code: "export default 1" });
+    const [pid] = workerPids(s);
+    const tmp = process.env.TMPDIR;
+    // A missing directory stands in for a full one: mkdtemp fails either way.
+    process.env.TMPDIR = "/nonexistent/cordon-test";
+    try {
+      // The pool replaces the dead worker from its exit handler: that must not throw.
+      process.kill(pid, "SIGKILL");
+      await until(() => !alive(pid));
+      await new Promise((r) => setTimeout(r, 200));
+      const result = await s.run({ code: "export default 2" });
+      expect(code(result)).toBe("ERR_INSTANCE_RESET");
+      if (!result.ok) expect(result.error.message).toMatch(/could not be started.*ENOENT/);
+    } finally {
+      process.env.TMPDIR = tmp;
+    }
+  });
+
   it("no worker outlives dispose", async () => {
     const s = await createSandbox({ host: "process", workers: { min: 2 } });
     await s.run({ code: "export default 1" });

@@ -35,6 +35,8 @@ export class WorkerPool {
   private readonly watchdog: NodeJS.Timeout;
   private readonly lifecycle: NodeJS.Timeout;
   private disposed = false;
+  /** Why the last worker could not be started. */
+  private startError = "";
 
   constructor(
     private readonly engine: Exclude<EngineName, "auto">,
@@ -66,6 +68,7 @@ export class WorkerPool {
     let best = mine.reduce<WorkerProcess | undefined>((a, b) => (!a || b.busy < a.busy ? b : a), undefined);
     if (!best) best = this.spawn(key);
     else if (best.busy > 0 && mine.length < this.options.softCap) this.spawn(key); // for the next run
+    if (!best) throw new CordonError("ERR_INSTANCE_RESET", `cordon: a worker process could not be started: ${this.startError}`);
     try {
       await best.started();
       return best;
@@ -90,8 +93,19 @@ export class WorkerPool {
     this.workers.length = 0;
   }
 
-  private spawn(partition: string): WorkerProcess {
-    const worker = new WorkerProcess(this.engine, { config: this.config, partition, entry: this.options.entry });
+  /**
+   * Start a worker, or return undefined when it cannot be (`startError` says why). Never throws:
+   * it runs from a worker's exit handler and the lifecycle timer, where a throw ends the host.
+   */
+  private spawn(partition: string): WorkerProcess | undefined {
+    let worker: WorkerProcess;
+    try {
+      worker = new WorkerProcess(this.engine, { config: this.config, partition, entry: this.options.entry });
+    } catch (error) {
+      // A full or missing temp directory, out of file descriptors or processes.
+      this.startError = (error as Error)?.message ?? String(error);
+      return undefined;
+    }
     worker.started().catch(() => {});
     worker.onDeath((gone) => {
       const index = this.workers.indexOf(gone);

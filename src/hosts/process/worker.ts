@@ -98,11 +98,16 @@ export class WorkerProcess {
     this.pipePollMs = options.config.pipePollMs;
     // A private working directory, an empty environment: nothing of the host's.
     this.dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
-    this.child = spawn(process.execPath, ["--no-node-snapshot", options.entry ?? WORKER_MAIN, JSON.stringify(options.config)], {
-      cwd: this.dir,
-      env: {},
-      stdio: ["pipe", "pipe", "inherit"],
-    });
+    try {
+      this.child = spawn(process.execPath, ["--no-node-snapshot", options.entry ?? WORKER_MAIN, JSON.stringify(options.config)], {
+        cwd: this.dir,
+        env: {},
+        stdio: ["pipe", "pipe", "inherit"],
+      });
+    } catch (error) {
+      rmSync(this.dir, { recursive: true, force: true });
+      throw error;
+    }
     this.ready = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         reject(new Error("the worker did not start in time"));
