@@ -294,7 +294,33 @@ describe("process host", () => {
       expect(code(result)).toBe("ERR_INSTANCE_RESET");
       if (!result.ok) expect(result.error.message).toMatch(/could not be started.*ENOENT/);
     } finally {
-      process.env.TMPDIR = tmp;
+      if (tmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = tmp;
+    }
+  });
+
+  it("a worker that keeps failing to start is retried with backoff, and runs fail at once meanwhile", async () => {
+    const entry = fileURLToPath(new URL("../fixtures/exit-at-start-worker.mjs", import.meta.url));
+    const s = await sandbox({ workers: { min: 1, entry } as never });
+    const first = await s.run({ code: "export default 1" });
+    expect(code(first)).toBe("ERR_INSTANCE_RESET");
+    // Idle, the pool keeps trying to get back to its minimum of one worker.
+    await new Promise((r) => setTimeout(r, 3000));
+    // A run may meet a retry in progress (and fail with its exit); while backing off, runs fail at once.
+    let later = first;
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      later = await s.run({ code: "export default 1" });
+      expect(performance.now() - started).toBeLessThan(1000);
+      if (!later.ok && /in a row/.test(later.error.message)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(code(later)).toBe("ERR_INSTANCE_RESET");
+    if (!later.ok) {
+      expect(later.error.message).toMatch(/failed to start (\d+) times in a row \(the last: .*exited \(code 1/);
+      // Back to back this was 30-47 starts in 3 s; backing off: 1, at once, then 0.5 s, 1 s, 2 s...
+      const starts = Number(/failed to start (\d+) times/.exec(later.error.message)?.[1]);
+      expect(starts).toBeLessThanOrEqual(6);
     }
   });
 

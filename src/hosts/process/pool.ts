@@ -1,6 +1,7 @@
 import { CordonError } from "../../core/errors.js";
 import type { EngineName } from "../../core/types.js";
 import { watchdogAvailable } from "./rss.js";
+import { StartBackoff } from "./start-backoff.js";
 import { WorkerProcess } from "./worker.js";
 import type { WorkerConfig } from "./worker-main.js";
 
@@ -37,6 +38,7 @@ export class WorkerPool {
   private disposed = false;
   /** Why the last worker could not be started. */
   private startError = "";
+  private readonly backoff = new StartBackoff();
 
   constructor(
     private readonly engine: Exclude<EngineName, "auto">,
@@ -98,18 +100,29 @@ export class WorkerPool {
    * it runs from a worker's exit handler and the lifecycle timer, where a throw ends the host.
    */
   private spawn(partition: string): WorkerProcess | undefined {
+    const refusal = this.backoff.refusal();
+    if (refusal) {
+      this.startError = refusal;
+      return undefined;
+    }
     let worker: WorkerProcess;
     try {
       worker = new WorkerProcess(this.engine, { config: this.config, partition, entry: this.options.entry });
     } catch (error) {
       // A full or missing temp directory, out of file descriptors or processes.
       this.startError = (error as Error)?.message ?? String(error);
+      this.backoff.failed(this.startError);
       return undefined;
     }
-    worker.started().catch(() => {});
-    worker.onDeath((gone) => {
+    worker.started().then(
+      () => this.backoff.started(),
+      () => {},
+    );
+    worker.onDeath((gone, cause) => {
       const index = this.workers.indexOf(gone);
       if (index >= 0) this.workers.splice(index, 1);
+      // Counted before the replacement below is tried: it may have to wait.
+      if (!gone.pid && !this.disposed) this.backoff.failed(cause);
       // Keep the minimum of shared workers: a dead one is replaced.
       if (!this.disposed && gone.partition === "" && this.count("") < this.options.min) this.spawn("");
     });
@@ -150,6 +163,8 @@ export class WorkerPool {
       }
       if (worker.retiring && worker.busy === 0) worker.kill("ERR_INSTANCE_RESET", "recycled after its maximum number of runs");
     }
+    // Replacements that could not start earlier (backing off) are tried again here.
+    for (let n = this.count(""); n < this.options.min; n++) if (!this.spawn("")) break;
     // A worker still starting is never idle: a run is waiting for it (ending it failed that run).
     const idle = this.workers
       .filter((w) => w.alive && w.pid && w.busy === 0 && !w.retiring)

@@ -88,7 +88,7 @@ export class WorkerProcess {
   private dead = false;
   private corked = false;
   private readonly ready: Promise<void>;
-  private onExit: ((worker: WorkerProcess) => void) | undefined;
+  private onExit: ((worker: WorkerProcess, cause: string) => void) | undefined;
 
   constructor(
     private readonly engine: Exclude<EngineName, "auto">,
@@ -172,7 +172,8 @@ export class WorkerProcess {
     return this.ready;
   }
 
-  onDeath(listener: (worker: WorkerProcess) => void): void {
+  /** `listener` hears the worker and why it died (the first reason given, else how it exited). */
+  onDeath(listener: (worker: WorkerProcess, cause: string) => void): void {
     this.onExit = listener;
   }
 
@@ -507,7 +508,7 @@ export class WorkerProcess {
     try {
       rmSync(this.dir, { recursive: true, force: true });
     } catch {}
-    this.onExit?.(this);
+    this.onExit?.(this, cause);
   }
 
   private aborted(reason: unknown): RunResult {
