@@ -13,7 +13,9 @@ import { alive, disposedAfterEach, until, workerPids } from "../helpers/processe
 const kept = disposedAfterEach();
 async function sandbox(fixture: string, options: Parameters<typeof createSandbox>[0] = {}): Promise<Sandbox> {
   const entry = fileURLToPath(new URL(`../fixtures/hostile-${fixture}.mjs`, import.meta.url));
-  return kept(await createSandbox({ host: "process", ...options, workers: { min: 1, max: 1, entry } as never }));
+  return kept(
+    await createSandbox({ host: "process", ...options, workers: { min: 1, max: 1, ...options.workers, entry } as never }),
+  );
 }
 
 describe("a hostile worker process", () => {
@@ -55,6 +57,14 @@ describe("a hostile worker process", () => {
       }
     },
   );
+
+  it("reporting a huge warm heap: the RSS watchdog's budget ignores it, and kills the worker past its real budget", async () => {
+    const s = await sandbox("stats-inflate", { workers: { rssSlackMb: 32 } as never });
+    // The pool polls stats each second: wait until the inflated figure has been read.
+    await until(() => s.stats().idleHeapBytes > 2 ** 50, 5000);
+    const result = await s.run({ code: "export default 1", limits: { memoryMb: 16 } });
+    expect(code(result)).toBe("ERR_MEMORY_LIMIT");
+  });
 
   it("asking for another prefix's host function: refused; its own prefix's, while a call of it runs: served", async () => {
     const s = await sandbox("bridge-other");

@@ -69,6 +69,9 @@ export class WorkerProcess {
   engineStats: EngineStats | undefined;
   /** Which prepare request (its id: the owner of the prefix's bindings) made each prefix handle. */
   private readonly owners = new Map<number, number>();
+  /** Each prefix handle's memory limit in bytes, as the host sent it. */
+  private readonly prefixMemory = new Map<number, number>();
+  private readonly engineOptions: WorkerConfig["engineOptions"];
   /** Bridge calls being answered, by call id: the request (or prefix owner) id each belongs to. */
   private readonly bridgeCalls = new Map<number, { controller: AbortController; id: number }>();
   private readonly child: ChildProcess;
@@ -96,6 +99,7 @@ export class WorkerProcess {
   ) {
     this.partition = options.partition;
     this.pipePollMs = options.config.pipePollMs;
+    this.engineOptions = options.config.engineOptions;
     // A private working directory, an empty environment: nothing of the host's.
     this.dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
     try {
@@ -202,9 +206,17 @@ export class WorkerProcess {
   /** The watchdog's last reading: what stats report, without reading /proc on every call. */
   lastRss = 0;
 
-  /** Heap of the worker's idle warm instances: part of its memory budget. */
+  /**
+   * Heap of the worker's idle warm instances: part of its memory budget. The worker reports it, so
+   * it counts only up to what the host knows may live there (its prefixes' memory limits, times
+   * the instances each may keep, within the residency budget): a worker a guest has taken over
+   * reported 2^53 and was never killed.
+   */
   get warmHeapBytes(): number {
-    return this.engineStats?.idleHeapBytes ?? 0;
+    const { budgetBytes, maxInstances } = this.engineOptions;
+    let held = 0;
+    for (const bytes of this.prefixMemory.values()) held += bytes * maxInstances;
+    return Math.min(this.engineStats?.idleHeapBytes ?? 0, budgetBytes, held);
   }
 
   /**
@@ -317,6 +329,7 @@ export class WorkerProcess {
     this.callLimits.delete(prefix);
     this.prefixBindings.delete(owner);
     this.owners.delete(prefix);
+    this.prefixMemory.delete(prefix);
     this.send({ t: "prefix-dispose", prefix });
   }
 
@@ -381,7 +394,10 @@ export class WorkerProcess {
         if (!this.readStats(event.stats)) return;
         const pending = this.take(event.id) as Required<Pick<Pending, "onPrepared">> & Pending;
         const result = this.decode(event.resultText);
-        if (typeof event.prefix === "number") this.owners.set(event.prefix, event.id);
+        if (typeof event.prefix === "number") {
+          this.owners.set(event.prefix, event.id);
+          if (result.ok) this.prefixMemory.set(event.prefix, pending.memoryMb * 1024 * 1024);
+        }
         pending.onPrepared(result.ok ? event.prefix : undefined, result);
         return;
       }
