@@ -66,6 +66,51 @@ describe("a hostile worker process", () => {
     expect(code(result)).toBe("ERR_MEMORY_LIMIT");
   });
 
+  it("flooding host calls for a request that does not exist, reading nothing: retired, host memory bounded", async () => {
+    const before = process.memoryUsage().rss;
+    const s = await sandbox("stray-flood");
+    await until(() => workerPids(s).length === 1);
+    const [pid] = workerPids(s);
+    // Before: each call was answered into a stdin nobody read, +756 MB in 10 s, never retired.
+    await until(() => !alive(pid), 5000);
+    expect(process.memoryUsage().rss - before).toBeLessThan(100 * 1024 * 1024);
+  });
+
+  it("flooding 9 MB stats frames nobody asked for: retired at the first, and the host's loop keeps turning", async () => {
+    let lag = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      lag = Math.max(lag, now - last - 10);
+      last = now;
+    }, 10);
+    try {
+      const s = await sandbox("stats-flood");
+      await until(() => workerPids(s).length === 1);
+      const [pid] = workerPids(s);
+      await until(() => !alive(pid), 5000);
+      // A worker in its place answers; generous: each frame costs the host a parse.
+      expect(lag).toBeLessThan(1000);
+    } finally {
+      clearInterval(ticker);
+    }
+  });
+
+  it("reading nothing while its run's host calls are answered: retired once its backlog stays past 4 MB", async () => {
+    const s = await sandbox("bridge-stall");
+    const chunk = "x".repeat(64 * 1024);
+    const started = performance.now();
+    const result = await s.run({
+      code: "export default 1",
+      globals: { big: async () => chunk },
+      limits: { wallTimeMs: 10_000, maxBridgeCalls: 1000 },
+    });
+    expect(code(result)).toBe("ERR_INSTANCE_RESET");
+    if (!result.ok) expect(result.error.message).toMatch(/unread/);
+    // Before: held 64 MB of answers until the wall-time backstop, 11 s.
+    expect(performance.now() - started).toBeLessThan(5000);
+  }, 20_000);
+
   it("asking for another prefix's host function: refused; its own prefix's, while a call of it runs: served", async () => {
     const s = await sandbox("bridge-other");
     const calls = { a: 0, b: 0 };

@@ -14,7 +14,8 @@ import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
 import { abortReason } from "../../core/abort-reason.js";
-import { isRunResult, readEngineStats } from "../../core/result-shape.js";
+import { isRunResult } from "../../core/result-shape.js";
+import { FloodGuard } from "./flood-guard.js";
 import { readRss } from "./rss.js";
 import type { WorkerConfig } from "./worker-main.js";
 
@@ -25,8 +26,6 @@ const START_TIMEOUT_MS = 15_000;
 const SILENT_MS = 2_000;
 const EXTENSION_STEP_MS = 1_000;
 const MAX_EXTENSION_MS = 30_000;
-/** More prefixes than any worker holds: a stats frame listing more is malformed. */
-const MAX_REPORTED_PREFIXES = 100_000;
 
 /** A request without its id (the worker process numbers requests itself), per union member. */
 type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
@@ -75,6 +74,7 @@ export class WorkerProcess {
   /** Bridge calls being answered, by call id: the request (or prefix owner) id each belongs to. */
   private readonly bridgeCalls = new Map<number, { controller: AbortController; id: number }>();
   private readonly child: ChildProcess;
+  private readonly guard: FloodGuard;
   private readonly dir: string;
   private readonly pending = new Map<number, Pending>();
   /** Bindings of prefixes prepared in this worker, by the prepare's id: their host calls come back. */
@@ -89,6 +89,8 @@ export class WorkerProcess {
   private lastHeard = performance.now();
   private deathCause = "";
   private dead = false;
+  /** SIGKILL sent: what it still writes is not read (a flooding worker's frames cost a parse each). */
+  private killed = false;
   private corked = false;
   private readonly ready: Promise<void>;
   private onExit: ((worker: WorkerProcess, cause: string) => void) | undefined;
@@ -112,6 +114,7 @@ export class WorkerProcess {
       rmSync(this.dir, { recursive: true, force: true });
       throw error;
     }
+    this.guard = new FloodGuard(this.child.stdin as NonNullable<ChildProcess["stdin"]>);
     this.ready = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         reject(new Error("the worker did not start in time"));
@@ -137,7 +140,7 @@ export class WorkerProcess {
       this.child.stdout?.on("data", (chunk: Buffer) => {
         // A worker sending a large answer is talking, not hung, before its last chunk arrives.
         this.lastHeard = performance.now();
-        reader.push(chunk);
+        if (!this.killed) reader.push(chunk);
       });
       this.child.on("exit", (code, signal) => {
         clearTimeout(timer);
@@ -322,6 +325,7 @@ export class WorkerProcess {
 
   /** Ask for the warm heap figure (part of this worker's memory budget); the answer updates it. */
   pollStats(): void {
+    this.guard.askedStats();
     this.send({ t: "stats", id: 0 });
   }
 
@@ -335,7 +339,8 @@ export class WorkerProcess {
 
   /** End the worker. Work inside it fails with `code` (ERR_MEMORY_LIMIT for the watchdog). */
   kill(code: ErrorCode, cause: string): void {
-    if (this.dead) return;
+    if (this.dead || this.killed) return;
+    this.killed = true;
     this.setHeld(true);
     this.deathCode ??= code;
     this.deathCause ||= cause;
@@ -370,6 +375,8 @@ export class WorkerProcess {
       });
     }
     this.child.stdin.write(encodeTextFrame(message));
+    const stalled = this.guard.backlog();
+    if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);
   }
 
   private route(event: HostEvent): void {
@@ -408,7 +415,9 @@ export class WorkerProcess {
         const caller = own?.bindings ? own : this.prefixCaller(event.id);
         const bindings = own?.bindings ?? (caller ? this.prefixBindings.get(event.id) : undefined);
         if (!bindings || !caller) {
-          this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
+          const flood = this.guard.strayCall();
+          if (flood) this.retire("ERR_INSTANCE_RESET", flood);
+          else this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
           return;
         }
         // The worker ends a run past maxBridgeCalls itself; one that asks for more is not following it.
@@ -429,9 +438,12 @@ export class WorkerProcess {
       case "bridge-cancel":
         this.bridgeCalls.get(event.cid)?.controller.abort();
         return;
-      case "stats":
-        this.readStats(event.stats);
+      case "stats": {
+        const unasked = this.guard.statsFrame();
+        if (unasked) this.retire("ERR_INSTANCE_RESET", unasked);
+        else this.readStats(event.stats);
         return;
+      }
       case "ready":
         this.retire("ERR_INSTANCE_RESET", "protocol error: a second ready");
         return;
@@ -443,9 +455,11 @@ export class WorkerProcess {
 
   /** Keep a worker's stats when they are numbers (they set its memory budget); else retire it. */
   private readStats(stats: unknown): boolean {
-    const read = readEngineStats(stats, MAX_REPORTED_PREFIXES);
-    if (!read) {
-      this.retire("ERR_INSTANCE_RESET", "protocol error: malformed stats");
+    let preparing = 0;
+    for (const pending of this.pending.values()) if (pending.onPrepared) preparing++;
+    const read = this.guard.readStats(stats, this.owners.size, preparing);
+    if (typeof read === "string") {
+      this.retire("ERR_INSTANCE_RESET", read);
       return false;
     }
     this.engineStats = read;

@@ -1,0 +1,79 @@
+import type { Writable } from "node:stream";
+import type { EngineStats } from "../../core/engine.js";
+import { readEngineStats } from "../../core/result-shape.js";
+
+/** Unread bytes on a worker's stdin past which it must catch up within STALL_MS. */
+export const MAX_STDIN_BACKLOG = 4 * 1024 * 1024;
+const STALL_MS = 1000;
+/** Host calls for requests that are over: a few straggle legitimately; a stream of them is a flood. */
+const STRAY_CALLS_BURST = 100;
+const STRAY_CALLS_PER_SECOND = 20;
+/** Prefixes a stats frame may list beyond the most the host has had prepared in that worker at once. */
+const PREFIX_SLACK = 16;
+
+/**
+ * What a worker can make the host do by writing to its pipe, bounded: a worker a guest has taken
+ * over could otherwise grow the host's memory without end (host calls for unknown runs, each
+ * answered into a stdin it never reads: +756 MB in 10 s) or stall the host's loop (9 MB stats
+ * frames, as fast as the pipe takes them). Each method returns why the worker must be retired,
+ * or undefined.
+ */
+export class FloodGuard {
+  private overSince: number | undefined;
+  private strayTokens = STRAY_CALLS_BURST;
+  private strayAt = performance.now();
+  private statsAsked = 0;
+  /** The most prefixes the host has had prepared (or preparing) in this worker at once. */
+  private mostPrefixes = 0;
+
+  constructor(private readonly stdin: Writable) {
+    stdin.on("drain", () => {
+      this.overSince = undefined;
+    });
+  }
+
+  /** After a write: a worker that leaves more than MAX_STDIN_BACKLOG unread for STALL_MS is not reading. */
+  backlog(): string | undefined {
+    const unread = this.stdin.writableLength;
+    if (unread <= MAX_STDIN_BACKLOG) {
+      this.overSince = undefined;
+      return undefined;
+    }
+    const now = performance.now();
+    this.overSince ??= now;
+    if (now - this.overSince < STALL_MS) return undefined;
+    return `it left ${Math.round(unread / 1024 / 1024)} MB of the host's messages unread for over ${STALL_MS} ms`;
+  }
+
+  /** A host call for a request that is over (refused): allowed at a trickle. */
+  strayCall(): string | undefined {
+    const now = performance.now();
+    this.strayTokens = Math.min(STRAY_CALLS_BURST, this.strayTokens + ((now - this.strayAt) / 1000) * STRAY_CALLS_PER_SECOND);
+    this.strayAt = now;
+    if (this.strayTokens < 1) return "protocol error: a stream of host calls for requests that are over";
+    this.strayTokens--;
+    return undefined;
+  }
+
+  /** The host asked for stats: one stats frame may come back. */
+  askedStats(): void {
+    this.statsAsked++;
+  }
+
+  /** A stats frame on its own: only as an answer to the host's poll. */
+  statsFrame(): string | undefined {
+    if (this.statsAsked === 0) return "protocol error: stats it was not asked for";
+    this.statsAsked--;
+    return undefined;
+  }
+
+  /**
+   * Stats, read as data and refused when they list more prefixes than the host has had in this
+   * worker (`held` now, `preparing` in flight). A string says why the worker must be retired.
+   */
+  readStats(stats: unknown, held: number, preparing: number): EngineStats | string {
+    this.mostPrefixes = Math.max(this.mostPrefixes, held + preparing);
+    const read = readEngineStats(stats, this.mostPrefixes + PREFIX_SLACK);
+    return read ?? "protocol error: malformed stats";
+  }
+}
