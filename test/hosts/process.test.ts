@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, readlinkSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -360,4 +360,28 @@ describe("process host and the host's exit", () => {
         .every((pid) => !alive(pid)),
     );
   }, 60_000);
+
+  it("a host killed with SIGKILL leaves no worker behind, even one whose guest is spinning", async () => {
+    const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
+    const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
+      const sandbox = await createSandbox({ host: "process", engine: "v8", workers: { min: 1, max: 1 } });
+      await sandbox.run({ code: "export default 1" });
+      sandbox.run({ code: "export default () => { for (;;) {} }", limits: { cpuTimeMs: 20000, wallTimeMs: 20000 } });
+      setTimeout(() => console.log(sandbox.stats().workers.map((w) => w.pid).join(",")), 300);
+      setInterval(() => {}, 1000);`;
+    const host = spawn(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const line = await new Promise<string>((resolve) => host.stdout.once("data", (d) => resolve(String(d))));
+    const pids = line.trim().split(",").map(Number);
+    expect(pids.length).toBeGreaterThan(0);
+    host.kill("SIGKILL");
+    try {
+      // Before: the worker spun on (its exit waited for the isolate) until its 20 s limit.
+      // Generous for a loaded machine; still far inside the 20 s the guest would otherwise spin.
+      await until(() => pids.every((pid) => !alive(pid)), 5000);
+    } finally {
+      for (const pid of pids.filter(alive)) process.kill(pid, "SIGKILL");
+    }
+  }, 30_000);
 });

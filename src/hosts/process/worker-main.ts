@@ -7,7 +7,8 @@
  * `--no-node-snapshot`. Raises its own oom_score_adj first, so the kernel's OOM killer picks a
  * worker before the host.
  */
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
+import { basename } from "node:path";
 import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { pollForRequests } from "../../core/busy-poll.js";
@@ -287,8 +288,22 @@ async function main(): Promise<void> {
   };
   const reader = new FrameReader((message) => handle(message as HostRequest), protocolError);
   process.stdin.on("data", (chunk: Buffer) => reader.push(chunk));
-  // The sandbox went away: so does the worker.
-  process.stdin.on("end", () => process.exit(0));
+  // The sandbox went away (its end of the pipe closed, or its process died): so does the worker, at
+  // once. process.exit waits for the isolates' threads, and a guest spinning in one kept an orphan
+  // at 100% CPU past its limits (whose timers this thread no longer ran); SIGKILL waits for nothing.
+  const parent = process.ppid;
+  const orphaned = () => {
+    // The host made this directory and would have removed it; a small rmSync cannot hang.
+    try {
+      if (basename(process.cwd()).startsWith("cordon-worker-")) rmSync(process.cwd(), { recursive: true, force: true });
+    } catch {}
+    process.kill(process.pid, "SIGKILL");
+  };
+  process.stdin.on("end", orphaned);
+  // A backstop should the pipe outlive the host (a descriptor inherited elsewhere): a new parent.
+  setInterval(() => {
+    if (process.ppid !== parent) orphaned();
+  }, 500).unref();
   // Ready once the engine's spare instances exist: their memory is part of the calibrated base.
   for (let waited = 0; waited < 3000 && engine.stats().spareInstances < config.engineOptions.spares; waited += 20) {
     await new Promise((resolve) => setTimeout(resolve, 20));
