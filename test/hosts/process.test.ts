@@ -48,6 +48,22 @@ describe("process host", () => {
     expect(next.ok && next.value).toBe("ok");
   });
 
+  it("the watchdog blames one run, not its neighbours: a sleeping run in the killed worker gets ERR_INSTANCE_RESET", async () => {
+    const s = await sandbox({ workers: { min: 1, max: 1, maxRssMb: 160 } });
+    await s.run({ code: "export default 1" });
+    const innocent = s.run({ code: "export default () => new Promise((r) => setTimeout(() => r('slept'), 3000))" });
+    await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
+    const hog = s.run({
+      code: "export default async () => { const keep = []; for (let i = 0; i < 40; i++) { keep.push(new Uint8Array(8 * 1024 * 1024).fill(1)); await new Promise((r) => setTimeout(r, 10)); } return keep.length }",
+      limits: { memoryMb: 512, wallTimeMs: 10_000 },
+    });
+    const [i, h] = await Promise.all([innocent, hog]);
+    expect(code(h)).toBe("ERR_MEMORY_LIMIT");
+    // Before: ERR_MEMORY_LIMIT for both.
+    expect(code(i)).toBe("ERR_INSTANCE_RESET");
+    if (!i.ok) expect(i.error.message).toMatch(/killed for another run's memory: its resident size reached/);
+  });
+
   it("workers start with an empty environment, a private directory and a raised oom_score_adj", async () => {
     process.env.CORDON_TEST_SECRET = "must-not-leak";
     try {

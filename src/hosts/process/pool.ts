@@ -134,7 +134,7 @@ export class WorkerPool {
     return this.workers.filter((w) => w.alive && !w.retiring && w.partition === partition).length;
   }
 
-  /** The RSS watchdog: a worker past its budget is killed, and its runs end in ERR_MEMORY_LIMIT. */
+  /** The RSS watchdog: a worker past its budget is killed; one of its runs is blamed (WorkerProcess.killForMemory). */
   private checkMemory(): void {
     const slack = this.options.rssSlackMb * 1024 * 1024;
     for (const worker of this.workers) {
@@ -146,7 +146,7 @@ export class WorkerPool {
           ? this.options.maxRssMb * 1024 * 1024
           : worker.baseRss + worker.memoryInFlight + worker.warmHeapBytes + slack;
       if (rss > budget) {
-        worker.kill("ERR_MEMORY_LIMIT", `its resident size reached ${mb(rss)} MB, past its budget of ${mb(budget)} MB`);
+        worker.killForMemory(`its resident size reached ${mb(rss)} MB, past its budget of ${mb(budget)} MB`);
       }
     }
   }

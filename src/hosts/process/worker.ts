@@ -347,6 +347,22 @@ export class WorkerProcess {
     this.child.kill("SIGKILL");
   }
 
+  /**
+   * The RSS watchdog's kill. The host cannot see which run holds the memory, so it blames the
+   * request with the largest memory limit, the latest of equals (the one whose arrival the budget
+   * no longer covered); the others fail with ERR_INSTANCE_RESET, killed for a neighbour.
+   */
+  killForMemory(cause: string): void {
+    if (this.dead || this.killed) return;
+    let most = -1;
+    for (const [id, pending] of this.pending) {
+      if (pending.memoryMb < most) continue;
+      most = pending.memoryMb;
+      this.culprit = id;
+    }
+    this.kill("ERR_MEMORY_LIMIT", cause);
+  }
+
   /** End the worker gracefully: its stdin closes and it exits; one that lingers is killed. */
   stop(cause: string): void {
     if (this.dead) return;
@@ -528,8 +544,12 @@ export class WorkerProcess {
       clearTimeout(pending.timer);
       this.pending.delete(id);
       if (this.culprit !== undefined && id !== this.culprit) {
-        // Ended for another run's silence: this run did nothing wrong.
-        pending.resolve(this.failure("ERR_INSTANCE_RESET", `another run in this worker stopped answering: ${cause}`));
+        // Ended for another run's silence or memory: this run did nothing wrong.
+        const why =
+          this.deathCode === "ERR_MEMORY_LIMIT"
+            ? "the worker was killed for another run's memory"
+            : "another run in this worker stopped answering";
+        pending.resolve(this.failure("ERR_INSTANCE_RESET", `${why}: ${cause}`));
       } else pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
     }
     this.prefixBindings.clear();
