@@ -1,13 +1,18 @@
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 
 /** The real command line: `node bin/cordon.js` (the built dist/, fresh from `pretest`). */
 const BIN = fileURLToPath(new URL("../bin/cordon.js", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "cordon-cli-"));
+/** Directories the tests write their functions into, removed at the end. */
+const made = [dir];
+afterAll(() => {
+  for (const path of made) rmSync(path, { recursive: true, force: true });
+});
 
 function cordon(...args: string[]) {
   return spawnSync(process.execPath, [BIN, ...args], { encoding: "utf8", timeout: 30_000 });
@@ -85,6 +90,7 @@ describe("cordon run", () => {
 describe("cordon check", () => {
   it("loads a function in the deno engine and resolves its imports without calling it", () => {
     const fn = mkdtempSync(join(tmpdir(), "cordon-check-"));
+    made.push(fn);
     writeFileSync(
       join(fn, "main.ts"),
       "import { sq } from './lib/m.ts';\nexport const config = { a: 1 };\nexport default (n: number) => { throw new Error('called') }; sq(1);",
