@@ -119,6 +119,12 @@ describe("process host", () => {
     expect(counts).toHaveLength(2);
     for (const c of counts) expect(c).toMatchObject({ busy: 0, queued: 0 });
     expect(counts.every((c) => c.idle >= 1)).toBe(true);
+    // A disposed prefix leaves the figures within a round trip, not at the next poll (a second).
+    await a.dispose();
+    const disposedAt = performance.now();
+    await until(() => !s.stats().prefixes.some((p) => p.key === a.key.slice(0, 16)), 2000);
+    expect(performance.now() - disposedAt).toBeLessThan(300);
+    expect(s.stats().prefixes.some((p) => p.key === b.key.slice(0, 16))).toBe(true);
   });
 
   it("grows past one busy worker, and ends idle workers beyond the minimum after their TTL", async () => {

@@ -335,6 +335,9 @@ export class WorkerProcess {
     this.owners.delete(prefix);
     this.prefixMemory.delete(prefix);
     this.send({ t: "prefix-dispose", prefix });
+    // stats() sums the workers' reports: without a fresh one the prefix was listed, warm, until
+    // the next poll (up to a second).
+    this.pollStats();
   }
 
   /** End the worker. Work inside it fails with `code` (ERR_MEMORY_LIMIT for the watchdog). */
