@@ -4,17 +4,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BindingsLike } from "../../core/bindings.js";
-import { sharedCodec } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
-import { abortedResult, failedResult } from "../../core/results.js";
-import type { EngineName, RunResult, RunStats } from "../../core/types.js";
+import { abortedResult } from "../../core/results.js";
+import type { EngineName, RunResult } from "../../core/types.js";
 import { abortReason } from "../../core/abort-reason.js";
-import { isRunResult } from "../../core/result-shape.js";
+import { CallLimitsSent, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
 import { FloodGuard } from "./flood-guard.js";
 import { readRss } from "./rss.js";
 import type { WorkerConfig } from "./worker-main.js";
@@ -80,7 +79,7 @@ export class WorkerProcess {
   /** Bindings of prefixes prepared in this worker, by the prepare's id: their host calls come back. */
   private readonly prefixBindings = new Map<number, BindingsLike>();
   /** The limits last sent with a call to each prefix handle (the worker holds them too). */
-  private readonly callLimits = new Map<number, ResolvedLimits>();
+  private readonly callLimits = new CallLimitsSent();
   private nextId = 0;
   private deathCode: ErrorCode | undefined;
   /** The request whose silence ended the worker: it alone fails with the timeout's code. */
@@ -257,21 +256,13 @@ export class WorkerProcess {
         };
         message.abortable = true;
       }
-      if (message.t === "prefix-call") this.leaveOutSameLimits(message);
+      if (message.t === "prefix-call") message.limits = this.callLimits.toSend(message.prefix, message.limits as ResolvedLimits);
       message.poll = wouldPollProcess(this.pipePollMs) || undefined;
       message.id = id;
       this.send(message);
     });
     // In a stream, this loop turns until the answer is read (core/busy-poll.ts, decision 012).
     return pollUntilSettled(answer, this.pipePollMs, true);
-  }
-
-  /** The worker keeps each prefix's call limits: a call sends them only when they change. */
-  private leaveOutSameLimits(message: Extract<HostRequest, { t: "prefix-call" }>): void {
-    const limits = message.limits as ResolvedLimits;
-    const last = this.callLimits.get(message.prefix);
-    if (last && sameLimits(last, limits)) message.limits = undefined;
-    else this.callLimits.set(message.prefix, limits);
   }
 
   prepare(
@@ -330,7 +321,7 @@ export class WorkerProcess {
   }
 
   disposePrefix(prefix: number, owner: number): void {
-    this.callLimits.delete(prefix);
+    this.callLimits.forget(prefix);
     this.prefixBindings.delete(owner);
     this.owners.delete(prefix);
     this.prefixMemory.delete(prefix);
@@ -512,31 +503,17 @@ export class WorkerProcess {
   }
 
   private decode(text: string): RunResult {
-    try {
-      const result: unknown = sharedCodec().decode(text);
-      if (!isRunResult(result)) throw new Error("not a result");
-      result.stats.host = "process";
-      return result;
-    } catch {
-      // An unreadable answer: this worker is retired, and this one run fails.
-      this.retire("ERR_INSTANCE_RESET", "protocol error: an unreadable result");
-      return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
-    }
+    return resultOfAnswer(text) ?? this.unreadable();
   }
 
-  /** A RunResult from a "value" answer: the value's codec text and the run's stats as numbers. */
   private completed(valueText: string, run: unknown): RunResult {
-    try {
-      if (!Array.isArray(run) || run.length !== 5 || !run.every((n) => typeof n === "number")) throw new Error("not stats");
-      const [wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm] = run as number[];
-      const stats: RunStats = { engine: this.engine, host: "process", wallMs, cpuMs, bridgeCalls, warm: warm === 1 };
-      if (heapUsedBytes >= 0) stats.heapUsedBytes = heapUsedBytes;
-      const value = sharedCodec().decode(valueText);
-      return { status: "completed", ok: true, value, exports: {}, skippedExports: [], logs: [], stats };
-    } catch {
-      this.retire("ERR_INSTANCE_RESET", "protocol error: an unreadable result");
-      return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
-    }
+    return resultOfValue(this.engine, valueText, run) ?? this.unreadable();
+  }
+
+  /** An answer that is not what it must be: this worker is retired, and this one run fails. */
+  private unreadable(): RunResult {
+    this.retire("ERR_INSTANCE_RESET", "protocol error: an unreadable result");
+    return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
   }
 
   private died(code: number | null, signal: NodeJS.Signals | null, error?: string): void {
@@ -572,18 +549,6 @@ export class WorkerProcess {
     code: ErrorCode = this.deathCode ?? "ERR_INSTANCE_RESET",
     cause = this.deathCause || "the worker process is gone",
   ): RunResult {
-    const message =
-      code === "ERR_MEMORY_LIMIT"
-        ? `the worker process passed its memory budget and was killed: ${cause}`
-        : code === "ERR_WALL_TIMEOUT"
-          ? cause
-          : `the worker process running this was lost: ${cause}`;
-    return failedResult(this.engine, "process", { code, name: "CordonError", message });
+    return lostResult(this.engine, code, cause);
   }
-}
-
-function sameLimits(a: ResolvedLimits, b: ResolvedLimits): boolean {
-  if (a === b) return true;
-  for (const key of Object.keys(a) as (keyof ResolvedLimits)[]) if (a[key] !== b[key]) return false;
-  return Object.keys(a).length === Object.keys(b).length;
 }
