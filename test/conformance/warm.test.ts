@@ -68,10 +68,13 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     await using prefix = await sandbox.prepare({
       code: `globalThis.fired = 0;
         export function arm() { setTimeout(() => { fired++; for (;;) {} }, 0); for (let i = 0; i < 300; i++) setTimeout(() => { fired++ }, 0); return "armed" }
+        export function late() { Promise.resolve().then(() => { setTimeout(() => { fired++; for (;;) {} }, 0); const t = Date.now(); while (Date.now() - t < 30) {} }); return "armed" }
         export function count() { return fired }`,
     });
     expect(value(await prefix.call({ export: "count" }))).toBe(0);
     expect(value(await prefix.call({ export: "arm", limits: { cpuTimeMs: 100, wallTimeMs: 2000 } }))).toBe("armed");
+    // Armed by a microtask that runs after the call's outcome, still inside its crossing.
+    expect(value(await prefix.call({ export: "late", limits: { cpuTimeMs: 500, wallTimeMs: 2000 } }))).toBe("armed");
     expect(
       value(await prefix.run({ code: "for (let i = 0; i < 300; i++) setTimeout(() => { fired++ }, 0); return 'armed'" })),
     ).toBe("armed");

@@ -264,6 +264,13 @@ export function installRuntime(
     index: 0,
     /** A warm-up run (see warmUp): its outcome is not reported. */
     quiet: false,
+    /**
+     * False once the run, or the call at `index`, has delivered its outcome. Calls of a crossing
+     * run one at a time, so the call at `index` is the only one that may still be pending: code
+     * running while it is over is a leftover (a microtask the outcome did not wait for), and the
+     * timers it arms would fire after the outcome, outside every limit.
+     */
+    open: true,
   };
 
   function define(target: object, name: string, value: unknown, enumerable = false): void {
@@ -353,6 +360,8 @@ export function installRuntime(
     }
     const delay = Math.max(0, Math.min(Number(ms) || 0, 2147483647));
     const id = ++timerSeq;
+    // A leftover's timer is never armed: the id is still returned, so clearTimeout(id) is harmless.
+    if (!run.open) return id;
     timers.set(id, { fn: fn as (...a: unknown[]) => unknown, args, ms: delay, repeat, owner: run.index });
     host.timer(id, delay);
     return id;
@@ -479,6 +488,9 @@ export function installRuntime(
    * an error that says its value could not be read, never left without an outcome.
    */
   function thrownOutcome(error: unknown): string {
+    // The codec's own refusal of a copy the instance's memory cannot hold (Codec.limitCopies),
+    // left uncaught: the run's ERR_MEMORY_LIMIT. Known by identity: a guest's look-alike is a throw.
+    if (codec.refused(error) && (error as { code?: unknown }).code === "ERR_MEMORY_LIMIT") return failure(error) as string;
     try {
       // Within the output limit, as a value is: unbounded, a thrown 150 MB string was copied
       // whole into the guest's heap and the host's before the host refused it.
@@ -488,6 +500,7 @@ export function installRuntime(
         const message = `the error the guest threw is larger than the limit of ${run.maxOutputChars} bytes`;
         return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
       }
+      if (codec.threw(failed) && (failed as { code?: unknown }).code === "ERR_MEMORY_LIMIT") return failure(failed) as string;
       return 't{"$":"e","n":"Error","m":"Uncaught exception (the thrown value could not be read)"}';
     }
   }
@@ -528,6 +541,7 @@ export function installRuntime(
     run.entered = false;
     run.index = 0;
     run.quiet = false;
+    run.open = true;
     // Nothing of an earlier run on this instance may fire into this one.
     timers.clear();
     pendingCalls.clear();
@@ -618,8 +632,10 @@ export function installRuntime(
 
   /** A run's outcome to the host; a warm-up's goes nowhere (each report would be a host round trip). */
   function report(kind: string, text: string): void {
-    // The run is over: nothing it armed may fire now (a fire already on its way finds nothing).
+    // The run is over: nothing it armed may fire now (a fire already on its way finds nothing),
+    // and nothing may arm more.
     timers.clear();
+    run.open = false;
     if (!run.quiet) host.done(kind, text);
   }
 
@@ -696,6 +712,7 @@ export function installRuntime(
       const runFrom = (start: number, sync: boolean): void => {
         for (let i = start; i < argsTexts.length; i++) {
           run.index = i;
+          run.open = true;
           run.logEntries = 0;
           run.logBytes = 0;
           let outcome: string;
@@ -751,6 +768,7 @@ export function installRuntime(
       // (a spinning one held a warm instance's thread for good), and in a crossing of several
       // calls they fired during later calls, as theirs.
       const ended = (i: number) => {
+        if (run.index === i) run.open = false;
         if (timers.size === 0) return;
         const ids = timers.idsWhere((timer) => timer.owner === i);
         for (let k = 0; k < ids.length; k++) cancel(ids[k]);
