@@ -35,6 +35,8 @@ export interface Codec {
    * failure is one.
    */
   threw(error: unknown): boolean;
+  /** Is `error` one this codec failed with, at any time (a look-alike a guest made is not)? */
+  refused(error: unknown): boolean;
   /** Teach the codec more types (Request, Response, Headers): a tag of one capital letter each. */
   extend(extension: CodecExtension): void;
   /**
@@ -209,6 +211,10 @@ export function createCodec(trusted = false): Codec {
 
   /** The error the latest encode failed with (see `threw`). */
   let lastFailure: unknown;
+  /** Every error this codec failed with: a guest cannot make one (see `refused`). */
+  const failures = new WeakSet<object>();
+  const weakAdd = uncurry(WeakSet.prototype.add) as (set: WeakSet<object>, value: object) => void;
+  const weakHas = uncurry(WeakSet.prototype.has) as (set: WeakSet<object>, value: unknown) => boolean;
   /** See `limitCopies`. */
   let copyCeiling = Number.POSITIVE_INFINITY;
 
@@ -218,6 +224,7 @@ export function createCodec(trusted = false): Codec {
 
   function fail(code: string, path: string, message: string): never {
     const error = new TypeErrorCtor(message);
+    weakAdd(failures, error);
     // Defined, not assigned: a setter a guest put on Object.prototype must not swallow them.
     defineProperty(error, "code", { value: code, writable: true, enumerable: true, configurable: true });
     defineProperty(error, "path", { value: path, writable: true, enumerable: true, configurable: true });
@@ -460,8 +467,13 @@ export function createCodec(trusted = false): Codec {
           message = StringCtor(error.message);
           if (stacks) stackText = error.stack;
         } catch {}
+        // Charged before they are copied, as every string is (a 60 MiB message was copied whole).
+        spend(name.length + message.length + 16);
         let out = `"$":"e","n":${str(name)},"m":${str(message)}`;
-        if (typeof stackText === "string") out += `,"s":${str(stackText)}`;
+        if (typeof stackText === "string") {
+          spend(stackText.length + 6);
+          out += `,"s":${str(stackText)}`;
+        }
         if (hasOwn(error, "cause")) out += `,"c":${at((error as { cause?: unknown }).cause, "cause")}`;
         const nested = (error as { errors?: unknown }).errors;
         if (isArray(nested)) out += `,"a":${at(nested, "errors")}`;
@@ -682,6 +694,9 @@ export function createCodec(trusted = false): Codec {
     },
     threw(error) {
       return error !== undefined && error === lastFailure;
+    },
+    refused(error) {
+      return error !== null && typeof error === "object" && weakHas(failures, error);
     },
     decode(text) {
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so

@@ -55,8 +55,6 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
     let code: ErrorCode = "ERR_USER_CODE";
     if (isMemoryExhaustion(name, message)) code = "ERR_MEMORY_LIMIT";
     else if (fields.code === "ERR_NOT_SERIALIZABLE" && typeof fields.path === "string") code = "ERR_NOT_SERIALIZABLE";
-    // The codec refused a copy larger than the instance's memory allows (codec.limitCopies).
-    else if (fields.code === "ERR_MEMORY_LIMIT" && typeof fields.path === "string") code = "ERR_MEMORY_LIMIT";
     else if (fields.code === "ERR_CAPABILITY_DENIED" && typeof fields.check === "string") code = "ERR_CAPABILITY_DENIED";
     const error: RunError = { code, name, message };
     if (typeof value.stack === "string") error.stack = sanitizeStack(value.stack, guestFiles);

@@ -139,7 +139,7 @@ export class Execution implements InstanceListener, Watched {
     // A line longer than what is left is cut there, not dropped whole: its start is usually
     // what explains it.
     const room = limits.maxLogBytes - this.logBytes[at];
-    const kept = message.length > room ? message.slice(0, room) : message;
+    const kept = message.length > room ? cutAt(message, room) : message;
     if (kept !== message) this.logsTruncated[at] = true;
     this.logBytes[at] += kept.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
@@ -426,4 +426,10 @@ const ENDED = "the sandbox was disposed during the run";
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
+}
+
+/** `text` cut to `length` UTF-16 units, never between the two halves of a surrogate pair. */
+function cutAt(text: string, length: number): string {
+  const code = text.charCodeAt(length - 1);
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? length - 1 : length);
 }

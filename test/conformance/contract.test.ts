@@ -379,6 +379,11 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(bytes.stats.logsTruncated).toBe(true);
       // The line that crosses the cap is cut there, not dropped whole (before: only the notice).
       expect(bytes.logs.map((l) => l.message)).toEqual(["x".repeat(1000), expect.stringMatching(/logs truncated/)]);
+      // Never between the halves of a surrogate pair.
+      const emoji = completed(
+        await sandbox.run({ code: "export default () => { console.log('ab' + '😀'.repeat(3)) }", limits: { maxLogBytes: 5 } }),
+      );
+      expect(emoji.logs[0].message).toBe("ab😀");
     });
 
     it("a logged structure that shares subtrees is cut at the cap while it is formatted, never fails the run", async () => {

@@ -170,7 +170,8 @@ function outcome(result: RunResult): string {
 /**
  * One allocation past a V8 isolate's heap limit is a fatal error that ends the process: with
  * memoryMb 32, a 15 MiB string handed to a host function ended the in-process host (exit 134).
- * The encoder refuses copies over a quarter of the heap before it makes them (Codec.limitCopies).
+ * The encoder refuses copies over memoryMb/8 million characters before it makes them
+ * (Codec.limitCopies: a quarter of the heap for two-byte text).
  * QuickJS and Deno contain such an allocation on their own (wasm memory; a process).
  */
 describe.each(COMBINATIONS.filter((c) => c.options.engine === "v8"))("copies of half the heap on $name", (combo) => {
@@ -181,6 +182,10 @@ describe.each(COMBINATIONS.filter((c) => c.options.engine === "v8"))("copies of 
       `export default async () => record(${big})`,
       `export default () => structuredClone(${big}).length`,
       `export default () => ${big}`,
+      // An Error's message and stack are charged too, and two-byte text at two bytes a character.
+      `export default async () => record([new Error(${big})])`,
+      `export default () => { throw new Error(${big}) }`,
+      "export default () => structuredClone('\\u4e00'.repeat(6 * 1024 * 1024)).length",
     ]) {
       const result = await sandbox.run({ code, globals: { record: async (s: string) => s.length }, limits: LIMITS });
       expect(result.ok ? "completed" : result.error, code).toMatchObject({
@@ -188,13 +193,18 @@ describe.each(COMBINATIONS.filter((c) => c.options.engine === "v8"))("copies of 
         message: expect.stringContaining("too large to copy within the instance's memory limit"),
       });
     }
-    // Below the ceiling (a quarter of the heap) the same copies succeed.
+    // Below the ceiling (memoryMb/8 million characters) the same copies succeed.
     const fits = await sandbox.run({
-      code: "export default async () => record('x'.repeat(7 * 1024 * 1024))",
+      code: "export default async () => record('x'.repeat(3 * 1024 * 1024))",
       globals: { record: async (s: string) => s.length },
       limits: LIMITS,
     });
-    expect(fits.ok && fits.value).toBe(7 * 1024 * 1024);
+    expect(fits.ok && fits.value).toBe(3 * 1024 * 1024);
+    // A guest's look-alike of the refusal is its own throw, not a limit.
+    const forged = await sandbox.run({
+      code: `export default () => { throw Object.assign(new TypeError("x"), { code: "ERR_MEMORY_LIMIT", path: "value" }) }`,
+    });
+    expect(forged.ok ? "completed" : forged.error.code).toBe("ERR_USER_CODE");
   });
 });
 

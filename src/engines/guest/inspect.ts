@@ -35,7 +35,12 @@ export function createInspect(): FormatLogArgs {
     if (left <= 0) return "…";
     switch (typeof value) {
       case "string":
-        if (value.length > left) return depth === 0 ? value.slice(0, left) : `${stringify(value.slice(0, left))}…`;
+        if (value.length > left) {
+          // Never between the halves of a surrogate pair.
+          const code = value.charCodeAt(left - 1);
+          const cut = value.slice(0, code >= 0xd800 && code <= 0xdbff ? left - 1 : left);
+          return depth === 0 ? cut : `${stringify(cut)}…`;
+        }
         return depth === 0 ? value : stringify(value);
       case "number":
         return value === 0 && 1 / value < 0 ? "-0" : StringCtor(value);

@@ -96,8 +96,9 @@ export class V8Instance implements EngineInstance {
       const script = await compileRuntime(isolate);
       const internals = (await script.run(context, { reference: true })) as IVM.Reference<Record<string, unknown>>;
       const get = (name: string) => internals.getSync(name, { reference: true }) as Ref;
-      // No encoding in the isolate may copy more than a quarter of its heap: one allocation past
-      // the heap limit is a V8 fatal error, which ends this whole process (Codec.limitCopies).
+      // No encoding in the isolate may copy more than a quarter of its heap (an eighth in
+      // characters: a two-byte string takes two bytes each): one allocation past the heap limit
+      // is a V8 fatal error, which ends this whole process (Codec.limitCopies).
       await get("limitCopies").apply(undefined, [Math.floor((memoryMb * 1024 * 1024) / COPY_SHARE_OF_HEAP)]);
       const refs = {
         begin: get("begin"),
@@ -375,7 +376,7 @@ async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
  * flattens the string in place (the trick pino's flatstr uses).
  */
 /** An encoding may copy at most 1/COPY_SHARE_OF_HEAP of the heap, in characters. */
-const COPY_SHARE_OF_HEAP = 4;
+const COPY_SHARE_OF_HEAP = 8;
 
 function flat(text: string): string {
   void ((text as unknown as number) | 0);
