@@ -75,7 +75,8 @@ export class FrameReader {
   private failed = false;
 
   constructor(
-    private readonly onMessage: (message: Record<string, unknown>) => void,
+    /** `bytes`: the frame's length, for peers that bound what each kind of frame may carry. */
+    private readonly onMessage: (message: Record<string, unknown>, bytes: number) => void,
     private readonly onError: (reason: string) => void,
   ) {}
 
@@ -103,7 +104,7 @@ export class FrameReader {
       this.expected = undefined;
       const message = body[0] === TEXT_TAIL ? this.readTextFrame(body) : this.readJson(body.toString("utf8"));
       if (message === undefined) return;
-      this.onMessage(message);
+      this.onMessage(message, body.length);
       if (this.failed) return;
     }
   }

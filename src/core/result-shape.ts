@@ -41,7 +41,15 @@ export function readEngineStats(value: unknown, maxPrefixes: number): EngineStat
   const totals = [value.warmInstances, value.idleInstances, value.idleHeapBytes, value.budgetBytes, value.spareInstances];
   if (!totals.every(isCount)) return undefined;
   if (!value.prefixes.every(isPrefixCounts)) return undefined;
-  return value as unknown as EngineStats;
+  // The known fields only: padding a worker adds is not kept.
+  return {
+    warmInstances: value.warmInstances as number,
+    idleInstances: value.idleInstances as number,
+    idleHeapBytes: value.idleHeapBytes as number,
+    budgetBytes: value.budgetBytes as number,
+    spareInstances: value.spareInstances as number,
+    prefixes: (value.prefixes as PrefixCounts[]).map(({ key, warm, idle, busy, queued }) => ({ key, warm, idle, busy, queued })),
+  };
 }
 
 function isPrefixCounts(value: unknown): value is PrefixCounts {

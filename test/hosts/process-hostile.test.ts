@@ -96,6 +96,15 @@ describe("a hostile worker process", () => {
     }
   });
 
+  it("streaming padded frames of a kind that carries no data: retired at the first one", async () => {
+    // Before: 30 MB "bridge-cancel" frames, as fast as the pipe took them, held the host's loop
+    // (1.7 s lags, 44 of 800 ticks) and the worker was never retired.
+    const s = await sandbox("cancel-flood");
+    await until(() => workerPids(s).length === 1);
+    const [pid] = workerPids(s);
+    await until(() => !alive(pid), 5000);
+  });
+
   it("reading nothing while its run's host calls are answered: retired once its backlog stays past 4 MB", async () => {
     const s = await sandbox("bridge-stall");
     const chunk = "x".repeat(64 * 1024);

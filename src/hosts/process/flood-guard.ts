@@ -10,6 +10,11 @@ const STRAY_CALLS_BURST = 100;
 const STRAY_CALLS_PER_SECOND = 20;
 /** Prefixes a stats frame may list beyond the most the host has had prepared in that worker at once. */
 const PREFIX_SLACK = 16;
+/** Frames that carry no caller data ("ready", "bridge-cancel") are this small; stats add this much a prefix. */
+const SMALL_FRAME_BYTES = 4096;
+const STATS_BYTES_PER_PREFIX = 256;
+/** The frames that carry results or host-call arguments, bounded only by the frame limit. */
+const DATA_FRAMES = new Set(["result", "value", "prepared", "bridge-call"]);
 
 /**
  * What a worker can make the host do by writing to its pipe, bounded: a worker a guest has taken
@@ -53,6 +58,17 @@ export class FloodGuard {
     if (this.strayTokens < 1) return "protocol error: a stream of host calls for requests that are over";
     this.strayTokens--;
     return undefined;
+  }
+
+  /**
+   * Any frame that carries no caller data must be small: a worker streaming padded 30 MB
+   * "bridge-cancel" frames held the host's loop (1.7 s lags) and was never retired. Checked
+   * after the frame is parsed, so each such worker costs one parse.
+   */
+  frameSize(type: unknown, bytes: number): string | undefined {
+    if (typeof type === "string" && DATA_FRAMES.has(type)) return undefined;
+    const max = SMALL_FRAME_BYTES + (type === "stats" ? (this.mostPrefixes + PREFIX_SLACK) * STATS_BYTES_PER_PREFIX : 0);
+    return bytes > max ? `protocol error: a "${String(type).slice(0, 32)}" frame of ${bytes} bytes (at most ${max})` : undefined;
   }
 
   /** The host asked for stats: one stats frame may come back. */

@@ -122,9 +122,14 @@ export class WorkerProcess {
         this.kill("ERR_INSTANCE_RESET", "the worker did not start in time");
       }, START_TIMEOUT_MS);
       const reader = new FrameReader(
-        (message) => {
+        (message, bytes) => {
           this.lastHeard = performance.now();
           const event = message as HostEvent;
+          const oversized = this.guard.frameSize(event.t, bytes);
+          if (oversized) {
+            this.retire("ERR_INSTANCE_RESET", oversized);
+            return;
+          }
           if (event.t === "ready" && !this.pid) {
             clearTimeout(timer);
             this.pid = event.pid;
