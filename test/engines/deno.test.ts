@@ -46,6 +46,17 @@ describe("the deno engine", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+    // A cache directory the caller passes is theirs: its web storage is left as it is.
+    const theirs = mkdtempSync(join(tmpdir(), "cordon-test-denodir-"));
+    try {
+      mkdirSync(join(theirs, "location_data", "app"), { recursive: true });
+      writeFileSync(join(theirs, "location_data", "app", "local_storage"), "their data");
+      await using own = await createSandbox({ engine: "deno", spareInstances: 0, deno: { cacheDir: theirs } });
+      expect(completed(await own.run({ code })).value).toEqual(["undefined", "undefined", "undefined"]);
+      expect(readFileSync(join(theirs, "location_data", "app", "local_storage"), "utf8")).toBe("their data");
+    } finally {
+      rmSync(theirs, { recursive: true, force: true });
+    }
   });
 
   it("the shared bootstrap and cache directories are this user's and private; a planted one is not used", () => {

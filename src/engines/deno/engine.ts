@@ -51,7 +51,9 @@ export class DenoEngine implements Engine {
     private readonly options: DenoEngineOptions,
   ) {
     this.cacheDir = options.cacheDir ?? privateTempDir("cordon-deno-cache");
-    closeWebStorage(this.cacheDir);
+    // Only in cordon's own cache directory: a caller's (often their usual DENO_DIR) keeps its
+    // web storage, which their own Deno programs use (the globals are still removed).
+    if (options.cacheDir === undefined) closeWebStorage(this.cacheDir);
     this.spares = new Spares(options.spares, options.memoryMb, (memoryMb) => this.create(memoryMb, []));
     this.residency = new Residency(options.budgetBytes);
     this.functions = new FunctionPool({

@@ -39,5 +39,10 @@ export function closeWebStorage(denoDir: string): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
-  writeFileSync(place, "cordon: web storage is off for guests\n", { flag: "wx" });
+  try {
+    writeFileSync(place, "cordon: web storage is off for guests\n", { flag: "wx" });
+  } catch (error) {
+    // Another cordon process made it first.
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
 }
