@@ -218,6 +218,22 @@ export function createCodec(trusted = false): Codec {
   /** See `limitCopies`. */
   let copyCeiling = Number.POSITIVE_INFINITY;
 
+  /** The length of JSON.stringify(text), counted without making it; past `stopAt`, a length past it. */
+  function jsonLength(text: string, stopAt: number): number {
+    let n = 2;
+    for (let i = 0; i < text.length && n <= stopAt; i++) {
+      const c = charCodeOf(text, i);
+      if (c < 0x20) n += c === 8 || c === 9 || c === 10 || c === 12 || c === 13 ? 2 : 6;
+      else if (c === 0x22 || c === 0x5c) n += 2;
+      else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (charCodeOf(text, i + 1) & 0xfc00) === 0xdc00) {
+        n += 2;
+        i++;
+      } else if (c >= 0xd800 && c <= 0xdfff) n += 6;
+      else n += 1;
+    }
+    return n;
+  }
+
   function tooLargeToCopy(rootPath: string): string {
     return `${rootPath} is too large to copy within the instance's memory limit (more than ${copyCeiling} characters)`;
   }
@@ -289,6 +305,21 @@ export function createCodec(trusted = false): Codec {
       fail("ERR_OUTPUT_TOO_LARGE", pathOf(), `${rootPath} is larger than the limit of ${maxChars} bytes`);
     };
     const str = (text: string) => stringify(StringCtor(text)) as string;
+    /**
+     * `text` as a JSON string, charged at its written length (+ `extra`). Escapes make the copy up
+     * to six times the text (a control character is `\u0001`): when that worst case would pass
+     * what is left, the written length is counted before copying (found by review: a string of
+     * control characters under the copy ceiling aborted the in-process host); else the copy is
+     * made and charged as it is.
+     */
+    const quoted = (text: string, extra = 0): string => {
+      const worst = text.length * 6 + 2 + extra > budget;
+      // Over even unescaped: refused without counting (spend throws).
+      if (worst) spend(text.length + 2 + extra > budget ? text.length + 2 + extra : jsonLength(text, budget) + extra);
+      const out = str(text);
+      if (!worst) spend(out.length + extra);
+      return out;
+    };
 
     /** Walk a child value; a key starting with NUL is appended to the path as it is. */
     function at(value: unknown, key: string | number): string {
@@ -303,8 +334,7 @@ export function createCodec(trusted = false): Codec {
     function walk(value: unknown): string {
       switch (typeof value) {
         case "string":
-          spend(value.length + 2);
-          return str(value);
+          return quoted(value);
         case "boolean":
           spend(5);
           return value ? "true" : "false";
@@ -435,8 +465,7 @@ export function createCodec(trusted = false): Codec {
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i];
         if (key === "$") escaped = true;
-        spend(key.length + 3);
-        out += `${out ? "," : ""}${str(key)}:${at((value as Record<string, unknown>)[key], key)}`;
+        out += `${out ? "," : ""}${quoted(key, 1)}:${at((value as Record<string, unknown>)[key], key)}`;
       }
       // A plain object with its own "$" key is escaped, so no guest value can forge a tag.
       return escaped ? `{"$":"o","v":{${out}}}` : `{${out}}`;
@@ -467,13 +496,9 @@ export function createCodec(trusted = false): Codec {
           message = StringCtor(error.message);
           if (stacks) stackText = error.stack;
         } catch {}
-        // Charged before they are copied, as every string is (a 60 MiB message was copied whole).
-        spend(name.length + message.length + 16);
-        let out = `"$":"e","n":${str(name)},"m":${str(message)}`;
-        if (typeof stackText === "string") {
-          spend(stackText.length + 6);
-          out += `,"s":${str(stackText)}`;
-        }
+        // Charged as every string is (a 60 MiB message was copied whole).
+        let out = `"$":"e","n":${quoted(name, 8)},"m":${quoted(message, 5)}`;
+        if (typeof stackText === "string") out += `,"s":${quoted(stackText, 5)}`;
         if (hasOwn(error, "cause")) out += `,"c":${at((error as { cause?: unknown }).cause, "cause")}`;
         const nested = (error as { errors?: unknown }).errors;
         if (isArray(nested)) out += `,"a":${at(nested, "errors")}`;
@@ -654,11 +679,17 @@ export function createCodec(trusted = false): Codec {
     // A primitive root needs no walk, whose setup is most of its cost in an interpreter
     // (measured in QuickJS: 9.5 µs to encode 1, 0.5 µs this way). JSON.stringify of a string
     // never consults toJSON (only objects and BigInts have it called), so no tag can be forged.
-    // A string over the limit is refused before JSON.stringify copies it: the caller's limit when
-    // it is the lower one, else the copy ceiling.
-    if (typeof value === "string" && value.length + 2 > maxChars && maxChars <= copyCeiling)
-      fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
-    if (typeof value === "string" && value.length + 2 > copyCeiling) fail("ERR_MEMORY_LIMIT", rootPath, tooLargeToCopy(rootPath));
+    // A string over the limit is refused before JSON.stringify copies it (escapes counted): the
+    // caller's limit when it is the lower one, else the copy ceiling.
+    if (typeof value === "string") {
+      // biome-ignore lint/complexity/useMathMinMax: Math is the guest's to replace in its realm.
+      const limit = maxChars <= copyCeiling ? maxChars : copyCeiling;
+      if (value.length * 6 + 2 > limit && (value.length + 2 > limit || jsonLength(value, limit) > limit)) {
+        if (maxChars <= copyCeiling)
+          fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+        fail("ERR_MEMORY_LIMIT", rootPath, tooLargeToCopy(rootPath));
+      }
+    }
     const primitive = primitiveText(value);
     if (primitive !== undefined) {
       const text = primitive;

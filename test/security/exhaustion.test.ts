@@ -186,6 +186,9 @@ describe.each(COMBINATIONS.filter((c) => c.options.engine === "v8"))("copies of 
       `export default async () => record([new Error(${big})])`,
       `export default () => { throw new Error(${big}) }`,
       "export default () => structuredClone('\\u4e00'.repeat(6 * 1024 * 1024)).length",
+      // Under the ceiling as text, six times over it once escaped (\u0001 each).
+      "export default async () => record('\\x01'.repeat(4 * 1024 * 1024 - 64))",
+      "export default async () => record(new Map([['\\x01'.repeat(4 * 1024 * 1024 - 64), 1]]))",
     ]) {
       const result = await sandbox.run({ code, globals: { record: async (s: string) => s.length }, limits: LIMITS });
       expect(result.ok ? "completed" : result.error, code).toMatchObject({
