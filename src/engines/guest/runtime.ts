@@ -387,10 +387,20 @@ export function installRuntime(
   function failure(error: unknown): string | undefined {
     if (!codec.threw(error)) return undefined;
     const code = (error as { code?: unknown }).code;
-    if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT") {
-      return `f{"code":${stringify(StringCtor(code))},"message":${stringify(StringCtor((error as Error).message))}}`;
-    }
+    if (code === "ERR_NOT_SERIALIZABLE" || code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT")
+      return refusalOutcome(error);
     return undefined;
+  }
+
+  /** The "f" outcome of one of the codec's own refusals: its code and message. */
+  function refusalOutcome(error: unknown): string {
+    const { code, message } = error as { code: unknown; message: unknown };
+    return `f{"code":${stringify(StringCtor(code))},"message":${stringify(StringCtor(message))}}`;
+  }
+
+  /** One of the codec's copy refusals (Codec.limitCopies), known by identity at any later time. */
+  function refusedCopy(error: unknown): boolean {
+    return codec.refused(error) && (error as { code?: unknown }).code === "ERR_MEMORY_LIMIT";
   }
 
   /**
@@ -488,19 +498,19 @@ export function installRuntime(
    * an error that says its value could not be read, never left without an outcome.
    */
   function thrownOutcome(error: unknown): string {
-    // The codec's own refusal of a copy the instance's memory cannot hold (Codec.limitCopies),
-    // left uncaught: the run's ERR_MEMORY_LIMIT. Known by identity: a guest's look-alike is a throw.
-    if (codec.refused(error) && (error as { code?: unknown }).code === "ERR_MEMORY_LIMIT") return failure(error) as string;
+    // The codec's own refusal of a copy the instance's memory cannot hold, left uncaught (maybe
+    // after other encodings): the run's ERR_MEMORY_LIMIT. A guest's look-alike is a throw.
+    if (refusedCopy(error)) return refusalOutcome(error);
     try {
       // Within the output limit, as a value is: unbounded, a thrown 150 MB string was copied
       // whole into the guest's heap and the host's before the host refused it.
       return `t${codec.encodeError(error, true, run.maxOutputChars)}`;
-    } catch (failed) {
-      if (codec.threw(failed) && (failed as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") {
+    } catch (encoding) {
+      if (codec.threw(encoding) && (encoding as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") {
         const message = `the error the guest threw is larger than the limit of ${run.maxOutputChars} bytes`;
         return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
       }
-      if (codec.threw(failed) && (failed as { code?: unknown }).code === "ERR_MEMORY_LIMIT") return failure(failed) as string;
+      if (refusedCopy(encoding)) return refusalOutcome(encoding);
       return 't{"$":"e","n":"Error","m":"Uncaught exception (the thrown value could not be read)"}';
     }
   }
