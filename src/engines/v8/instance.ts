@@ -17,6 +17,12 @@ import { syncCall } from "./sync-call.js";
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
 
+/**
+ * Characters an encoding in the isolate may write, per byte of its heap limit: an eighth, so a
+ * copy of two-byte text takes at most a quarter of the heap.
+ */
+const COPY_CHARS_PER_HEAP_BYTE = 1 / 8;
+
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
 export interface V8InstanceOptions {
@@ -96,10 +102,9 @@ export class V8Instance implements EngineInstance {
       const script = await compileRuntime(isolate);
       const internals = (await script.run(context, { reference: true })) as IVM.Reference<Record<string, unknown>>;
       const get = (name: string) => internals.getSync(name, { reference: true }) as Ref;
-      // No encoding in the isolate may copy more than a quarter of its heap (an eighth in
-      // characters: a two-byte string takes two bytes each): one allocation past the heap limit
-      // is a V8 fatal error, which ends this whole process (Codec.limitCopies).
-      await get("limitCopies").apply(undefined, [Math.floor((memoryMb * 1024 * 1024) / COPY_SHARE_OF_HEAP)]);
+      // One allocation past the heap limit is a V8 fatal error, which ends this whole process:
+      // no encoding in the isolate may copy more than COPY_CHARS_PER_HEAP_BYTE (Codec.limitCopies).
+      await get("limitCopies").apply(undefined, [Math.floor(memoryMb * 1024 * 1024 * COPY_CHARS_PER_HEAP_BYTE)]);
       const refs = {
         begin: get("begin"),
         install: get("install"),
@@ -375,9 +380,6 @@ async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
  * and flattened; one event 6.5 µs vs 4.6 µs. Converting to a number reads the characters, which
  * flattens the string in place (the trick pino's flatstr uses).
  */
-/** An encoding may copy at most 1/COPY_SHARE_OF_HEAP of the heap, in characters. */
-const COPY_SHARE_OF_HEAP = 8;
-
 function flat(text: string): string {
   void ((text as unknown as number) | 0);
   return text;
