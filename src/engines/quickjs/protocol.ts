@@ -5,10 +5,10 @@ import type { RunMode } from "../../core/engine.js";
  * (`id`); a request that expects an answer carries `seq`, echoed in its `reply`.
  */
 /**
- * The shared memory of an instance (`control` in "create"): Int32 [0] the stop flag (the interrupt
- * handler reads it), Int32 [1] a version of what follows (odd while the worker writes it),
- * Float64 [1] the CPU time counted over finished crossings (ms), Float64 [2] when the current
- * crossing entered (ms of process.hrtime, 0 between crossings). worker.ts hard-codes the size
+ * The shared memory of an instance (`control` in "create"): bytes 0–3 (Int32) the stop flag (the
+ * interrupt handler reads it), bytes 4–7 (Int32) a version of what follows (odd while the worker
+ * writes it), bytes 8–15 (Float64) the CPU time counted over finished crossings (ms), bytes 16–23
+ * (Float64) when the current crossing entered (ms of process.hrtime, 0 between crossings). worker.ts hard-codes the size
  * (it is evaluated from its source and cannot import this).
  */
 export const CONTROL_BYTES = 24;
