@@ -236,9 +236,11 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
     const allowed = Array.isArray(bomb.expect) ? bomb.expect : [bomb.expect];
     expect(allowed, JSON.stringify(result.ok ? result.stats : result.error)).toContain(outcome(result));
     expect(elapsed).toBeLessThan((bomb.withinMs ?? LIMITS.wallTimeMs) + SLACK_MS);
-    // The host's event loop kept running while the guest spun.
-    // Generous: a shared 2-core machine may starve the timer, but a frozen loop shows no ticks at all.
-    if (elapsed > 200) expect(ticks).toBeGreaterThan(elapsed / 10 / 8);
+    // The host's event loop kept running while the guest spun. A loop frozen for the whole run
+    // fires the 10 ms ticker at most once, after it thaws; a live one fires it more often, though
+    // on a shared 2-core machine a bomb that floods the host with calls (its own legitimate work)
+    // can leave it as few as 4 ticks in 330 ms, so no rate is asserted.
+    if (elapsed > 200) expect(ticks).toBeGreaterThanOrEqual(2);
     const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
     expect(next.ok && next.value).toBe(2);
   });
