@@ -1,3 +1,4 @@
+import { Resolver } from "node:dns";
 import type { ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
 import { takeBody } from "./core/fetch-wire.js";
@@ -47,6 +48,7 @@ export async function brokeredFetch(
     rules: net,
     allow: ceiling,
     internalOrigins: policy.net?.internalOrigins,
+    resolve: await egressResolve(policy),
     maxRedirects: policy.net?.maxRedirects,
     timeoutMs: Math.ceil(limits.wallTimeMs),
     // A response must fit one host call once encoded (base64 and framing add about a third): past
@@ -125,11 +127,20 @@ export async function importHosts(capabilities: unknown, policy: SandboxPolicy):
   return egress.importAllowList(policy.net?.allow ?? null, hosts as string[]);
 }
 
+/** The egress's resolver: c-ares against `policy.net.dnsServers` when given; undefined: the system's servers. */
+export async function egressResolve(policy: SandboxPolicy): Promise<import("./egress/index.js").Resolve | undefined> {
+  const servers = policy.net?.dnsServers;
+  if (servers === undefined) return undefined;
+  const egress = await import("./egress/index.js");
+  return egress.createSystemResolve({ servers });
+}
+
 /** Check `policy.net` up front: a malformed ceiling or origin is misconfiguration. */
 export async function checkNetPolicy(net: unknown): Promise<void> {
   if (net === undefined) return;
   checkObject(net, "policy.net");
-  checkKnownKeys(net, ["allow", "internalOrigins", "maxRedirects"], "policy.net");
+  checkKnownKeys(net, ["allow", "internalOrigins", "maxRedirects", "dnsServers"], "policy.net");
+  if (net.dnsServers !== undefined) checkDnsServers(net.dnsServers);
   if (
     net.maxRedirects !== undefined &&
     (!Number.isInteger(net.maxRedirects) || (net.maxRedirects as number) < 0 || (net.maxRedirects as number) > 20)
@@ -147,5 +158,17 @@ export async function checkNetPolicy(net: unknown): Promise<void> {
     if (!Array.isArray(net.internalOrigins) || net.internalOrigins.some((o) => typeof o !== "string")) {
       throw new TypeError("cordon: policy.net.internalOrigins must be an array of origins (scheme://host:port)");
     }
+  }
+}
+
+/** `policy.net.dnsServers`: addresses with an optional port (`"10.0.0.2"`, `"127.0.0.1:5353"`, `"[::1]:53"`), as c-ares takes them. */
+function checkDnsServers(servers: unknown): void {
+  const message =
+    'cordon: policy.net.dnsServers must be a non-empty array of DNS server addresses ("10.0.0.2", "127.0.0.1:5353")';
+  if (!Array.isArray(servers) || servers.length === 0 || servers.some((s) => typeof s !== "string")) throw new TypeError(message);
+  try {
+    new Resolver().setServers(servers as string[]);
+  } catch (error) {
+    throw new TypeError(`${message}: ${(error as Error).message}`);
   }
 }

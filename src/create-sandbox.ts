@@ -12,7 +12,7 @@ import { ENGINES, environmentDefaults, HOSTS } from "./core/selection.js";
 import type { EngineName, HostName, RemoteOptions, SandboxOptions } from "./core/types.js";
 import type { PooledEngineOptions } from "./engines/pooled-engine.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
-import { checkNetPolicy } from "./capabilities.js";
+import { checkNetPolicy, egressResolve } from "./capabilities.js";
 import { Sandbox } from "./sandbox.js";
 
 type ConcreteHost = Exclude<HostName, "auto">;
@@ -114,7 +114,8 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
     const deno = checkDeno(checked.deno);
     const { createDenoEngine } = await import("./engines/deno/engine.js");
     const { cachedOnly, cacheDir, ...functions } = deno;
-    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir });
+    const importProxy = { internalOrigins: policy.net?.internalOrigins, resolve: await egressResolve(policy) };
+    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir, importProxy });
   } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
     // The workers' engines never poll: with the pipe polled too that made three spinning threads

@@ -38,6 +38,12 @@ export interface SandboxPolicy {
     internalOrigins?: string[];
     /** Redirects the egress follows, each hop checked again (credentials dropped across origins). Default 0: the guest sees the 3xx. */
     maxRedirects?: number;
+    /**
+     * The DNS servers the egress asks (fetch, and the deno engine's remote imports), as
+     * addresses with an optional port: `["10.0.0.2", "127.0.0.1:5353"]`. Default: the system's.
+     * Asked with c-ares; /etc/hosts is not read either way.
+     */
+    dnsServers?: string[];
   };
 }
 

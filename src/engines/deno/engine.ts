@@ -13,6 +13,7 @@ import { DenoInstance } from "./instance.js";
 import { FunctionPool, type FunctionPoolOptions } from "./pool.js";
 import { closeWebStorage, privateTempDir } from "./private-dir.js";
 import { denoBinary } from "./script.js";
+import type { ImportProxy, ImportProxyOptions } from "../../egress/import-proxy.js";
 
 export interface DenoEngineOptions extends PooledEngineOptions {
   functions?: Partial<FunctionPoolOptions>;
@@ -20,7 +21,16 @@ export interface DenoEngineOptions extends PooledEngineOptions {
   cacheDir?: string;
   /** Deno loads npm packages and remote modules only from the cache (it fetches nothing itself). */
   cachedOnly?: boolean;
+  /** How the import proxy checks remote imports: `policy.net`'s internalOrigins and DNS servers. */
+  importProxy?: Pick<ImportProxyOptions, "internalOrigins" | "resolve">;
 }
+
+/**
+ * Where Deno fetches `npm:` packages from (NPM_CONFIG_REGISTRY is never set for it). A process
+ * that may import remote modules fetches through the import proxy, so the proxy lets it reach
+ * the registry too (checked and pinned like any import host).
+ */
+const NPM_REGISTRY = "registry.npmjs.org:443";
 
 /** The deno engine: a Deno process per function, with cordon's limits, egress and bridge. */
 export function createDenoEngine(options: DenoEngineOptions): DenoEngine {
@@ -45,6 +55,8 @@ export class DenoEngine implements Engine {
   /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
   private readonly running = new RunningExecutions();
   private disposed = false;
+  /** Started with the first process that may import remote modules; Deno fetches them through it. */
+  private importProxy: Promise<ImportProxy> | undefined;
 
   constructor(
     private readonly binary: string,
@@ -66,20 +78,39 @@ export class DenoEngine implements Engine {
   private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the deno engine has been disposed");
     const { cacheDir, options } = this;
-    // Live from its spawn, not from its first answer: dispose() must end processes still
-    // starting too (it returned while 2–4 of them ran on, found by review).
-    const instance = await DenoInstance.create(
-      { binary: this.binary, memoryMb, importHosts, cacheDir, cachedOnly: options.cachedOnly },
-      (spawned) => {
-        this.live.add(spawned);
-        spawned.process.child.once("exit", () => this.live.delete(spawned));
-      },
-    );
+    // Remote imports go through the import proxy, which resolves and checks each name itself:
+    // Deno, left to resolve them, reached any address a permitted name's DNS pointed at.
+    const grant = importHosts.length > 0 ? (await this.proxy()).grant([...importHosts, NPM_REGISTRY]) : undefined;
+    let instance: DenoInstance;
+    try {
+      // Live from its spawn, not from its first answer: dispose() must end processes still
+      // starting too (it returned while 2–4 of them ran on, found by review).
+      instance = await DenoInstance.create(
+        { binary: this.binary, memoryMb, importHosts, cacheDir, cachedOnly: options.cachedOnly, importGrant: grant },
+        (spawned) => {
+          this.live.add(spawned);
+          spawned.process.child.once("exit", () => {
+            this.live.delete(spawned);
+            grant?.revoke();
+          });
+        },
+      );
+    } catch (error) {
+      grant?.revoke();
+      throw error;
+    }
     // Warm prefixes too end a process after maxInvocations uses: each prefix run adds a module
     // instance Deno never frees.
     instance.maxUses = options.functions?.maxInvocations ?? 1000;
     if (this.disposed) instance.dispose();
     return instance;
+  }
+
+  private proxy(): Promise<ImportProxy> {
+    this.importProxy ??= import("../../egress/import-proxy.js").then(({ ImportProxy }) =>
+      ImportProxy.start(this.options.importProxy),
+    );
+    return this.importProxy;
   }
 
   /** A started process for a new function: a spare when one fits (no start-up on the critical path). */
@@ -190,6 +221,10 @@ export class DenoEngine implements Engine {
     );
     await Promise.all(exits);
     this.live.clear();
+    await this.importProxy?.then(
+      (proxy) => proxy.close(),
+      () => {},
+    );
   }
 }
 

@@ -90,6 +90,19 @@ export class DenoInstance implements EngineInstance {
     this.idleSince = listener === undefined ? { cpu: this.process.cpuTimeNs() } : undefined;
   }
 
+  /**
+   * Why the import proxy turned away a fetch of the module Deno could not load: Deno itself says
+   * only "unsuccessful tunnel" or the status. The latest refusal of a host the message names.
+   */
+  private importRefusal(message: string): string {
+    const refusals = this.process.options.importGrant?.refusals ?? [];
+    for (let i = refusals.length - 1; i >= 0; i--) {
+      const { host, reason } = refusals[i];
+      if (host !== "" && message.includes(host)) return ` (cordon's import proxy refused it: ${reason})`;
+    }
+    return "";
+  }
+
   get importHosts(): readonly string[] {
     return this.process.options.importHosts;
   }
@@ -252,7 +265,8 @@ export class DenoInstance implements EngineInstance {
         return;
       case "threw": {
         if (message.code === "ERR_MODULE_NOT_FOUND") {
-          listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", this.guestNames(String(message.message))));
+          const text = this.guestNames(String(message.message));
+          listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", `${text}${this.importRefusal(text)}`));
           return;
         }
         let error: unknown;

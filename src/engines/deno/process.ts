@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
+import type { ImportGrant } from "../../egress/import-proxy.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
 /** Deno's default `--allow-import` hosts: leaving the flag out allows these, so they are denied by name. */
@@ -31,6 +32,8 @@ export interface DenoProcessOptions {
   cacheDir: string;
   /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
   cachedOnly?: boolean;
+  /** With import hosts: the import proxy's grant, whose HTTPS_PROXY and HTTP_PROXY Deno fetches through. */
+  importGrant?: ImportGrant;
 }
 
 /** The command line of a guest's Deno process: every permission denied but its private directory. */
@@ -84,8 +87,9 @@ export class DenoProcess {
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main));
     this.child = spawn(command, args, {
       cwd: this.dir,
-      // Nothing of the host's environment; Deno itself reads where its cache is.
-      env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+      // Nothing of the host's environment; Deno itself reads where its cache is, and, with import
+      // hosts, the import proxy's address with this process's credentials.
+      env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
       stdio: ["pipe", "pipe", "pipe"],
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
       // it mid-run while the host drains. It still dies with the host (pdeathsig, or its stdin).

@@ -1,0 +1,215 @@
+import http from "node:http";
+import net from "node:net";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type ImportGrant, ImportProxy } from "../../src/egress/import-proxy.js";
+import { type Listener, listen, tableResolver } from "./helpers.js";
+
+let local: Listener;
+let proxy: ImportProxy;
+let grant: ImportGrant;
+let resolver: ReturnType<typeof tableResolver>;
+
+beforeAll(async () => {
+  local = await listen("127.0.0.1");
+});
+afterAll(async () => {
+  await local.close();
+});
+
+beforeEach(async () => {
+  resolver = tableResolver({
+    "mod.test": ["127.0.0.1"],
+    "inside.test": ["127.0.0.1"],
+    "mixed.test": ["93.184.215.14", "10.0.0.7"],
+    "metadata.test": ["169.254.169.254"],
+    "mapped.test": ["::ffff:127.0.0.1"],
+  });
+  proxy = await ImportProxy.start({
+    resolve: resolver.resolve,
+    internalOrigins: [`https://mod.test:${local.port}`, `http://mod.test:${local.port}`],
+    connectTimeoutMs: 2000,
+  });
+  grant = proxy.grant([`mod.test:${local.port}`, "inside.test", "mixed.test", "metadata.test", "mapped.test"]);
+});
+afterEach(async () => {
+  await proxy.close();
+});
+
+/** The proxy URL's credentials, as Deno sends them. */
+function credentials(of: ImportGrant = grant): string {
+  const url = new URL(of.env.HTTPS_PROXY);
+  return `Basic ${Buffer.from(`${url.username}:${url.password}`).toString("base64")}`;
+}
+
+/** CONNECT through the proxy: its status, the refusal header, and the tunnel when it opened. */
+function connect(target: string, auth: string | null = credentials()) {
+  return new Promise<{ status: number; refusal: string | undefined; socket: net.Socket }>((resolve, reject) => {
+    const req = http.request({
+      host: "127.0.0.1",
+      port: proxy.port,
+      method: "CONNECT",
+      path: target,
+      headers: auth === null ? {} : { "proxy-authorization": auth },
+    });
+    req.on("connect", (res, socket) =>
+      resolve({ status: res.statusCode ?? 0, refusal: res.headers["x-cordon-refusal"] as string | undefined, socket }),
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** A plain HTTP request over an open tunnel (the local listener speaks HTTP, not TLS). */
+function overTunnel(socket: net.Socket, host: string, path: string) {
+  return new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request({ createConnection: () => socket, path, headers: { host } });
+    req.on("response", async (res) => {
+      let body = "";
+      for await (const chunk of res) body += chunk;
+      resolve({ status: res.statusCode ?? 0, body });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** An absolute-form request to the proxy, as Deno makes for a plain-http import. */
+function viaProxy(url: string, options: { method?: string; auth?: string } = {}) {
+  return new Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+    const req = http.request({
+      host: "127.0.0.1",
+      port: proxy.port,
+      method: options.method ?? "GET",
+      path: url,
+      headers: { "proxy-authorization": options.auth ?? credentials(), "x-kept": "yes" },
+    });
+    req.on("response", async (res) => {
+      let body = "";
+      for await (const chunk of res) body += chunk;
+      resolve({ status: res.statusCode ?? 0, body, headers: res.headers });
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("the import proxy: tunnels (https imports)", () => {
+  it("opens a tunnel to the address it checked, resolving the name once", async () => {
+    const before = local.connections;
+    const { status, socket } = await connect(`mod.test:${local.port}`);
+    expect(status).toBe(200);
+    const answer = await overTunnel(socket, `mod.test:${local.port}`, "/echo");
+    socket.destroy();
+    expect(answer.status).toBe(200);
+    const seen = JSON.parse(answer.body);
+    expect(seen.headers.host).toBe(`mod.test:${local.port}`);
+    expect(seen.headers["proxy-authorization"]).toBeUndefined();
+    expect(local.connections).toBe(before + 1);
+    expect(resolver.calls).toEqual(["mod.test"]);
+  });
+
+  it("refuses a name whose DNS points at a special address, and connects nowhere", async () => {
+    const before = local.connections;
+    for (const [name, verdict] of [
+      ["inside.test", "loopback"],
+      ["mixed.test", "private"],
+      ["metadata.test", "metadata"],
+      ["mapped.test", "ipv4-mapped:loopback"],
+    ]) {
+      const { status, refusal } = await connect(`${name}:${local.port}`);
+      expect(status, name).toBe(403);
+      expect(refusal, name).toMatch(new RegExp(`${name} resolves to .*${verdict}`));
+    }
+    expect(local.connections).toBe(before);
+    expect(grant.refusals.map((r) => r.host)).toEqual(["inside.test", "mixed.test", "metadata.test", "mapped.test"]);
+  });
+
+  it("refuses hosts and ports the grant does not name, before resolving them", async () => {
+    for (const target of [`other.test:${local.port}`, "mod.test:443", `MOD.test:${local.port + 1}`]) {
+      const { status, refusal } = await connect(target);
+      expect(status, target).toBe(403);
+      expect(refusal, target).toMatch(/is not in capabilities\.import/);
+    }
+    expect(resolver.calls).toEqual([]);
+    // A port-less entry is any port, as Deno reads --allow-import (and checked all the same).
+    expect((await connect("inside.test:8443")).status).toBe(403);
+    expect(resolver.calls).toEqual(["inside.test"]);
+  });
+
+  it("needs this grant's credentials, and a revoked grant's are refused and its tunnels closed", async () => {
+    expect((await connect(`mod.test:${local.port}`, null)).status).toBe(407);
+    expect((await connect(`mod.test:${local.port}`, "Basic bm9ib2R5Om5vdGhpbmc=")).status).toBe(407);
+    const other = proxy.grant(["elsewhere.test"]);
+    expect((await connect(`mod.test:${local.port}`, credentials(other))).status).toBe(403);
+    const open = await connect(`mod.test:${local.port}`);
+    expect(open.status).toBe(200);
+    const closed = new Promise((resolve) => open.socket.once("close", resolve));
+    grant.revoke();
+    await closed;
+    expect((await connect(`mod.test:${local.port}`)).status).toBe(407);
+    expect(resolver.calls).toEqual(["mod.test"]);
+  });
+
+  it("refuses malformed targets with 400 and keeps serving", async () => {
+    for (const target of ["mod.test", `user@mod.test:${local.port}`, "mod.test:99999", "mod.test:80/x", ":443"]) {
+      expect((await connect(target)).status, target).toBe(400);
+    }
+    // Garbage on a raw socket ends that connection, not the proxy.
+    const raw = net.connect(proxy.port, "127.0.0.1");
+    raw.on("error", () => {});
+    raw.resume();
+    raw.end("CONNECT \u0000\r\n\r\n\r\n");
+    await new Promise((resolve) => raw.once("close", resolve));
+    expect((await connect(`mod.test:${local.port}`)).status).toBe(200);
+  });
+
+  it("fails closed when the name does not resolve", async () => {
+    const proxyWithGap = proxy.grant(["nowhere.test"]);
+    const { status, refusal } = await connect("nowhere.test:443", credentials(proxyWithGap));
+    expect(status).toBe(502);
+    expect(refusal).toMatch(/resolving "nowhere\.test" failed/);
+  });
+
+  it("holds at most maxOpenPerGrant tunnels for one grant", async () => {
+    await proxy.close();
+    proxy = await ImportProxy.start({
+      resolve: resolver.resolve,
+      internalOrigins: [`https://mod.test:${local.port}`],
+      maxOpenPerGrant: 2,
+    });
+    grant = proxy.grant([`mod.test:${local.port}`]);
+    const first = await connect(`mod.test:${local.port}`);
+    const second = await connect(`mod.test:${local.port}`);
+    const third = await connect(`mod.test:${local.port}`);
+    expect([first.status, second.status, third.status]).toEqual([200, 200, 503]);
+    first.socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await connect(`mod.test:${local.port}`)).status).toBe(200);
+  });
+});
+
+describe("the import proxy: plain-http imports", () => {
+  it("forwards a GET to the checked address with the URL's Host, and not the proxy's credentials", async () => {
+    const answer = await viaProxy(`http://mod.test:${local.port}/echo?q=1`);
+    expect(answer.status).toBe(200);
+    const seen = JSON.parse(answer.body);
+    expect(seen.url).toBe("/echo?q=1");
+    expect(seen.headers.host).toBe(`mod.test:${local.port}`);
+    expect(seen.headers["x-kept"]).toBe("yes");
+    expect(seen.headers["proxy-authorization"]).toBeUndefined();
+  });
+
+  it("refuses special addresses, other hosts, other methods and other schemes, with a reason", async () => {
+    const before = local.requests.length;
+    const loopback = await viaProxy(`http://inside.test:${local.port}/echo`);
+    expect(loopback.status).toBe(403);
+    expect(loopback.body).toMatch(/inside\.test resolves to 127\.0\.0\.1, which is loopback/);
+    expect((await viaProxy(`http://other.test:${local.port}/echo`)).status).toBe(403);
+    expect((await viaProxy(`http://mod.test:${local.port}/echo`, { method: "POST" })).status).toBe(405);
+    expect((await viaProxy(`https://mod.test:${local.port}/echo`)).status).toBe(400);
+    expect((await viaProxy(`http://u:p@mod.test:${local.port}/echo`)).status).toBe(400);
+    expect((await viaProxy("/echo")).status).toBe(400);
+    expect((await viaProxy(`http://mod.test:${local.port}/echo`, { auth: "Basic Y29yZG9uOng=" })).status).toBe(407);
+    expect(local.requests.length).toBe(before);
+  });
+});

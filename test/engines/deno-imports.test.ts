@@ -1,0 +1,77 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSandbox, type Sandbox } from "../../src/index.js";
+import { completed, failed } from "../conformance/results.js";
+import { dnsServer } from "../egress/dns-server.js";
+
+// The deno engine's remote imports go through cordon's import proxy (src/egress/import-proxy.ts):
+// Deno resolves no name itself. The names below live only in a DNS server on 127.0.0.1 that
+// cordon is pointed at (policy.net.dnsServers); Deno, asking the system's DNS, could not reach them.
+describe("deno: remote imports through the import proxy", () => {
+  let server: Server;
+  let port: number;
+  const served: string[] = [];
+  let dns: Awaited<ReturnType<typeof dnsServer>>;
+  let sandbox: Sandbox;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      served.push(`${req.headers.host} ${req.url}`);
+      res.writeHead(200, { "content-type": "application/javascript" });
+      res.end("export default 'fetched through the proxy';");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    port = (server.address() as AddressInfo).port;
+    dns = await dnsServer({
+      "modules.cordon.test": { A: ["127.0.0.1"] },
+      "rebound.cordon.test": { A: ["127.0.0.1"] },
+      "inside.cordon.test": { A: ["93.184.215.14", "10.1.2.3"] },
+    });
+    sandbox = await createSandbox({
+      engine: "deno",
+      spareInstances: 0,
+      policy: { net: { dnsServers: [dns.server], internalOrigins: [`http://modules.cordon.test:${port}`] } },
+    });
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+    dns.close();
+    server.close();
+  });
+
+  const importing = (url: string) => `import v from ${JSON.stringify(url)}; export default () => v;`;
+  const limits = { wallTimeMs: 20_000 };
+
+  it("an exempt origin's module arrives, fetched from the address cordon resolved", async () => {
+    const url = `http://modules.cordon.test:${port}/m.js?${Date.now()}`;
+    const result = await sandbox.run({ code: importing(url), capabilities: { import: [`modules.cordon.test:${port}`] }, limits });
+    expect(completed(result).value).toBe("fetched through the proxy");
+    expect(served).toContain(`modules.cordon.test:${port} /m.js?${url.split("?")[1]}`);
+    expect(dns.queries).toContain("A modules.cordon.test");
+  });
+
+  it("a permitted name whose DNS points at a special address is refused, over http and https, and nothing is fetched", async () => {
+    const before = served.length;
+    for (const [host, address] of [
+      ["rebound.cordon.test", "127.0.0.1, which is loopback"],
+      ["inside.cordon.test", "10.1.2.3, which is private"],
+    ]) {
+      for (const scheme of ["http", "https"]) {
+        const url = `${scheme}://${host}:${port}/m.js?${Date.now()}`;
+        const result = failed(await sandbox.run({ code: importing(url), capabilities: { import: [`${host}:${port}`] }, limits }));
+        expect(result.error.code, url).toBe("ERR_MODULE_NOT_FOUND");
+        expect(result.error.message, url).toContain(`cordon's import proxy refused it: ${host} resolves to ${address}`);
+      }
+    }
+    expect(served.length).toBe(before);
+  });
+
+  it("a guest's dynamic import of a refused module is a catchable error; the process lives on", async () => {
+    const code = `export default async () => {
+      try { await import("https://rebound.cordon.test:${port}/x.js?${Date.now()}"); return "imported" }
+      catch (e) { return "caught" } }`;
+    const result = await sandbox.run({ code, capabilities: { import: [`rebound.cordon.test:${port}`] }, limits });
+    expect(completed(result).value).toBe("caught");
+  });
+});
