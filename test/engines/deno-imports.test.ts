@@ -27,6 +27,7 @@ describe("deno: remote imports through the import proxy", () => {
       "modules.cordon.test": { A: ["127.0.0.1"] },
       "rebound.cordon.test": { A: ["127.0.0.1"] },
       "inside.cordon.test": { A: ["93.184.215.14", "10.1.2.3"] },
+      "registry.npmjs.org": { A: ["127.0.0.1"] },
     });
     sandbox = await createSandbox({
       engine: "deno",
@@ -65,6 +66,16 @@ describe("deno: remote imports through the import proxy", () => {
       }
     }
     expect(served.length).toBe(before);
+  });
+
+  it("npm packages are fetched through the proxy too, with no import hosts granted", async () => {
+    // The DNS server above points the registry at loopback: the proxy asks it, and refuses.
+    const result = failed(
+      await sandbox.run({ code: `import pad from "npm:cordon-no-such-package-${Date.now()}"; export default pad;`, limits }),
+    );
+    expect(result.error.code).toBe("ERR_MODULE_NOT_FOUND");
+    expect(result.error.message).toContain("cordon's import proxy refused it: registry.npmjs.org resolves to 127.0.0.1");
+    expect(dns.queries).toContain("A registry.npmjs.org");
   });
 
   it("a guest's dynamic import of a refused module is a catchable error; the process lives on", async () => {

@@ -149,7 +149,18 @@ describe("the deno engine", () => {
       expect(result.value).toBe(1);
       for (const worker of sandbox.stats().workers ?? []) {
         const environ = readFileSync(`/proc/${worker.pid}/environ`, "latin1").split("\0").filter(Boolean);
-        expect(environ.map((e) => e.split("=")[0]).sort()).toEqual(["DENO_DIR", "DENO_NO_UPDATE_CHECK", "NO_COLOR"]);
+        expect(environ.map((e) => e.split("=")[0]).sort()).toEqual([
+          "DENO_DIR",
+          "DENO_NO_UPDATE_CHECK",
+          "HTTPS_PROXY",
+          "HTTP_PROXY",
+          "NO_COLOR",
+        ]);
+        // The proxy variables name cordon's import proxy on loopback, with this process's credentials.
+        for (const name of ["HTTPS_PROXY", "HTTP_PROXY"]) {
+          const value = environ.find((e) => e.startsWith(`${name}=`))?.slice(name.length + 1) ?? "";
+          expect(value).toMatch(/^http:\/\/cordon:[0-9a-f]{48}@127\.0\.0\.1:\d+$/);
+        }
       }
     } finally {
       delete process.env.CORDON_TEST_SECRET;

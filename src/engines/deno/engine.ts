@@ -26,9 +26,9 @@ export interface DenoEngineOptions extends PooledEngineOptions {
 }
 
 /**
- * Where Deno fetches `npm:` packages from (NPM_CONFIG_REGISTRY is never set for it). A process
- * that may import remote modules fetches through the import proxy, so the proxy lets it reach
- * the registry too (checked and pinned like any import host).
+ * Where Deno fetches `npm:` packages from (NPM_CONFIG_REGISTRY is never set for it). Every
+ * process fetches through the import proxy, so every grant names the registry (checked and
+ * pinned like any import host).
  */
 const NPM_REGISTRY = "registry.npmjs.org:443";
 
@@ -55,7 +55,7 @@ export class DenoEngine implements Engine {
   /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
   private readonly running = new RunningExecutions();
   private disposed = false;
-  /** Started with the first process that may import remote modules; Deno fetches them through it. */
+  /** Started with the first process; Deno fetches remote modules and npm packages through it. */
   private importProxy: Promise<ImportProxy> | undefined;
 
   constructor(
@@ -78,9 +78,10 @@ export class DenoEngine implements Engine {
   private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the deno engine has been disposed");
     const { cacheDir, options } = this;
-    // Remote imports go through the import proxy, which resolves and checks each name itself:
-    // Deno, left to resolve them, reached any address a permitted name's DNS pointed at.
-    const grant = importHosts.length > 0 ? (await this.proxy()).grant([...importHosts, NPM_REGISTRY]) : undefined;
+    // Remote imports and npm packages are fetched through the import proxy, which resolves and
+    // checks each name itself: Deno, left to resolve them, reached any address a permitted
+    // name's DNS pointed at.
+    const grant = (await this.proxy()).grant([...importHosts, NPM_REGISTRY]);
     let instance: DenoInstance;
     try {
       // Live from its spawn, not from its first answer: dispose() must end processes still
@@ -91,12 +92,12 @@ export class DenoEngine implements Engine {
           this.live.add(spawned);
           spawned.process.child.once("exit", () => {
             this.live.delete(spawned);
-            grant?.revoke();
+            grant.revoke();
           });
         },
       );
     } catch (error) {
-      grant?.revoke();
+      grant.revoke();
       throw error;
     }
     // Warm prefixes too end a process after maxInvocations uses: each prefix run adds a module

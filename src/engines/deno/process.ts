@@ -32,7 +32,7 @@ export interface DenoProcessOptions {
   cacheDir: string;
   /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
   cachedOnly?: boolean;
-  /** With import hosts: the import proxy's grant, whose HTTPS_PROXY and HTTP_PROXY Deno fetches through. */
+  /** The import proxy's grant, whose HTTPS_PROXY and HTTP_PROXY Deno fetches remote modules and npm packages through. */
   importGrant?: ImportGrant;
 }
 
@@ -87,8 +87,8 @@ export class DenoProcess {
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main));
     this.child = spawn(command, args, {
       cwd: this.dir,
-      // Nothing of the host's environment; Deno itself reads where its cache is, and, with import
-      // hosts, the import proxy's address with this process's credentials.
+      // Nothing of the host's environment; Deno itself reads where its cache is and the import
+      // proxy's address with this process's credentials.
       env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
       stdio: ["pipe", "pipe", "pipe"],
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
