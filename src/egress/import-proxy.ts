@@ -37,12 +37,20 @@ export interface ImportGrant {
   readonly env: Record<string, string>;
   /** The proxy's last refusals of this grant's requests (the latest last), for the run's error message. */
   readonly refusals: readonly { host: string; reason: string }[];
+  /** Forget the refusals so far (a new run begins in the process). */
+  clearRefusals(): void;
   /** Refuse its credentials from now on and close what it has open. */
   revoke(): void;
 }
 
 /** The user name in a grant's proxy URL; the password is the grant's token. */
 const USER = "cordon";
+/** Connections the proxy holds at once, tunnels included (every grant's in-flight cap is far below). */
+const MAX_CONNECTIONS = 1024;
+/** A client's request head must arrive within this (slow headers held a socket forever). */
+const HEADERS_TIMEOUT_MS = 10_000;
+/** A refused tunnel's socket is ended, and destroyed this long after if its client keeps it open. */
+const LINGER_MS = 1000;
 const KEPT_REFUSALS = 4;
 /** Request headers that concern the hop to the proxy, not the origin. */
 const HOP_HEADERS = new Set([
@@ -78,6 +86,10 @@ class Grant implements ImportGrant {
 
   allows(host: string, port: number): boolean {
     return this.allowed.some((a) => a.host === host && (a.port === undefined || a.port === port));
+  }
+
+  clearRefusals(): void {
+    this.refusals.length = 0;
   }
 
   refused(host: string, reason: string): void {
@@ -130,6 +142,8 @@ export class ImportProxy {
     this.maxOpen = options.maxOpenPerGrant ?? 32;
     server.on("connection", (socket: net.Socket) => {
       this.sockets.add(socket);
+      // Once per socket: a keep-alive socket serves many requests (a listener per request grew without bound).
+      socket.on("error", () => {});
       socket.once("close", () => this.sockets.delete(socket));
     });
     server.on("connect", (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => void this.tunnel(req, socket, head));
@@ -139,7 +153,8 @@ export class ImportProxy {
   /** Listen on 127.0.0.1 (an ephemeral port). Misconfigured internalOrigins throw a TypeError. */
   static async start(options: ImportProxyOptions = {}): Promise<ImportProxy> {
     parseInternalOrigins(options.internalOrigins);
-    const server = http.createServer({ requestTimeout: 0 });
+    const server = http.createServer({ headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 30_000 });
+    server.maxConnections = MAX_CONNECTIONS;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(0, "127.0.0.1", () => resolve());
@@ -168,6 +183,11 @@ export class ImportProxy {
     return grant;
   }
 
+  /** Client connections open now (each tunnel's client side counts once). */
+  get connections(): number {
+    return this.sockets.size;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const grant of [...this.grants.values()]) grant.revoke();
@@ -177,9 +197,8 @@ export class ImportProxy {
 
   /** CONNECT host:port (https): a tunnel to the checked address, bytes copied both ways. */
   private async tunnel(req: http.IncomingMessage, socket: net.Socket, head: Buffer): Promise<void> {
-    socket.on("error", () => {});
     const grant = this.grantOf(req);
-    if (!grant) return void socket.end(statusLine(407, "cordon's import proxy needs this process's credentials"));
+    if (!grant) return endSoon(socket, statusLine(407, "cordon's import proxy needs this process's credentials"));
     if (grant.inFlight >= this.maxOpen)
       return void this.refuseTunnel(grant, socket, new Refusal(503, "too many imports in flight"));
     grant.inFlight++;
@@ -191,6 +210,8 @@ export class ImportProxy {
     try {
       const url = authorityUrl(req.url ?? "");
       const addresses = await this.check(grant, url);
+      // Revoked (its process ended) or the client gone while DNS answered: connect nowhere.
+      if (socket.destroyed || grant.revoked) return void socket.destroy();
       const upstream = await this.connect(ruleHostOf(url), addresses, effectivePort(url));
       if (socket.destroyed || grant.revoked) return void upstream.destroy();
       grant.open.add(upstream);
@@ -205,7 +226,6 @@ export class ImportProxy {
 
   /** An absolute-form request (plain http): forwarded to the checked address, the answer streamed back. */
   private async forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    req.socket.on("error", () => {});
     const grant = this.grantOf(req);
     if (!grant) return void res.writeHead(407, { connection: "close" }).end();
     if (grant.inFlight >= this.maxOpen) return this.refuseRequest(grant, res, new Refusal(503, "too many imports in flight"));
@@ -220,6 +240,7 @@ export class ImportProxy {
       if (req.method !== "GET" && req.method !== "HEAD") throw new Refusal(405, `${req.method} is not a module fetch`);
       const url = requestUrl(req.url ?? "");
       const addresses = await this.check(grant, url);
+      if (res.destroyed || grant.revoked) return void res.destroy();
       const upstream = await this.connect(ruleHostOf(url), addresses, effectivePort(url));
       if (res.destroyed || grant.revoked) return void upstream.destroy();
       const headers: Record<string, string | string[]> = {};
@@ -240,13 +261,32 @@ export class ImportProxy {
         else res.destroy();
       });
       outgoing.on("response", (answer) => {
+        // Nothing in this listener may throw: an exception here would end the host process.
+        const status = answer.statusCode ?? 0;
+        // Node's client takes any three digits; writeHead throws below 100 (an upstream answering
+        // "000" ended the host). 1xx are never a final answer.
+        if (!Number.isInteger(status) || status < 200 || status > 999) {
+          answer.destroy();
+          this.refuseRequest(grant, res, new Refusal(502, `${originOf(url)} answered with status ${status}`, ruleHostOf(url)));
+          return;
+        }
         const kept: Record<string, string | string[]> = {};
         for (const [name, value] of Object.entries(answer.headers)) {
           if (value !== undefined && !HOP_HEADERS.has(name)) kept[name] = value;
         }
-        res.writeHead(answer.statusCode ?? 502, kept);
-        answer.pipe(res);
+        try {
+          res.writeHead(status, kept);
+        } catch {
+          answer.destroy();
+          this.refuseRequest(
+            grant,
+            res,
+            new Refusal(502, `${originOf(url)} answered with headers that cannot be passed on`, ruleHostOf(url)),
+          );
+          return;
+        }
         answer.on("error", () => res.destroy());
+        answer.pipe(res);
       });
       res.once("close", () => outgoing.destroy());
       outgoing.end();
@@ -269,6 +309,7 @@ export class ImportProxy {
   private async check(grant: Grant, url: URL): Promise<ResolvedAddress[]> {
     const host = ruleHostOf(url);
     const port = effectivePort(url);
+    if (port < 1) throw new Refusal(400, `port ${port} is not a port to fetch from`, host);
     if (!grant.allows(host, port)) throw new Refusal(403, `${host}:${port} is not in capabilities.import`, host);
     let addresses: ResolvedAddress[];
     try {
@@ -329,7 +370,7 @@ export class ImportProxy {
   private refuseTunnel(grant: Grant, socket: net.Socket, error: unknown): void {
     const refusal = asRefusal(error);
     grant.refused(refusal.host, refusal.message);
-    socket.end(statusLine(refusal.status, refusal.message));
+    endSoon(socket, statusLine(refusal.status, refusal.message));
   }
 
   private refuseRequest(grant: Grant, res: http.ServerResponse, error: unknown): void {
@@ -339,6 +380,15 @@ export class ImportProxy {
     res.writeHead(refusal.status, { "content-type": "text/plain; charset=utf-8", connection: "close" });
     res.end(`cordon: ${refusal.message}\n`);
   }
+}
+
+/**
+ * Answer and end a socket the HTTP server no longer manages (a CONNECT's), and destroy it soon
+ * after: a client that never closed its end kept the socket, and a descriptor of the host's, open.
+ */
+function endSoon(socket: net.Socket, answer: string): void {
+  socket.end(answer);
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
 }
 
 function asRefusal(error: unknown): Refusal {

@@ -213,3 +213,99 @@ describe("the import proxy: plain-http imports", () => {
     expect(local.requests.length).toBe(before);
   });
 });
+
+describe("the import proxy: hostile clients and upstreams", () => {
+  it("an upstream answering a status below 100 gets a 502, and the host lives on", async () => {
+    // A raw server: Node's HTTP client accepts any three digits, and writeHead threw on them.
+    const upstream = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.end("HTTP/1.1 000 Zero\r\ncontent-length: 2\r\n\r\nhi"));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const port = (upstream.address() as net.AddressInfo).port;
+    await proxy.close();
+    proxy = await ImportProxy.start({ resolve: resolver.resolve, internalOrigins: [`http://mod.test:${port}`] });
+    grant = proxy.grant([`mod.test:${port}`]);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const answer = await viaProxy(`http://mod.test:${port}/m.js`);
+        expect(answer.status).toBe(502);
+        expect(answer.body).toMatch(/answered with status 0/);
+      }
+    } finally {
+      upstream.close();
+    }
+  });
+
+  it("a refused tunnel's socket is closed by the proxy even when its client keeps it open", async () => {
+    // Half-open allowed: this client never closes its end after the proxy's answer.
+    const raw = net.connect({ port: proxy.port, host: "127.0.0.1", allowHalfOpen: true });
+    raw.on("error", () => {});
+    raw.resume();
+    raw.write(`CONNECT mod.test:${local.port} HTTP/1.1\r\nhost: mod.test:${local.port}\r\n\r\n`);
+    await new Promise((resolve) => raw.once("end", resolve));
+    expect(proxy.connections).toBe(1);
+    const started = performance.now();
+    while (proxy.connections > 0 && performance.now() - started < 5000) await new Promise((r) => setTimeout(r, 50));
+    raw.destroy();
+    expect(proxy.connections).toBe(0);
+  });
+
+  it("a grant revoked while its name resolves connects nowhere", async () => {
+    await proxy.close();
+    const slow = async (host: string) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return resolver.resolve(host);
+    };
+    proxy = await ImportProxy.start({
+      resolve: slow,
+      internalOrigins: [`https://mod.test:${local.port}`, `http://mod.test:${local.port}`],
+    });
+    grant = proxy.grant([`mod.test:${local.port}`]);
+    const before = local.connections;
+    const tunnel = connect(`mod.test:${local.port}`).catch(() => "closed");
+    const request = viaProxy(`http://mod.test:${local.port}/echo`).catch(() => "closed");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    grant.revoke();
+    await Promise.all([tunnel, request]);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(local.connections).toBe(before);
+  });
+
+  it("many requests on one kept-alive connection add no listener each", async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on("warning", onWarning);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (let i = 0; i < 30; i++) {
+        const status = await new Promise<number>((resolve, reject) => {
+          const req = http.request({
+            host: "127.0.0.1",
+            port: proxy.port,
+            path: `http://mod.test:${local.port}/echo`,
+            agent,
+            headers: { "proxy-authorization": credentials() },
+          });
+          req.on("response", (res) => {
+            res.resume();
+            res.on("end", () => resolve(res.statusCode ?? 0));
+          });
+          req.on("error", reject);
+          req.end();
+        });
+        expect(status).toBe(200);
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).not.toContain("MaxListenersExceededWarning");
+    } finally {
+      agent.destroy();
+      process.off("warning", onWarning);
+    }
+  });
+
+  it("refuses port 0, even for a host granted on any port", async () => {
+    expect((await connect("inside.test:0")).status).toBe(400);
+    expect(resolver.calls).toEqual([]);
+  });
+});

@@ -84,6 +84,8 @@ export class DenoInstance implements EngineInstance {
 
   set listener(listener: InstanceListener | undefined) {
     this.current = listener;
+    // A refusal explains only the run it happened in (a warm process serves many).
+    if (listener) this.process.options.importGrant?.clearRefusals();
     // Watched while idle too: what a guest left running (a worker thread, a node:timers loop)
     // must not grow or spin between runs, where no run's limits apply.
     watchRss(this, !this.gone);
