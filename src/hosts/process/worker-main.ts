@@ -18,6 +18,7 @@ import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult, isEmptyRecord } from "../../core/results.js";
+import { closeInheritedDescriptors } from "./inherited-fds.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 
@@ -45,6 +46,8 @@ class RemoteBindings implements BindingsLike {
 const STATS_EVERY_MS = 100;
 
 async function main(): Promise<void> {
+  // First: what the host inherited from its own parent is not this worker's to keep.
+  closeInheritedDescriptors();
   try {
     writeFileSync("/proc/self/oom_score_adj", "1000");
   } catch {
