@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import type { BindingsLike } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
-import { encodeTextFrame, FrameReader } from "../../core/framing.js";
+import { encodeTextFrame, FrameReader, MAX_FRAME_BYTES } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
@@ -444,10 +444,13 @@ export class WorkerProcess {
         // or when the worker dies.
         const controller = new AbortController();
         this.bridgeCalls.set(event.cid, { controller, id: event.id });
-        void bindings.dispatch(event.fnId, event.argsText, controller.signal).then(({ ok, text }) => {
-          this.bridgeCalls.delete(event.cid);
-          this.send({ t: "bridge-result", cid: event.cid, ok, text });
-        });
+        void bindings
+          .dispatch(event.fnId, event.argsText, controller.signal)
+          .then(({ ok, text }) => {
+            this.bridgeCalls.delete(event.cid);
+            this.sendAnswer(event.cid, ok, text);
+          })
+          .catch(() => this.sendAnswer(event.cid, false, '{"$":"e","n":"Error","m":"the host function failed"}'));
         return;
       }
       case "bridge-cancel":
@@ -465,6 +468,20 @@ export class WorkerProcess {
       default:
         this.retire("ERR_INSTANCE_RESET", `protocol error: unknown event ${JSON.stringify((event as { t?: unknown }).t)}`);
         return;
+    }
+  }
+
+  /**
+   * A host call's answer. One larger than a frame carries (64 MiB) threw in encodeTextFrame, an
+   * unhandled rejection that ended the host process (a host function returning 70 MB did): the
+   * guest gets a catchable error instead.
+   */
+  private sendAnswer(cid: number, ok: boolean, text: string): void {
+    try {
+      this.send({ t: "bridge-result", cid, ok, text });
+    } catch {
+      const message = `ERR_BRIDGE_PAYLOAD_TOO_LARGE: the host function's answer (${text.length} characters encoded) is larger than a worker's pipe carries (${MAX_FRAME_BYTES} bytes)`;
+      this.send({ t: "bridge-result", cid, ok: false, text: JSON.stringify({ $: "e", n: "RangeError", m: message }) });
     }
   }
 
