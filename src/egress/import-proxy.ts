@@ -84,6 +84,16 @@ class Grant implements ImportGrant {
     private readonly onRevoke: () => void,
   ) {}
 
+  /** Count a tunnel or request in flight on `socket` until `done` closes; revoking the grant closes the socket. */
+  hold(socket: net.Socket, done: { once(event: "close", listener: () => void): unknown }): void {
+    this.inFlight++;
+    this.open.add(socket);
+    done.once("close", () => {
+      this.inFlight--;
+      this.open.delete(socket);
+    });
+  }
+
   allows(host: string, port: number): boolean {
     return this.allowed.some((a) => a.host === host && (a.port === undefined || a.port === port));
   }
@@ -133,8 +143,9 @@ export class ImportProxy {
     private readonly server: http.Server,
     readonly port: number,
     options: ImportProxyOptions,
+    internal: ReadonlySet<string>,
   ) {
-    this.internal = parseInternalOrigins(options.internalOrigins);
+    this.internal = internal;
     this.dnsTimeoutMs = options.dnsTimeoutMs ?? 5000;
     this.resolve = options.resolve ?? createSystemResolve({ timeoutMs: this.dnsTimeoutMs });
     this.connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
@@ -152,7 +163,7 @@ export class ImportProxy {
 
   /** Listen on 127.0.0.1 (an ephemeral port). Misconfigured internalOrigins throw a TypeError. */
   static async start(options: ImportProxyOptions = {}): Promise<ImportProxy> {
-    parseInternalOrigins(options.internalOrigins);
+    const internal = parseInternalOrigins(options.internalOrigins);
     const server = http.createServer({ headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 30_000 });
     server.maxConnections = MAX_CONNECTIONS;
     await new Promise<void>((resolve, reject) => {
@@ -161,7 +172,7 @@ export class ImportProxy {
     });
     // The proxy never keeps its host process alive: the Deno processes it serves do not either.
     server.unref();
-    return new ImportProxy(server, (server.address() as net.AddressInfo).port, options);
+    return new ImportProxy(server, (server.address() as net.AddressInfo).port, options, internal);
   }
 
   /**
@@ -201,19 +212,10 @@ export class ImportProxy {
     if (!grant) return endSoon(socket, statusLine(407, "cordon's import proxy needs this process's credentials"));
     if (grant.inFlight >= this.maxOpen)
       return void this.refuseTunnel(grant, socket, new Refusal(503, "too many imports in flight"));
-    grant.inFlight++;
-    grant.open.add(socket);
-    socket.once("close", () => {
-      grant.inFlight--;
-      grant.open.delete(socket);
-    });
+    grant.hold(socket, socket);
     try {
-      const url = authorityUrl(req.url ?? "");
-      const addresses = await this.check(grant, url);
-      // Revoked (its process ended) or the client gone while DNS answered: connect nowhere.
-      if (socket.destroyed || grant.revoked) return void socket.destroy();
-      const upstream = await this.connect(ruleHostOf(url), addresses, effectivePort(url));
-      if (socket.destroyed || grant.revoked) return void upstream.destroy();
+      const upstream = await this.reach(grant, authorityUrl(req.url ?? ""), () => socket.destroyed);
+      if (!upstream) return void socket.destroy();
       grant.open.add(upstream);
       upstream.once("close", () => grant.open.delete(upstream));
       socket.write("HTTP/1.1 200 Connection Established\r\n\r\n");
@@ -229,24 +231,13 @@ export class ImportProxy {
     const grant = this.grantOf(req);
     if (!grant) return void res.writeHead(407, { connection: "close" }).end();
     if (grant.inFlight >= this.maxOpen) return this.refuseRequest(grant, res, new Refusal(503, "too many imports in flight"));
-    const socket = req.socket;
-    grant.inFlight++;
-    grant.open.add(socket);
-    res.once("close", () => {
-      grant.inFlight--;
-      grant.open.delete(socket);
-    });
+    grant.hold(req.socket, res);
     try {
       if (req.method !== "GET" && req.method !== "HEAD") throw new Refusal(405, `${req.method} is not a module fetch`);
       const url = requestUrl(req.url ?? "");
-      const addresses = await this.check(grant, url);
-      if (res.destroyed || grant.revoked) return void res.destroy();
-      const upstream = await this.connect(ruleHostOf(url), addresses, effectivePort(url));
-      if (res.destroyed || grant.revoked) return void upstream.destroy();
-      const headers: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(req.headers)) {
-        if (value !== undefined && !HOP_HEADERS.has(name) && name !== "host") headers[name] = value;
-      }
+      const upstream = await this.reach(grant, url, () => res.destroyed);
+      if (!upstream) return void res.destroy();
+      const headers = endToEnd(req.headers);
       headers.host = url.host;
       const outgoing = http.request({
         method: req.method,
@@ -270,12 +261,8 @@ export class ImportProxy {
           this.refuseRequest(grant, res, new Refusal(502, `${originOf(url)} answered with status ${status}`, ruleHostOf(url)));
           return;
         }
-        const kept: Record<string, string | string[]> = {};
-        for (const [name, value] of Object.entries(answer.headers)) {
-          if (value !== undefined && !HOP_HEADERS.has(name)) kept[name] = value;
-        }
         try {
-          res.writeHead(status, kept);
+          res.writeHead(status, endToEnd(answer.headers));
         } catch {
           answer.destroy();
           this.refuseRequest(
@@ -323,6 +310,20 @@ export class ImportProxy {
       }
     }
     return addresses;
+  }
+
+  /**
+   * Check `url` for the grant and connect to a checked address. Undefined when the grant was
+   * revoked (its process ended) or the client went away (`gone`) meanwhile: connected nowhere,
+   * or the connection made closed again.
+   */
+  private async reach(grant: Grant, url: URL, gone: () => boolean): Promise<net.Socket | undefined> {
+    const addresses = await this.check(grant, url);
+    if (gone() || grant.revoked) return undefined;
+    const upstream = await this.connect(ruleHostOf(url), addresses, effectivePort(url));
+    if (!gone() && !grant.revoked) return upstream;
+    upstream.destroy();
+    return undefined;
   }
 
   /** A connection to the first checked address that answers; no other address is ever tried. */
@@ -389,6 +390,15 @@ export class ImportProxy {
 function endSoon(socket: net.Socket, answer: string): void {
   socket.end(answer);
   setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
+/** Headers without the hop-by-hop ones (a forwarded request's `host` is then set from its URL). */
+function endToEnd(headers: http.IncomingHttpHeaders): Record<string, string | string[]> {
+  const kept: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_HEADERS.has(name)) kept[name] = value;
+  }
+  return kept;
 }
 
 function asRefusal(error: unknown): Refusal {
