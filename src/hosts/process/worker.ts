@@ -446,11 +446,11 @@ export class WorkerProcess {
         this.bridgeCalls.set(event.cid, { controller, id: event.id });
         void bindings
           .dispatch(event.fnId, event.argsText, controller.signal)
+          .catch(() => ({ ok: false, text: '{"$":"e","n":"Error","m":"the host function failed"}' }))
           .then(({ ok, text }) => {
             this.bridgeCalls.delete(event.cid);
             this.sendAnswer(event.cid, ok, text);
-          })
-          .catch(() => this.sendAnswer(event.cid, false, '{"$":"e","n":"Error","m":"the host function failed"}'));
+          });
         return;
       }
       case "bridge-cancel":
