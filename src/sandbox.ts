@@ -8,7 +8,7 @@ import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString 
 import { needsBodies, readBodies } from "./core/fetch-wire.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
-import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
+import { compileBound, compileFailureName, DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
   EngineName,
   HostName,
@@ -64,6 +64,8 @@ export class Sandbox implements AsyncDisposable {
   /** Limits of a call that sets none: resolved once, calls are the hot path. */
   private readonly callLimits: ReturnType<typeof resolveLimits>;
   private disposed = false;
+  /** Aborted by dispose: ends the compiles still running for this sandbox. */
+  private readonly lifetime = new AbortController();
 
   constructor(
     private readonly engine: Engine,
@@ -137,7 +139,7 @@ export class Sandbox implements AsyncDisposable {
     inputName = "input",
   ): Promise<RunResult> {
     return this.withSlot(checked.signal, async (started) => {
-      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, input, inputName);
+      const prepared = await this.sourceAndInput(started, checked, input, inputName);
       if ("result" in prepared) return prepared.result;
       const { limits, signal } = checked;
       const host = this.hostName;
@@ -193,11 +195,11 @@ export class Sandbox implements AsyncDisposable {
       const pool = (async () => {
         let source: Awaited<ReturnType<typeof normalizeSource>>;
         try {
-          source = await normalizeSource(code, filename);
+          source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
         } catch (error) {
           if (error instanceof CordonError)
             throw new PrepareError(
-              this.failure(performance.now(), { code: error.code, name: "SyntaxError", message: error.message }),
+              this.failure(performance.now(), { code: error.code, name: compileFailureName(error), message: error.message }),
             );
           throw error;
         }
@@ -269,6 +271,7 @@ export class Sandbox implements AsyncDisposable {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    this.lifetime.abort(new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed while the module was compiling"));
     this.prefixes.clear();
     // Runs still queued for a slot never start.
     this.slots.close();
@@ -289,7 +292,7 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     const checked = this.checkRun(options as RunOptions, PREFIX_RUN_KEYS);
     return this.withSlot(checked.signal, async (started) => {
-      const prepared = await this.sourceAndInput(started, checked.code, checked.filename, options.input);
+      const prepared = await this.sourceAndInput(started, checked, options.input);
       if ("result" in prepared) return prepared.result;
       return pool.run({ ...prepared, sourceImports: {}, limits: checked.limits, signal: checked.signal });
     });
@@ -405,8 +408,7 @@ export class Sandbox implements AsyncDisposable {
   /** Normalize the module and encode the input; a compile error or bad input is a result. */
   private async sourceAndInput(
     started: number,
-    code: string,
-    filename: string,
+    { code, filename, limits, signal }: ReturnType<Sandbox["checkRun"]>,
     input: unknown,
     inputName = "input",
   ): Promise<{ source: Awaited<ReturnType<typeof normalizeSource>>; inputText: string } | { result: RunResult }> {
@@ -419,10 +421,13 @@ export class Sandbox implements AsyncDisposable {
       };
     }
     try {
-      return { source: await normalizeSource(code, filename), inputText };
+      return {
+        source: await normalizeSource(code, filename, compileBound(limits.wallTimeMs, signal, this.lifetime.signal)),
+        inputText,
+      };
     } catch (error) {
       if (error instanceof CordonError)
-        return { result: this.failure(started, { code: error.code, name: "SyntaxError", message: error.message }) };
+        return { result: this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message }) };
       throw error;
     }
   }

@@ -1,7 +1,7 @@
 import type { BindingsLike } from "../core/bindings.js";
 import type { RunMode } from "../core/engine.js";
 import type { LineMap } from "../core/source-map.js";
-import type { GuestSource } from "../core/source.js";
+import type { CompileBound, GuestSource } from "../core/source.js";
 
 /** What an execution receives from the guest runtime's synchronous callbacks. */
 export interface InstanceListener {
@@ -24,6 +24,8 @@ export interface EvaluateRequest {
   caps: RuntimeCaps;
   source: GuestSource;
   sourceImports: Record<string, string>;
+  /** What bounds compiling the source imports: the run's wall time and signal. */
+  compile?: CompileBound;
 }
 
 /**

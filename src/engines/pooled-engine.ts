@@ -2,6 +2,7 @@ import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from
 import { CordonError } from "../core/errors.js";
 import { Residency } from "../core/residency.js";
 import { failedResult } from "../core/results.js";
+import { compileBound } from "../core/source.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution, RunningExecutions } from "./execution.js";
 import type { EngineInstance, RuntimeCaps } from "./instance.js";
@@ -76,7 +77,18 @@ export class PooledEngine implements Engine {
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance
-      .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+      .evaluate(
+        {
+          bindings,
+          mode: request.mode ?? "run",
+          inputText,
+          caps,
+          source,
+          sourceImports,
+          compile: compileBound(limits.wallTimeMs, signal),
+        },
+        () => execution.startCpu(),
+      )
       .catch((error: unknown) => execution.taskFailed(error));
     const result = await this.running.track(execution, execution.outcome);
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about

@@ -3,6 +3,7 @@ import { LIMIT_CODES } from "../core/errors.js";
 import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import { abortedResult, failedResult } from "../core/results.js";
+import { compileBound } from "../core/source.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { BlockingBudget } from "./blocking-budget.js";
 import { CallQueue, type Queued } from "./call-queue.js";
@@ -110,7 +111,18 @@ export class WarmPool implements EnginePrefix {
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     const result = await this.running.run(execution, execution.outcome, () => {
       instance
-        .evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', caps, source, sourceImports }, () => execution.startCpu())
+        .evaluate(
+          {
+            bindings,
+            mode: "prepare",
+            inputText: '{"$":"u"}',
+            caps,
+            source,
+            sourceImports,
+            compile: compileBound(limits.wallTimeMs, signal),
+          },
+          () => execution.startCpu(),
+        )
         .catch((error: unknown) => execution.taskFailed(error));
     });
     if (!result.ok) {
@@ -141,7 +153,9 @@ export class WarmPool implements EnginePrefix {
     // Warming up an instance for this run can outlast the sandbox: running.run checks.
     const result = await this.running.run(execution, execution.outcome, () => {
       instance
-        .evaluate({ mode: "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+        .evaluate({ mode: "run", inputText, caps, source, sourceImports, compile: compileBound(limits.wallTimeMs, signal) }, () =>
+          execution.startCpu(),
+        )
         .catch((error: unknown) => execution.taskFailed(error));
     });
     instance.lineMaps.clear();

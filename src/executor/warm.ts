@@ -12,6 +12,8 @@ interface Entry {
   users: number;
   /** Evicted: its warm instances are of no further use. */
   retired: boolean;
+  /** The prefix promise has settled (prepared or failed). */
+  settled: boolean;
 }
 
 /**
@@ -61,12 +63,13 @@ export class WarmRunner {
       this.entries.delete(key);
       this.entries.set(key, entry);
     } else {
-      entry = {
-        prefix: this.sandbox.prepare({ code, filename, imports, limits, partitionKey }),
-        callable: true,
-        users: 0,
-        retired: false,
+      const prefix = this.sandbox.prepare({ code, filename, imports, limits, partitionKey });
+      const created: Entry = { prefix, callable: true, users: 0, retired: false, settled: false };
+      const settle = () => {
+        created.settled = true;
       };
+      prefix.then(settle, settle);
+      entry = created;
       this.entries.set(key, entry);
       this.evictOverflow();
     }
@@ -112,11 +115,16 @@ export class WarmRunner {
     }
   }
 
-  /** Dispose every prefix (the sandbox's own dispose ends their instances in any case). */
+  /**
+   * Dispose every prefix (the sandbox's own dispose ends their instances in any case). A prefix
+   * still being prepared (its module compiling, say) is disposed when it is ready: shutdown does
+   * not wait for it.
+   */
   async dispose(): Promise<void> {
     const entries = [...this.entries.values()];
     this.entries.clear();
-    await Promise.all(entries.map(disposeEntry));
+    for (const entry of entries) if (!entry.settled) void disposeEntry(entry);
+    await Promise.all(entries.filter((entry) => entry.settled).map(disposeEntry));
   }
 
   private evictOverflow(): void {

@@ -4,6 +4,7 @@ import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
 import type { RunResult, SandboxStats } from "../../core/types.js";
+import { compileBound } from "../../core/source.js";
 import { Execution, RunningExecutions } from "../execution.js";
 import { fence, type RuntimeCaps } from "../instance.js";
 import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
@@ -154,7 +155,18 @@ export class DenoEngine implements Engine {
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm, guestFiles });
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     instance
-      .evaluate({ bindings, mode: request.mode ?? "run", inputText, caps, source, sourceImports }, () => execution.startCpu())
+      .evaluate(
+        {
+          bindings,
+          mode: request.mode ?? "run",
+          inputText,
+          caps,
+          source,
+          sourceImports,
+          compile: compileBound(limits.wallTimeMs, signal),
+        },
+        () => execution.startCpu(),
+      )
       .catch((error: unknown) => execution.taskFailed(error));
     const result = await this.running.track(execution, execution.outcome);
     instance.listener = undefined;

@@ -133,7 +133,7 @@ export class DenoInstance implements EngineInstance {
       this.process.send({ ...message, script: source.script.code, filename: source.filename });
       return;
     }
-    const graph = await writeGraph(this.process.dir, source, sourceImports, this.bindings?.text);
+    const graph = await writeGraph(this.process.dir, source, sourceImports, this.bindings?.text, request.compile);
     for (const [name, map] of graph.lineMaps) this.lineMaps.set(name, map);
     for (const [path, name] of graph.names) this.names.set(path, name);
     this.namePattern = undefined;

@@ -8,7 +8,7 @@ import { init as initLexer, parse as parseImports } from "es-module-lexer";
 import { withEsbuild } from "../../core/source.js";
 import { hostModuleSources } from "../../core/bindings.js";
 import type { LineMap } from "../../core/source-map.js";
-import { type GuestSource, normalizeSource } from "../../core/source.js";
+import { type CompileBound, type GuestSource, normalizeSource } from "../../core/source.js";
 
 /** A multi-file source: at most this many files and bytes (the entry not counted). */
 export const MAX_FILES = 256;
@@ -110,6 +110,7 @@ export async function writeGraph(
   source: GuestSource,
   sourceImports: Record<string, string>,
   bindingsText: string | undefined,
+  bound?: CompileBound,
 ): Promise<WrittenGraph> {
   const hostSources = hostModuleSources(bindingsText ?? "{}");
   const names = new Map<string, string>();
@@ -134,7 +135,7 @@ export async function writeGraph(
     writeFileSync(path, code);
   }
   for (const [specifier, text] of Object.entries(sourceImports)) {
-    const normalized = await normalizeSource(text, specifier);
+    const normalized = await normalizeSource(text, specifier, bound);
     const path = isRelative(specifier) ? join(dir, specifier) : pathFor("i", specifier);
     if (relative(dir, path).startsWith("..")) continue;
     names.set(path, specifier);

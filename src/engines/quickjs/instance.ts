@@ -114,7 +114,7 @@ export class QuickJSInstance implements EngineInstance {
     this.lineMaps.set(source.filename, source.lineMap);
     const imports = hostModuleSources(this.bindings?.text ?? "{}");
     for (const [specifier, text] of Object.entries(sourceImports)) {
-      const normalized = await normalizeSource(text, specifier);
+      const normalized = await normalizeSource(text, specifier, request.compile);
       this.lineMaps.set(specifier, normalized.lineMap);
       imports[specifier] = normalized.code;
     }

@@ -3,7 +3,7 @@ import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core
 import type { RunMode } from "../../core/engine.js";
 import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
-import { normalizeSource } from "../../core/source.js";
+import { type CompileBound, normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
@@ -146,7 +146,7 @@ export class V8Instance implements EngineInstance {
     }
     if (bindings) await this.start(bindings, mode, inputText, caps);
     else await this.begin(mode, inputText, ...caps);
-    const driver = await this.link(source, sourceImports);
+    const driver = await this.link(source, sourceImports, request.compile);
     startCpu();
     await driver.evaluate();
   }
@@ -291,7 +291,7 @@ export class V8Instance implements EngineInstance {
    * Compile a guest module and everything it imports, linked behind a driver module that hands
    * the evaluated namespace to the runtime's entry. Returns the driver to evaluate.
    */
-  async link(source: GuestSource, sourceImports: Record<string, string>): Promise<IVM.Module> {
+  async link(source: GuestSource, sourceImports: Record<string, string>, bound?: CompileBound): Promise<IVM.Module> {
     this.lineMaps.set(source.filename, source.lineMap);
     const entry = await this.compile(source.code, source.filename);
     const driver = await this.compile(
@@ -304,7 +304,7 @@ export class V8Instance implements EngineInstance {
       if (specifier === ENTRY_SPECIFIER) return Promise.resolve(entry);
       let module = resolved.get(specifier);
       if (!module) {
-        module = this.resolveImport(specifier, sourceImports, hostModules);
+        module = this.resolveImport(specifier, sourceImports, hostModules, bound);
         resolved.set(specifier, module);
       }
       return module;
@@ -317,9 +317,10 @@ export class V8Instance implements EngineInstance {
     specifier: string,
     sourceImports: Record<string, string>,
     hostModules: Record<string, string>,
+    bound?: CompileBound,
   ): Promise<IVM.Module> {
     if (Object.hasOwn(sourceImports, specifier)) {
-      const normalized = await normalizeSource(sourceImports[specifier], specifier);
+      const normalized = await normalizeSource(sourceImports[specifier], specifier, bound);
       this.lineMaps.set(specifier, normalized.lineMap);
       return this.compile(normalized.code, specifier);
     }

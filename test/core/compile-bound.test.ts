@@ -1,0 +1,162 @@
+import { readFileSync } from "node:fs";
+import { afterAll, describe, expect, it } from "vitest";
+import { normalizeSource } from "../../src/core/source.js";
+import { createSandbox, type Sandbox } from "../../src/index.js";
+import { childPids, SECRET, startExecutor } from "../executor/helpers.js";
+
+/**
+ * esbuild's cost is not linear in the text: every duplicate declaration is an error, and the
+ * errors cost it quadratic time (10,000 took 4 s here, 40,000 more than a minute) under every
+ * size cap. A compile is bounded by the run's wall time; past it esbuild's service is stopped.
+ */
+const costly = (declarations: number, tag = "") => `${tag}\n${"let a;\n".repeat(declarations)}`;
+
+/** CPU ticks (1/100 s) the esbuild processes started by this test process used in `ms`. */
+async function esbuildTicks(ms: number): Promise<number> {
+  const ticks = () => {
+    let sum = 0;
+    for (const pid of childPids(process.pid)) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        if (!stat.includes("(esbuild)")) continue;
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        // utime and stime are fields 14 and 15 of stat: 12 and 13 after "pid (comm) ".
+        sum += Number(fields[11]) + Number(fields[12]);
+      } catch {
+        // Gone while we looked.
+      }
+    }
+    return sum;
+  };
+  const before = ticks();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  return ticks() - before;
+}
+
+describe("a compile is bounded in time", () => {
+  const sandboxes: Sandbox[] = [];
+  afterAll(async () => {
+    await Promise.all(sandboxes.map((s) => s.dispose()));
+  });
+
+  it("past its bound a compile fails with ERR_COMPILE and esbuild stops working on it", async () => {
+    const started = performance.now();
+    await expect(normalizeSource(costly(40_000, "// one"), "slow.ts", { timeoutMs: 500 })).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+      message: expect.stringMatching(/^slow\.ts: compiling the module took longer than 500 ms/),
+    });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    // The transform ran for a minute when nothing stopped it.
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+    // The next compile gets a new service.
+    expect((await normalizeSource("export default 1 as number;", "next.ts")).code).toContain("export");
+  });
+
+  it("a compile that was in flight for someone else when the service stopped starts again and finishes", async () => {
+    const innocent = normalizeSource(costly(6_000, "// innocent"), "innocent.ts", { timeoutMs: 60_000 });
+    const plain = normalizeSource("export const x: number = 2;", "plain.ts", { timeoutMs: 60_000 });
+    await expect(normalizeSource(costly(40_000, "// two"), "slow.ts", { timeoutMs: 300 })).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+    });
+    // Its own text's errors, not "the service was stopped", and not a wait for ever.
+    await expect(innocent).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+      message: expect.stringMatching(/innocent\.ts:\d+:\d+: The symbol "a" has already been declared/),
+    });
+    expect((await plain).code).toContain("x = 2");
+  });
+
+  it("an abort ends a compile with ERR_ABORTED", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 200);
+    const started = performance.now();
+    await expect(
+      normalizeSource(costly(40_000, "// three"), "aborted.ts", { timeoutMs: 60_000, signals: [controller.signal] }),
+    ).rejects.toMatchObject({ code: "ERR_ABORTED" });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it.each(["v8", "quickjs"] as const)(
+    "a run's compile gets its wall time (%s, in-process): the main module and a source import",
+    async (engine) => {
+      const sandbox = await createSandbox({ engine, host: "inprocess" });
+      sandboxes.push(sandbox);
+      let started = performance.now();
+      const main = await sandbox.run({ code: costly(40_000, `// main ${engine}`), limits: { wallTimeMs: 1_000 } });
+      expect(performance.now() - started).toBeLessThan(6_000);
+      expect(main.ok).toBe(false);
+      if (!main.ok) {
+        expect(main.error.code).toBe("ERR_COMPILE");
+        expect(main.error.name).toBe("TimeoutError");
+        expect(main.error.message).toMatch(/took longer than 1000 ms \(the run's wall time/);
+      }
+      started = performance.now();
+      const imported = await sandbox.run({
+        code: `import "./slow.js"; export default 1;`,
+        imports: { "./slow.js": costly(40_000, `// import ${engine}`) },
+        limits: { wallTimeMs: 1_000 },
+      });
+      expect(performance.now() - started).toBeLessThan(6_000);
+      expect(imported.ok).toBe(false);
+      // The run's wall timer and the compile's bound are the same length: either may report first.
+      if (!imported.ok) expect(["ERR_COMPILE", "ERR_WALL_TIMEOUT"]).toContain(imported.error.code);
+      expect(await esbuildTicks(1_000)).toBeLessThan(20);
+      const after = await sandbox.run({ code: "export default 40 + 2;" });
+      expect(after.ok && after.value).toBe(42);
+    },
+  );
+
+  it("an aborted run ends its compile", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    sandboxes.push(sandbox);
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 200);
+    const result = await sandbox.run({
+      code: costly(40_000, "// abort run"),
+      limits: { wallTimeMs: 30_000 },
+      signal: controller.signal,
+    });
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.error.code).toBe("ERR_ABORTED");
+      expect(result.error.name).toBe("AbortError");
+    }
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it("dispose ends a compile in progress: the run ends with ERR_INSTANCE_RESET", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    const run = sandbox.run({ code: costly(40_000, "// dispose"), limits: { wallTimeMs: 30_000 } });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const started = performance.now();
+    await sandbox.dispose();
+    const result = await run;
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+      expect(result.error.message).toMatch(/disposed while the module was compiling/);
+    }
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it("the service shuts down within its grace while a costly module is still compiling", async () => {
+    const t = await startExecutor();
+    // A wall time of 30 s bounds this compile at 30 s: the shutdown must not wait for it.
+    const response = fetch(`${t.url}/run`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${SECRET}` },
+      body: JSON.stringify({ code: costly(40_000, "// serve"), limits: { wallTimeMs: 30_000 } }),
+    }).then(
+      (r) => r.status,
+      () => "closed",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const started = performance.now();
+    await t.executor.close({ graceMs: 200 });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    await response;
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+});
