@@ -23,15 +23,21 @@ export interface BindingsLike {
   /**
    * Answer a bridge call: run host function `fnId` with the encoded arguments. `signal` aborts
    * when the run or call that made it has ended: the brokered fetch stops its exchange then (a
-   * host function of the caller's own runs to its end; its answer is dropped).
+   * host function of the caller's own runs to its end; its answer is dropped). An answer
+   * longer than `maxBytes` (the run's maxBridgeCallBytes) is not sent: `tooLarge` says so.
    */
-  dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer>;
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer>;
 }
 
 export interface BridgeAnswer {
   ok: boolean;
   text: string;
+  /** The answer was longer than the caller's maxBytes: `text` is empty, the run ends with ERR_BRIDGE_PAYLOAD_TOO_LARGE. */
+  tooLarge?: boolean;
 }
+
+/** The answer for one longer than the caller's maxBytes. */
+export const TOO_LARGE: BridgeAnswer = Object.freeze({ ok: false, text: "", tooLarge: true });
 
 /**
  * Host bindings of one run (or one prefix): the descriptor the guest builds its functions from,
@@ -100,8 +106,8 @@ export class Bindings implements BindingsLike {
     return this.functions.length;
   }
 
-  dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer> {
-    return dispatchBridgeCall(this, fnId, argsText, signal);
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer> {
+    return dispatchBridgeCall(this, fnId, argsText, signal, maxBytes);
   }
 }
 
@@ -204,6 +210,7 @@ export async function dispatchBridgeCall(
   fnId: number,
   argsText: string,
   signal?: AbortSignal,
+  maxBytes = Number.POSITIVE_INFINITY,
 ): Promise<BridgeAnswer> {
   const codec = sharedCodec();
   const target = bindings.functions[fnId];
@@ -221,14 +228,22 @@ export async function dispatchBridgeCall(
       ? (target.fn as unknown as BrokeredFetch)(list[0] as Request, signal)
       : target.fn.apply(target.owner, list));
   } catch (error) {
-    return { ok: false, text: bridgeErrorText(error) };
+    return errorAnswer(error, maxBytes);
   }
   try {
     if (result !== null && typeof result === "object") await readBodies([result]);
-    return { ok: true, text: codec.encode(result, `${target.label}() result`, Number.POSITIVE_INFINITY, false) };
+    // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
+    return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };
   } catch (error) {
-    return { ok: false, text: bridgeErrorText(error) };
+    if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") return TOO_LARGE;
+    return errorAnswer(error, maxBytes);
   }
+}
+
+/** A host error as the guest's answer, or TOO_LARGE when its text is longer than `maxBytes`. */
+function errorAnswer(error: unknown, maxBytes: number): BridgeAnswer {
+  const text = bridgeErrorText(error);
+  return text.length > maxBytes ? TOO_LARGE : { ok: false, text };
 }
 
 /** Encode a host error for the guest without stacks (host frames never reach the guest). */

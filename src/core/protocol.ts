@@ -68,7 +68,7 @@ export type HostRequest =
   | ({ t: "prefix-call"; id: number } & Omit<PrefixCallBody<number>, "limits"> & { limits?: ResolvedLimits } & PollHint)
   | { t: "prefix-dispose"; prefix: number }
   | { t: "abort"; id: number; reason: string }
-  | { t: "bridge-result"; cid: number; ok: boolean; text: string }
+  | { t: "bridge-result"; cid: number; ok: boolean; text: string; tooLarge?: boolean }
   | { t: "stats"; id: number };
 
 /** Worker → sandbox. */
@@ -89,7 +89,7 @@ export type HostEvent =
   /** The answer to prepare: the prefix's handle in this worker (when it evaluated) and its RunResult. */
   | { t: "prepared"; id: number; prefix?: number; resultText: string; stats: EngineStats }
   /** A guest called a host binding of run (or prefix) `id`. */
-  | { t: "bridge-call"; id: number; cid: number; fnId: number; argsText: string }
+  | { t: "bridge-call"; id: number; cid: number; fnId: number; argsText: string; maxBytes?: number }
   /** The run or call that made bridge call `cid` has ended: the host stops what it still does. */
   | { t: "bridge-cancel"; cid: number }
   | { t: "stats"; id: number; stats: EngineStats };

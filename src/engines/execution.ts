@@ -169,10 +169,10 @@ export class Execution implements InstanceListener, Watched {
     if (!bindings) return;
     const controller = new AbortController();
     this.hostCalls.set(id, controller);
-    void bindings.dispatch(fnId, argsText, controller.signal).then(({ ok, text }) => {
+    void bindings.dispatch(fnId, argsText, controller.signal, limits.maxBridgeCallBytes).then(({ ok, text, tooLarge }) => {
       this.hostCalls.delete(id);
       if (this.settled) return;
-      if (text.length > limits.maxBridgeCallBytes) {
+      if (tooLarge || text.length > limits.maxBridgeCallBytes) {
         this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `a host call's result exceeded ${limits.maxBridgeCallBytes} bytes`);
         return;
       }

@@ -1,6 +1,6 @@
 import { Pool } from "undici";
 import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
-import { bridgeErrorText } from "../core/bindings.js";
+import { bridgeErrorText, TOO_LARGE } from "../core/bindings.js";
 import { whenAborted } from "../core/when-aborted.js";
 import type { RemoteCallback } from "../core/protocol.js";
 
@@ -38,7 +38,7 @@ export class CallbackBindings implements BindingsLike {
     this.inFlight.clear();
   }
 
-  async dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer> {
+  async dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer> {
     const callback = this.callback;
     const name = callback?.names[fnId];
     if (!callback || name === undefined) return failure(new TypeError("unknown host function"));
@@ -48,27 +48,43 @@ export class CallbackBindings implements BindingsLike {
     // The run or call that made it ended: the callback's request is aborted, and the host stops it.
     const detach = whenAborted([signal], () => controller.abort());
     try {
-      return await this.call(callback, name, argsText, controller.signal);
+      return await this.call(callback, name, argsText, controller.signal, maxBytes);
     } finally {
       detach();
       this.inFlight.delete(controller);
     }
   }
 
-  private async call(callback: RemoteCallback, name: string, argsText: string, signal: AbortSignal): Promise<BridgeAnswer> {
+  private async call(
+    callback: RemoteCallback,
+    name: string,
+    argsText: string,
+    signal: AbortSignal,
+    maxBytes = Number.POSITIVE_INFINITY,
+  ): Promise<BridgeAnswer> {
     let status: number;
     let body: unknown;
+    // JSON doubles a text at most when it escapes it (quotes, backslashes); \u escapes are 6 bytes
+    // of a 1-3 byte character: 6 bytes a character bounds any answer of maxBytes characters.
+    const maxBody = Number.isFinite(maxBytes) ? 6 * maxBytes + 1024 : Number.POSITIVE_INFINITY;
     try {
       const url = new URL(callback.url);
       const response = await poolFor(url.origin).request({
         path: url.pathname + url.search,
         method: "POST",
         headers: { authorization: `Bearer ${callback.grant}`, "content-type": "application/json" },
-        body: JSON.stringify({ run: callback.run, name, argsText }),
+        body: JSON.stringify({ run: callback.run, name, argsText, maxBytes: Number.isFinite(maxBytes) ? maxBytes : undefined }),
         signal: AbortSignal.any([signal, AbortSignal.timeout(CALLBACK_TIMEOUT_MS)]),
       });
       status = response.statusCode;
-      body = await response.body.json().catch(() => undefined);
+      const text = await readCapped(response.body, maxBody);
+      // Longer than any answer within the run's limit: not buffered further, the run ends.
+      if (text === undefined) return TOO_LARGE;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = undefined;
+      }
     } catch {
       // The guest learns that the host did not answer, never the address it was called at.
       return failure(new Error(`the host's binding ${name} could not be reached`));
@@ -78,11 +94,27 @@ export class CallbackBindings implements BindingsLike {
       return failure(new Error(`the host refused the call to ${name}: ${typeof message === "string" ? message : status}`));
     }
     const answer = body as Partial<BridgeAnswer>;
+    if (answer?.tooLarge === true) return TOO_LARGE;
     if (typeof answer?.ok !== "boolean" || typeof answer.text !== "string") {
       return failure(new Error(`the host's binding ${name} answered with something that is not a bridge answer`));
     }
     return { ok: answer.ok, text: answer.text };
   }
+}
+
+/** The body as text, or undefined once it passes `max` bytes (the rest is not read). */
+async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > max) {
+      body.destroy();
+      return undefined;
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 function failure(error: Error): BridgeAnswer {

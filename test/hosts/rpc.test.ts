@@ -149,3 +149,18 @@ describe("createRpcHandler", () => {
     expect((await rpc.handle(call(grant, { run, name: "lookup", argsText: codec.encode([1]) }))).status).toBe(401);
   });
 });
+
+describe("createRpcHandler and the run's maxBridgeCallBytes", () => {
+  it("an answer longer than the caller's maxBytes is refused as tooLarge, not sent", async () => {
+    const big = async () => "z".repeat(200_000);
+    const rpc = createRpcHandler({ key: KEY });
+    const { run, grant } = rpc.register(new Bindings({ big }), new Map([["big", 0]]), { subject: "t", ttlMs: 60_000 });
+    const refused = await rpc.handle(call(grant, { run, name: "big", argsText: codec.encode([]), maxBytes: 100_000 }));
+    const text = await refused.text();
+    expect(text.length).toBeLessThan(200);
+    expect(JSON.parse(text)).toEqual({ ok: false, text: "", tooLarge: true });
+    // Without a limit (or within it) the answer is sent.
+    const sent = await rpc.handle(call(grant, { run, name: "big", argsText: codec.encode([]), maxBytes: 300_000 }));
+    expect(codec.decode(((await sent.json()) as { text: string }).text)).toHaveLength(200_000);
+  });
+});

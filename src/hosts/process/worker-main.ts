@@ -34,11 +34,17 @@ class RemoteBindings implements BindingsLike {
   constructor(
     readonly text: string,
     private readonly owner: number,
-    private readonly call: (owner: number, fnId: number, argsText: string, signal?: AbortSignal) => Promise<BridgeAnswer>,
+    private readonly call: (
+      owner: number,
+      fnId: number,
+      argsText: string,
+      signal?: AbortSignal,
+      maxBytes?: number,
+    ) => Promise<BridgeAnswer>,
   ) {}
 
-  dispatch(fnId: number, argsText: string, signal?: AbortSignal): Promise<BridgeAnswer> {
-    return this.call(this.owner, fnId, argsText, signal);
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer> {
+    return this.call(this.owner, fnId, argsText, signal, maxBytes);
   }
 }
 
@@ -89,10 +95,12 @@ async function main(): Promise<void> {
   let nextCid = 0;
   let nextPrefix = 0;
 
-  const bridgeCall = (owner: number, fnId: number, argsText: string, signal?: AbortSignal) =>
+  const bridgeCall = (owner: number, fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number) =>
     new Promise<BridgeAnswer>((resolve) => {
       const cid = ++nextCid;
-      send({ t: "bridge-call", id: owner, cid, fnId, argsText });
+      // The run's maxBridgeCallBytes (a finite number; JSON has no Infinity): the host refuses a longer answer.
+      const limit = maxBytes !== undefined && Number.isFinite(maxBytes) ? maxBytes : undefined;
+      send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit });
       // The run or call ended first: the host stops the call (a fetch's exchange) too.
       const detach = whenAborted([signal], () => send({ t: "bridge-cancel", cid }));
       bridge.set(cid, (answer) => {
@@ -257,7 +265,7 @@ async function main(): Promise<void> {
       case "bridge-result": {
         const resolve = bridge.get(message.cid);
         bridge.delete(message.cid);
-        resolve?.({ ok: message.ok, text: message.text });
+        resolve?.({ ok: message.ok, text: message.text, tooLarge: message.tooLarge === true });
         return;
       }
       case "stats":

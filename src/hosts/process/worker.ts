@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { BindingsLike } from "../../core/bindings.js";
+import type { BindingsLike, BridgeAnswer } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
 import { encodeTextFrame, FrameReader, MAX_FRAME_BYTES } from "../../core/framing.js";
@@ -444,12 +444,14 @@ export class WorkerProcess {
         // or when the worker dies.
         const controller = new AbortController();
         this.bridgeCalls.set(event.cid, { controller, id: event.id });
+        // The worker's word for its run's maxBridgeCallBytes: it bounds only that run's answer.
+        const maxBytes = typeof event.maxBytes === "number" && event.maxBytes >= 0 ? event.maxBytes : undefined;
         void bindings
-          .dispatch(event.fnId, event.argsText, controller.signal)
-          .catch(() => ({ ok: false, text: '{"$":"e","n":"Error","m":"the host function failed"}' }))
-          .then(({ ok, text }) => {
+          .dispatch(event.fnId, event.argsText, controller.signal, maxBytes)
+          .catch((): BridgeAnswer => ({ ok: false, text: '{"$":"e","n":"Error","m":"the host function failed"}' }))
+          .then((answer) => {
             this.bridgeCalls.delete(event.cid);
-            this.sendAnswer(event.cid, ok, text);
+            this.sendAnswer(event.cid, answer);
           });
         return;
       }
@@ -476,9 +478,9 @@ export class WorkerProcess {
    * unhandled rejection that ended the host process (a host function returning 70 MB did): the
    * guest gets a catchable error instead.
    */
-  private sendAnswer(cid: number, ok: boolean, text: string): void {
+  private sendAnswer(cid: number, { ok, text, tooLarge }: BridgeAnswer): void {
     try {
-      this.send({ t: "bridge-result", cid, ok, text });
+      this.send(tooLarge ? { t: "bridge-result", cid, ok: false, text: "", tooLarge } : { t: "bridge-result", cid, ok, text });
     } catch {
       const message = `ERR_BRIDGE_PAYLOAD_TOO_LARGE: the host function's answer (${text.length} characters encoded) is larger than a worker's pipe carries (${MAX_FRAME_BYTES} bytes)`;
       this.send({ t: "bridge-result", cid, ok: false, text: JSON.stringify({ $: "e", n: "RangeError", m: message }) });

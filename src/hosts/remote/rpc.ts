@@ -116,7 +116,7 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (!isOpen(runs.get(granted.run))) return answer(404, { error: "the run is over" });
       const length = Number(request.headers.get("content-length") ?? 0);
       if (length > MAX_BODY) return answer(413, { error: "the call is too large" });
-      let call: { run?: unknown; name?: unknown; argsText?: unknown };
+      let call: { run?: unknown; name?: unknown; argsText?: unknown; maxBytes?: unknown };
       try {
         const text = await readCapped(request, MAX_BODY);
         if (text === undefined) return answer(413, { error: "the call is too large" });
@@ -144,7 +144,9 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       const stop = new AbortController();
       const detach = whenAborted([request.signal, registered.ended.signal], () => stop.abort());
       try {
-        return answer(200, await registered.bindings.dispatch(fnId, call.argsText, stop.signal));
+        // The executor's word for its run's maxBridgeCallBytes: a longer answer is not sent.
+        const maxBytes = typeof call.maxBytes === "number" && call.maxBytes >= 0 ? call.maxBytes : undefined;
+        return answer(200, await registered.bindings.dispatch(fnId, call.argsText, stop.signal, maxBytes));
       } finally {
         detach();
       }
