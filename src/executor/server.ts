@@ -249,7 +249,10 @@ function packageVersion(): string {
  * limit, too slow to arrive) gets the service's refusal form too, with Node's status.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  if (error.code === "ECONNRESET" || !socket.writable) {
+  // A response still owed on this connection (a run in flight, with garbage pipelined behind
+  // it): a 400 written now would be read as that run's answer. The connection just ends.
+  const owed = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
+  if (error.code === "ECONNRESET" || !socket.writable || owed) {
     socket.destroy();
     return;
   }

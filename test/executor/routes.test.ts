@@ -73,4 +73,28 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
     // The service still answers.
     expect((await fetch(`${t.url}/health`)).status).toBe(200);
   });
+
+  it("never answers a run in flight with the 400 of a malformed request pipelined behind it", async () => {
+    const { port } = new URL(t.url);
+    const body = JSON.stringify({ code: "export default () => new Promise((r) => setTimeout(() => r('late'), 500))" });
+    const request =
+      `POST /run HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${SECRET}\r\ncontent-type: application/json\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), "127.0.0.1", () => {
+        socket.write(request);
+        // Once the run is in flight: garbage on the same connection.
+        setTimeout(() => socket.write("GARBAGE\r\n\r\n"), 150);
+      });
+      let text = "";
+      socket.on("data", (chunk) => {
+        text += chunk;
+      });
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+    });
+    // The connection is closed: the run's own answer (or nothing), never a 400 in its place.
+    expect(answer.startsWith("HTTP/1.1 400"), answer.slice(0, 60)).toBe(false);
+    expect((await fetch(`${t.url}/health`)).status).toBe(200);
+  });
 });
