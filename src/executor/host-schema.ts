@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { sharedCodec } from "../core/bindings.js";
+import { isValidGlobalName } from "../names.js";
 import type { RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
@@ -108,12 +110,74 @@ export function parseRemoteRequest(body: Buffer): RemoteRequest {
   return checked.data as RemoteRequest;
 }
 
-/** The bindings descriptor is JSON the guest runtime reads: refuse anything else here, not in a worker. */
+/**
+ * The bindings descriptor is JSON the guest runtime reads and builds the guest's globals and host
+ * modules from: its whole shape is checked here (a `null` descriptor was a TypeError inside a
+ * worker, reported as the guest's own error), and global names as `globals` checks them.
+ */
 function checkBindingsText(bindingsText: string): void {
+  let value: unknown;
   try {
-    const value = JSON.parse(bindingsText) as unknown;
-    if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error();
+    value = JSON.parse(bindingsText);
   } catch {
-    throw new ServiceError("ERR_BAD_REQUEST", "bindingsText: must be a bindings descriptor (a JSON object)");
+    throw bad("bindingsText", "must be a bindings descriptor (a JSON object)");
   }
+  const top = plainObject(value, "bindingsText", ["globals", "modules", "fetch"]);
+  if (top.fetch !== undefined && top.fetch !== null && !isIndex(top.fetch)) {
+    throw bad("bindingsText.fetch", "must be a function number");
+  }
+  const globals = plainObject(top.globals ?? {}, "bindingsText.globals");
+  for (const [name, desc] of Object.entries(globals)) {
+    if (!isValidGlobalName(name)) {
+      throw bad(`bindingsText.globals.${shortened(name)}`, "is not a valid global name (an identifier that shadows nothing)");
+    }
+    checkDesc(desc, `bindingsText.globals.${name}`, 0);
+  }
+  const modules = plainObject(top.modules ?? {}, "bindingsText.modules");
+  for (const [specifier, desc] of Object.entries(modules)) {
+    if (specifier.length === 0 || specifier.length > REQUEST_BOUNDS.maxFilenameChars) {
+      throw bad("bindingsText.modules", `a module name must be 1 to ${REQUEST_BOUNDS.maxFilenameChars} characters`);
+    }
+    checkDesc(desc, `bindingsText.modules[${JSON.stringify(shortened(specifier))}]`, 0);
+  }
+}
+
+/** `{ f, n }` a host function, `{ d }` encoded data, `{ o }` an object of more (as Bindings makes them). */
+function checkDesc(desc: unknown, path: string, depth: number): void {
+  if (depth > MAX_DESC_DEPTH) throw bad(path, `nests more than ${MAX_DESC_DEPTH} levels`);
+  const keys = desc !== null && typeof desc === "object" ? Object.keys(desc) : [];
+  const d = desc as Record<string, unknown>;
+  if (keys.length === 2 && "f" in d && "n" in d && isIndex(d.f) && typeof d.n === "string") return;
+  if (keys.length === 1 && typeof d.d === "string") {
+    try {
+      sharedCodec().decode(d.d);
+      return;
+    } catch {
+      throw bad(path, "holds data that is not cordon's encoding");
+    }
+  }
+  if (keys.length === 1 && "o" in d) {
+    const members = plainObject(d.o, `${path}.o`);
+    for (const [key, member] of Object.entries(members)) checkDesc(member, `${path}.${shortened(key)}`, depth + 1);
+    return;
+  }
+  throw bad(path, "must be { f, n } (a host function), { d } (data) or { o } (an object of them)");
+}
+
+/** Bindings nest objects 8 levels deep at most (Bindings' describeValue). */
+const MAX_DESC_DEPTH = 9;
+
+function plainObject(value: unknown, path: string, keys?: string[]): Record<string, unknown> {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw bad(path, "must be a JSON object");
+  const extra = keys && Object.keys(value).find((key) => !keys.includes(key));
+  if (extra !== undefined) throw bad(`${path}.${shortened(extra)}`, "is not part of a bindings descriptor");
+  return value as Record<string, unknown>;
+}
+
+function isIndex(value: unknown): boolean {
+  return typeof value === "number" && Number.isInteger(value) && value >= 0;
+}
+
+function bad(path: string, message: string): ServiceError {
+  return new ServiceError("ERR_BAD_REQUEST", `${path}: ${message}`);
 }

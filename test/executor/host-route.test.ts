@@ -18,6 +18,11 @@ function post(body: unknown, secret: string | null = SECRET): Promise<Response> 
   return fetch(`${service.url}/host`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
 }
 
+/** A data descriptor `levels` objects deep. */
+function nested(levels: number): unknown {
+  return levels === 0 ? { d: "1" } : { o: { k: nested(levels - 1) } };
+}
+
 async function runRequest(code: string) {
   return {
     engine: "v8",
@@ -51,6 +56,16 @@ describe("POST /host (the remote host's protocol)", () => {
       [{ ...body, engine: "deno" }, /engine/],
       [{ ...body, limits: { ...DEFAULT_LIMITS, wallTimeMs: -1 } }, /limits\.wallTimeMs/],
       [{ ...body, bindingsText: "not json" }, /bindingsText/],
+      // Each was a TypeError inside a worker, reported as the guest's own error (ERR_USER_CODE).
+      [{ ...body, bindingsText: '{"modules":{"x":null}}' }, /bindingsText\.modules\["x"\]: must be \{ f, n \}/],
+      [{ ...body, bindingsText: '{"globals":{"g":{"o":[1]}}}' }, /bindingsText\.globals\.g\.o: must be a JSON object/],
+      [{ ...body, bindingsText: '{"globals":{"g":{"f":-1,"n":"g"}}}' }, /bindingsText\.globals\.g: must be/],
+      [{ ...body, bindingsText: '{"globals":{"g":{"d":"{\\"$\\":"}}}' }, /bindingsText\.globals\.g: holds data/],
+      [{ ...body, bindingsText: '{"globals":{"Object":{"d":"1"}}}' }, /globals\.Object: is not a valid global name/],
+      [{ ...body, bindingsText: '{"globals":{"__cordon_x":{"d":"1"}}}' }, /not a valid global name/],
+      [{ ...body, bindingsText: '{"globals":{},"extra":1}' }, /bindingsText\.extra: is not part/],
+      [{ ...body, bindingsText: "[]" }, /bindingsText: must be a JSON object/],
+      [{ ...body, bindingsText: JSON.stringify({ globals: { g: nested(12) } }) }, /nests more than 9 levels/],
       [{ ...body, t: "exec" }, /t/],
       [{ ...body, callback: { url: "not a url", run: "r", grant: "g", names: [] } }, /callback\.url/],
       ["{", /UTF-8 JSON/],
