@@ -1,12 +1,13 @@
 import { parseArgs } from "node:util";
 import { createExecutor, type Executor } from "../executor/server.js";
 
-export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--grace-ms 10000] [--callback-origin URL]...
+export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--max-connections 4096] [--grace-ms 10000] [--callback-origin URL]...
 
   Runs the executor service: POST /run and POST /host (authorization: Bearer <secret>), GET /health.
   --port N          the port to listen on (default 8787; 0 picks a free one)
   --host H          the address to listen on (default 127.0.0.1: this machine only)
   --max-body-mb N   request bodies over this are refused with 413 (default 32)
+  --max-connections N  open client connections at most; past it new ones are closed (default 4096)
   --grace-ms N      on SIGTERM or SIGHUP, in-flight runs get this long before they are aborted (default 10000)
   --callback-origin O  an origin remote hosts may name for their callbacks, besides their own
                     address and loopback (repeatable)
@@ -40,6 +41,7 @@ export async function serve(args: string[]): Promise<number> {
       port: parsed.port,
       host: parsed.host,
       maxBodyMb: parsed.maxBodyMb,
+      maxConnections: parsed.maxConnections,
       shutdownGraceMs: parsed.graceMs,
       callbackOrigins: parsed.callbackOrigins,
     });
@@ -106,6 +108,7 @@ function parseServeArgs(args: string[]) {
       port: { type: "string" },
       host: { type: "string" },
       "max-body-mb": { type: "string" },
+      "max-connections": { type: "string" },
       "grace-ms": { type: "string" },
       "callback-origin": { type: "string", multiple: true },
     },
@@ -125,6 +128,7 @@ function parseServeArgs(args: string[]) {
     port,
     host: values.host,
     maxBodyMb: number("max-body-mb", values["max-body-mb"]),
+    maxConnections: number("max-connections", values["max-connections"]),
     graceMs: number("grace-ms", values["grace-ms"], { zero: true }),
     callbackOrigins: values["callback-origin"],
   };

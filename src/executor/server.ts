@@ -31,6 +31,11 @@ export interface ExecutorOptions {
   maxBodyMb?: number;
   /** The sandbox's options. Default: the process host, engine auto, and SERVICE_POLICY. */
   sandbox?: SandboxOptions;
+  /**
+   * Open client connections at most; past it a new connection is closed at once (and logged). Each
+   * holds a file descriptor: without a cap, idle or slow clients exhaust them. Default 4096.
+   */
+  maxConnections?: number;
   /** Prepared modules kept warm (an LRU). Default 256. */
   warmModules?: number;
   /** How long `close()` lets in-flight runs finish before aborting them. Default 10 000 ms. */
@@ -67,12 +72,17 @@ const OPTION_KEYS = [
   "host",
   "port",
   "maxBodyMb",
+  "maxConnections",
   "sandbox",
   "warmModules",
   "shutdownGraceMs",
   "logger",
   "callbackOrigins",
 ];
+/** Open connections at most, by default: far below the descriptors Node raises its limit to. */
+const DEFAULT_MAX_CONNECTIONS = 4096;
+/** Connections refused at the cap are logged at most this often (a flood is one line, with its count). */
+const DROP_LOG_EVERY_MS = 10_000;
 /** After the grace period, aborted runs get this long to send their (aborted) results. */
 const ABORT_SETTLE_MS = 2_000;
 
@@ -88,6 +98,9 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     throw new TypeError(`cordon: executor options.port must be an integer from 0 to 65535, got ${String(port)}`);
   const maxBodyMb = positive(options.maxBodyMb, "maxBodyMb", 32);
   const warmModules = positive(options.warmModules, "warmModules", 256);
+  const maxConnections = positive(options.maxConnections, "maxConnections", DEFAULT_MAX_CONNECTIONS);
+  if (!Number.isInteger(maxConnections))
+    throw new TypeError(`cordon: executor options.maxConnections must be a whole number, got ${maxConnections}`);
   const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : nonNegative(options.shutdownGraceMs, "shutdownGraceMs");
   const logger = options.logger === false ? pino({ enabled: false }) : (options.logger ?? createServiceLogger());
 
@@ -133,6 +146,18 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   // Response, which the sandbox's own fetch wire recognises by class.
   const server = createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
   server.on("clientError", answerClientError);
+  server.maxConnections = maxConnections;
+  let dropped = 0;
+  let droppedLogged = 0;
+  server.on("drop", () => {
+    dropped++;
+    if (performance.now() - droppedLogged < DROP_LOG_EVERY_MS && droppedLogged !== 0) return;
+    droppedLogged = performance.now();
+    logger.warn(
+      { event: "connections-full", maxConnections: server.maxConnections, dropped },
+      "connection refused: at maxConnections",
+    );
+  });
   try {
     await listen(server, port, host);
   } catch (error) {
