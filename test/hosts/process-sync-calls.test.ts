@@ -89,8 +89,11 @@ describe("process host: quick calls on the worker's thread", () => {
       expect(spun.code).toBe("ERR_CPU_TIMEOUT");
       spins.push(ON_WORKER_THREAD.test(spun.message) ? "worker thread" : "engine thread");
     }
-    // Two whole limits fit the budget (200 ms); the third waits until that is paid back (50 ms a second).
-    expect(spins).toEqual(["worker thread", "worker thread", "engine thread"]);
+    // Two whole limits fit the budget (200 ms); the third waits until that is paid back (50 ms a
+    // second). On a loaded machine a quick call can read past its allowance and add to the debt,
+    // so the second spin may already take the usual way: never a third on the worker's thread.
+    expect(spins[0]).toBe("worker thread");
+    expect(spins[2]).toBe("engine thread");
     expect(await prefix.call({ export: "work", args: [5], limits })).toMatchObject({ ok: true, value: 10 });
   });
 
