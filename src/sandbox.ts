@@ -193,21 +193,19 @@ export class Sandbox implements AsyncDisposable {
     let shared = this.prefixes.get(key);
     if (!shared) {
       const pool = (async () => {
-        let source: Awaited<ReturnType<typeof normalizeSource>>;
-        try {
-          source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
-        } catch (error) {
-          if (error instanceof CordonError)
-            throw new PrepareError(
-              this.failure(performance.now(), { code: error.code, name: compileFailureName(error), message: error.message }),
-            );
-          throw error;
-        }
-        // The prefix's evaluation is guest code like a run's: it holds a run slot, so
-        // maxConcurrentRuns bounds it too (the executor's cold /run evaluated every distinct
-        // module at once). The prefix's calls take no slot (its pool bounds them).
+        // The prefix's compile and evaluation are a run's work: they hold a run slot, so
+        // maxConcurrentRuns bounds them too (the executor's cold /run compiled and evaluated every
+        // distinct module at once). The prefix's calls take no slot (its pool bounds them).
         let evaluated: Awaited<ReturnType<Engine["prepare"]>> | undefined;
-        const slotted = await this.withSlot(undefined, async () => {
+        const slotted = await this.withSlot(undefined, async (started) => {
+          let source: Awaited<ReturnType<typeof normalizeSource>>;
+          try {
+            source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
+          } catch (error) {
+            if (error instanceof CordonError)
+              return this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message });
+            throw error;
+          }
           evaluated = await this.engine.prepare({
             partitionKey,
             key,

@@ -111,6 +111,19 @@ describe("a compile is bounded in time", () => {
     expect(after.ok && after.value).toBe(42);
   });
 
+  it("a prefix's compile holds a run slot, as its evaluation does", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess", maxConcurrentRuns: 1, maxQueuedRuns: 0 });
+    sandboxes.push(sandbox);
+    const prepared = sandbox.prepare({ code: costly(40_000, "// prepare"), limits: { wallTimeMs: 1_000 } });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The only slot is the compile's: a run now is refused, not run beside it.
+    const refused = await sandbox.run({ code: "export default 1" });
+    expect(refused.ok ? "ran" : refused.error.code).toBe("ERR_QUEUE_FULL");
+    await expect(prepared).rejects.toMatchObject({ result: { error: { code: "ERR_COMPILE", name: "TimeoutError" } } });
+    const after = await sandbox.run({ code: "export default 2" });
+    expect(after.ok && after.value).toBe(2);
+  });
+
   it("an aborted run ends its compile", async () => {
     const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
     sandboxes.push(sandbox);
