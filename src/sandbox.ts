@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { availableParallelism } from "node:os";
 import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
@@ -6,9 +7,11 @@ import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { needsBodies, readBodies } from "./core/fetch-wire.js";
+import { abortReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
-import { compileBound, compileFailureName, DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
+import { compileBound, compileFailureName } from "./core/esbuild-calls.js";
+import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
   EngineName,
   HostName,
@@ -74,6 +77,8 @@ export class Sandbox implements AsyncDisposable {
     options: SandboxOptions,
   ) {
     engines.set(this, engine);
+    // Each compile in progress listens on it: many at once are not a leak.
+    setMaxListeners(0, this.lifetime.signal);
     this.slots = new Slots(options.maxConcurrentRuns ?? availableParallelism() * 4, options.maxQueuedRuns ?? 10_000);
     this.defaults = options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb };
     this.callLimits = resolveLimits({}, this.defaults, policy);
@@ -424,6 +429,11 @@ export class Sandbox implements AsyncDisposable {
         inputText,
       };
     } catch (error) {
+      // Aborted while compiling: the same result, reason and all, as an abort while running.
+      if (error instanceof CordonError && error.code === "ERR_ABORTED" && signal?.aborted) {
+        const wallMs = performance.now() - started;
+        return { result: abortedResult(this.engine.name, this.hostName, abortReason(signal.reason), wallMs) };
+      }
       if (error instanceof CordonError)
         return { result: this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message }) };
       throw error;

@@ -1,4 +1,5 @@
-import { stop, type TransformOptions, transform } from "esbuild";
+import type { TransformOptions, TransformResult } from "esbuild";
+import { type CompileBound, DEFAULT_BOUND, firstErrorText, withEsbuild } from "./esbuild-calls.js";
 import { CordonError } from "./errors.js";
 import { MAX_NESTING, nestsDeeperThan } from "./nesting.js";
 import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
@@ -24,30 +25,6 @@ export const DEFAULT_FILENAME = "<guest>";
 const TOP_LEVEL_RETURN = "Top-level return cannot be used inside an ECMAScript module";
 const CACHE_SIZE = 512;
 const cache = new Map<string, GuestSource | CordonError>();
-
-/**
- * How long esbuild may work on one module. Its cost is not linear in the text: 800 KB of
- * duplicate declarations kept it busy for minutes (the error check is quadratic), under every size
- * cap. A run's compile gets the run's wall time, at least MIN and at most MAX.
- */
-export const COMPILE_TIME_MIN_MS = 1_000;
-export const COMPILE_TIME_MAX_MS = 60_000;
-
-/** The time and the signals that bound a compile (a run's, its sandbox's). */
-export interface CompileBound {
-  timeoutMs: number;
-  signals?: (AbortSignal | undefined)[];
-}
-
-/**
- * The bound for a run with this wall time, ended early by any of `signals`. A signal aborted with
- * a CordonError as its reason (a disposed sandbox's) fails the compile with that error's code.
- */
-export function compileBound(wallTimeMs: number, ...signals: (AbortSignal | undefined)[]): CompileBound {
-  return { timeoutMs: Math.min(COMPILE_TIME_MAX_MS, Math.max(COMPILE_TIME_MIN_MS, wallTimeMs)), signals };
-}
-
-const DEFAULT_BOUND: CompileBound = { timeoutMs: COMPILE_TIME_MAX_MS };
 
 /**
  * Turn guest text into an ES module: TypeScript is stripped (no type check, no bundling), and a
@@ -189,133 +166,8 @@ async function withoutTail(error: unknown, text: string, limit: Limit): Promise<
 }
 
 /** esbuild's transform, through `withEsbuild`, within the module's limit. */
-function transformGuest(limit: Limit, code: string, options: TransformOptions): ReturnType<typeof transform> {
-  return withEsbuild(() => transform(code, options), limit);
-}
-
-/** Bumped each time the esbuild service is stopped: a call that sees it move was stopped on purpose. */
-let generation = 0;
-/** Calls waiting on the service, each with the function that starts it again on a new one. */
-const waiting = new Set<() => void>();
-/** A call the service was stopped under (for another call): it starts again, as if new. */
-const RESTARTED = Symbol("esbuild restarted");
-
-/**
- * Stop the service, unless someone did since `seen`; the next call starts a new one. A stopped
- * service never answers the calls it held (they would wait forever): they start again.
- */
-async function restartEsbuild(seen: number): Promise<void> {
-  if (generation !== seen) return;
-  generation++;
-  await stop();
-  for (const restart of [...waiting]) restart();
-}
-
-/**
- * Call esbuild, within `bound`. esbuild is one service process shared by every call: past the
- * deadline (or on abort) the service is stopped, the only way to end a transform, and the calls
- * it was serving for others start again on a new one (not counted as a failure). A failure that is
- * not about the text (its service process was killed, say) leaves every later call failing the
- * same way: the service is stopped, so the next call starts a new one, and the operation is tried
- * once more. Still failing, it is ERR_INTERNAL.
- */
-export async function withEsbuild<T>(
-  operation: () => Promise<T>,
-  bound: CompileBound & { deadline?: number; filename?: string } = DEFAULT_BOUND,
-): Promise<T> {
-  const deadline = bound.deadline ?? performance.now() + bound.timeoutMs;
-  let failures = 0;
-  for (;;) {
-    const overrun = overrunBefore(deadline, bound);
-    if (overrun) throw overrun;
-    const seen = generation;
-    try {
-      return await within(operation, deadline, bound);
-    } catch (error) {
-      if (error === RESTARTED) continue;
-      if (error instanceof CordonError) {
-        // Past the deadline, or aborted: end the transform (and only this call fails).
-        await restartEsbuild(seen);
-        throw error;
-      }
-      if (firstErrorText(error) !== undefined) throw error;
-      if (generation !== seen) continue;
-      await restartEsbuild(seen);
-      if (++failures > 1) {
-        throw new CordonError(
-          "ERR_INTERNAL",
-          `the module could not be transformed: esbuild failed (${(error as Error)?.message ?? error})`,
-        );
-      }
-    }
-  }
-}
-
-/** `operation`'s result, or RESTARTED, or the overrun error when the deadline passes or the signal aborts first. */
-function within<T>(operation: () => Promise<T>, deadline: number, bound: CompileBound & { filename?: string }): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const signals = (bound.signals ?? []).filter((signal) => signal !== undefined);
-    const end = (settle: () => void) => {
-      clearTimeout(timer);
-      for (const signal of signals) signal.removeEventListener("abort", aborted);
-      waiting.delete(restarted);
-      settle();
-    };
-    const restarted = () => end(() => reject(RESTARTED));
-    const aborted = () => end(() => reject(overrunBefore(Number.POSITIVE_INFINITY, bound)));
-    const timer = setTimeout(() => end(() => reject(overrunBefore(0, bound))), Math.max(0, deadline - performance.now()));
-    for (const signal of signals) signal.addEventListener("abort", aborted, { once: true });
-    waiting.add(restarted);
-    let work: Promise<T>;
-    try {
-      work = operation();
-    } catch (error) {
-      work = Promise.reject(error);
-    }
-    work.then(
-      (value) => end(() => resolve(value)),
-      (error) => end(() => reject(error)),
-    );
-  });
-}
-
-/** The errors that ended a compile early: named for a run's result by `compileFailureName`. */
-const overruns = new WeakSet<CordonError>();
-
-/** The error for a compile that is aborted or past `deadline` now; undefined while it may go on. */
-function overrunBefore(deadline: number, bound: CompileBound & { filename?: string }): CordonError | undefined {
-  const name = bound.filename ?? DEFAULT_FILENAME;
-  let error: CordonError;
-  const aborted = bound.signals?.find((signal) => signal?.aborted);
-  if (aborted) {
-    const reason = aborted.reason;
-    error =
-      reason instanceof CordonError
-        ? new CordonError(reason.code, `${name}: ${reason.message}`)
-        : new CordonError("ERR_ABORTED", `${name}: the run was aborted while the module was compiling`);
-  } else if (performance.now() < deadline) {
-    return undefined;
-  } else {
-    error = new CordonError(
-      "ERR_COMPILE",
-      `${name}: compiling the module took longer than ${bound.timeoutMs} ms (the run's wall time, at least ` +
-        `${COMPILE_TIME_MIN_MS} and at most ${COMPILE_TIME_MAX_MS} ms): the text costs too much to compile`,
-    );
-  }
-  overruns.add(error);
-  return error;
-}
-
-/** The `name` a run's result gives a compile failure: SyntaxError for the text's own errors. */
-export function compileFailureName(error: CordonError): string {
-  if (!overruns.has(error)) return "SyntaxError";
-  if (error.code === "ERR_ABORTED") return "AbortError";
-  return error.code === "ERR_COMPILE" ? "TimeoutError" : "CordonError";
-}
-
-function firstErrorText(error: unknown): string | undefined {
-  const errors = (error as { errors?: { text?: string }[] })?.errors;
-  return Array.isArray(errors) ? errors[0]?.text : undefined;
+function transformGuest(limit: Limit, code: string, options: TransformOptions): Promise<TransformResult> {
+  return withEsbuild((esbuild) => esbuild.transform(code, options), limit);
 }
 
 /** The text a function body is wrapped in, on the body's first line. */

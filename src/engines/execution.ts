@@ -62,6 +62,17 @@ export class Execution implements InstanceListener, Watched {
     return this.outcomes.then((results) => results[0]);
   }
   private readonly onAbort?: () => void;
+  /** Made when asked for (a compile of the source imports): most executions never need it. */
+  private end: AbortController | undefined;
+
+  /** Aborted once every result is in: work still going on for the execution (a compile) stops. */
+  get ended(): AbortSignal {
+    if (!this.end) {
+      this.end = new AbortController();
+      if (this.settled) this.end.abort(ENDED_DURING_COMPILE);
+    }
+    return this.end.signal;
+  }
 
   constructor(
     private readonly instance: EngineInstance,
@@ -359,6 +370,7 @@ export class Execution implements InstanceListener, Watched {
     this.results[index] = result;
     if (--this.pending > 0) return;
     this.settled = true;
+    this.end?.abort(ENDED_DURING_COMPILE);
     // Host calls still in flight end with the run (a brokered fetch's exchange stops).
     for (const call of this.hostCalls.values()) call.abort();
     this.hostCalls.clear();
@@ -423,6 +435,8 @@ export class RunningExecutions {
 }
 
 const ENDED = "the sandbox was disposed during the run";
+/** Why a compile stops when its execution ended first (its result is already out: nobody reads this). */
+const ENDED_DURING_COMPILE = new CordonError("ERR_INSTANCE_RESET", "the run ended while its modules were compiling");
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;

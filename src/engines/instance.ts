@@ -1,7 +1,8 @@
 import type { BindingsLike } from "../core/bindings.js";
 import type { RunMode } from "../core/engine.js";
 import type { LineMap } from "../core/source-map.js";
-import type { CompileBound, GuestSource } from "../core/source.js";
+import type { CompileBound } from "../core/esbuild-calls.js";
+import type { GuestSource } from "../core/source.js";
 
 /** What an execution receives from the guest runtime's synchronous callbacks. */
 export interface InstanceListener {

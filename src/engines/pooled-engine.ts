@@ -2,7 +2,7 @@ import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from
 import { CordonError } from "../core/errors.js";
 import { Residency } from "../core/residency.js";
 import { failedResult } from "../core/results.js";
-import { compileBound } from "../core/source.js";
+import { compileBound } from "../core/esbuild-calls.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution, RunningExecutions } from "./execution.js";
 import type { EngineInstance, RuntimeCaps } from "./instance.js";
@@ -85,7 +85,7 @@ export class PooledEngine implements Engine {
           caps,
           source,
           sourceImports,
-          compile: compileBound(limits.wallTimeMs, signal),
+          compile: compileBound(limits.wallTimeMs, signal, execution.ended),
         },
         () => execution.startCpu(),
       )

@@ -3,7 +3,7 @@ import { LIMIT_CODES } from "../core/errors.js";
 import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import { abortedResult, failedResult } from "../core/results.js";
-import { compileBound } from "../core/source.js";
+import { compileBound } from "../core/esbuild-calls.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { BlockingBudget } from "./blocking-budget.js";
 import { CallQueue, type Queued } from "./call-queue.js";
@@ -119,7 +119,7 @@ export class WarmPool implements EnginePrefix {
             caps,
             source,
             sourceImports,
-            compile: compileBound(limits.wallTimeMs, signal),
+            compile: compileBound(limits.wallTimeMs, signal, execution.ended),
           },
           () => execution.startCpu(),
         )
@@ -153,8 +153,16 @@ export class WarmPool implements EnginePrefix {
     // Warming up an instance for this run can outlast the sandbox: running.run checks.
     const result = await this.running.run(execution, execution.outcome, () => {
       instance
-        .evaluate({ mode: "run", inputText, caps, source, sourceImports, compile: compileBound(limits.wallTimeMs, signal) }, () =>
-          execution.startCpu(),
+        .evaluate(
+          {
+            mode: "run",
+            inputText,
+            caps,
+            source,
+            sourceImports,
+            compile: compileBound(limits.wallTimeMs, signal, execution.ended),
+          },
+          () => execution.startCpu(),
         )
         .catch((error: unknown) => execution.taskFailed(error));
     });

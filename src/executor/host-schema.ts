@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { sharedCodec } from "../core/bindings.js";
 import { isValidGlobalName } from "../names.js";
+import { checkModuleName } from "../core/options.js";
 import type { RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
@@ -135,8 +136,11 @@ function checkBindingsText(bindingsText: string): void {
   }
   const modules = plainObject(top.modules ?? {}, "bindingsText.modules");
   for (const [specifier, desc] of Object.entries(modules)) {
-    if (specifier.length === 0 || specifier.length > REQUEST_BOUNDS.maxFilenameChars) {
-      throw bad("bindingsText.modules", `a module name must be 1 to ${REQUEST_BOUNDS.maxFilenameChars} characters`);
+    // As the client's own check of import names (checkModuleName), which the guest sees in errors.
+    try {
+      checkModuleName(specifier, "a module name", REQUEST_BOUNDS.maxSpecifierChars);
+    } catch (error) {
+      throw bad("bindingsText.modules", (error as Error).message.replace(/^cordon: /, ""));
     }
     checkDesc(desc, `bindingsText.modules[${JSON.stringify(shortened(specifier))}]`, 0);
   }

@@ -274,10 +274,12 @@ function packageVersion(): string {
  * limit, too slow to arrive) gets the service's refusal form too, with Node's status.
  */
 function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  // A response still owed on this connection (a run in flight, with garbage pipelined behind
-  // it): a 400 written now would be read as that run's answer. The connection just ends.
-  const owed = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
-  if (error.code === "ECONNRESET" || !socket.writable || owed) {
+  // A response owed on this connection for a request read whole (a run in flight, with garbage
+  // pipelined behind it), or already begun: a 400 written now would be read as that answer, or
+  // inside it. The connection just ends. A request that is itself broken (a bad chunk, a body
+  // that stalls) gets its 400 or 408 as before: Node made its response object, unsent.
+  const owed = (socket as Duplex & { _httpMessage?: { _headerSent?: boolean; req?: { complete?: boolean } } })._httpMessage;
+  if (error.code === "ECONNRESET" || !socket.writable || owed?._headerSent || owed?.req?.complete) {
     socket.destroy();
     return;
   }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { normalizeSource } from "../../src/core/source.js";
+import { compactGuestRuntimeScript } from "../../src/engines/guest/bundle.js";
 import { createSandbox, type Sandbox } from "../../src/index.js";
 import { childPids, SECRET, startExecutor } from "../executor/helpers.js";
 
@@ -39,6 +40,17 @@ describe("a compile is bounded in time", () => {
     await Promise.all(sandboxes.map((s) => s.dispose()));
   });
 
+  // First in this file: cordon's own runtime is minified once per process, for the first QuickJS instance.
+  it("cordon's own compiles are not lost when a guest's compile is abandoned beside them", async () => {
+    const runtime = compactGuestRuntimeScript();
+    await expect(normalizeSource(costly(40_000, "// beside"), "slow.ts", { timeoutMs: 10 })).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+    });
+    // It waited for ever (its service was stopped under it), and so did every QuickJS sandbox after it.
+    const answer = await Promise.race([runtime, new Promise((resolve) => setTimeout(() => resolve("still waiting"), 10_000))]);
+    expect(typeof answer === "string" && answer.startsWith("(function(){")).toBe(true);
+  });
+
   it("past its bound a compile fails with ERR_COMPILE and esbuild stops working on it", async () => {
     const started = performance.now();
     await expect(normalizeSource(costly(40_000, "// one"), "slow.ts", { timeoutMs: 500 })).rejects.toMatchObject({
@@ -52,7 +64,7 @@ describe("a compile is bounded in time", () => {
     expect((await normalizeSource("export default 1 as number;", "next.ts")).code).toContain("export");
   });
 
-  it("a compile that was in flight for someone else when the service stopped starts again and finishes", async () => {
+  it("a compile in flight beside an abandoned one finishes with its own outcome", async () => {
     const innocent = normalizeSource(costly(6_000, "// innocent"), "innocent.ts", { timeoutMs: 60_000 });
     const plain = normalizeSource("export const x: number = 2;", "plain.ts", { timeoutMs: 60_000 });
     await expect(normalizeSource(costly(40_000, "// two"), "slow.ts", { timeoutMs: 300 })).rejects.toMatchObject({
@@ -64,6 +76,31 @@ describe("a compile is bounded in time", () => {
       message: expect.stringMatching(/innocent\.ts:\d+:\d+: The symbol "a" has already been declared/),
     });
     expect((await plain).code).toContain("x = 2");
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it("compiles abandoned again and again do not starve another tenant's", async () => {
+    // Each abandoned compile used to stop the one service, and every compile on it started over:
+    // one taking 150 ms more than the attacker's period never finished.
+    const started = performance.now();
+    const innocent = normalizeSource(costly(6_000, "// victim"), "victim.ts", { timeoutMs: 10_000 });
+    let outcome: unknown;
+    innocent.then(
+      () => {},
+      (error) => {
+        outcome = error;
+      },
+    );
+    // The attack outlasts the victim's bound: starved, it would time out (ERR_COMPILE, "took longer").
+    for (let i = 0; outcome === undefined && performance.now() - started < 11_000; i++) {
+      await normalizeSource(costly(40_000, `// attack ${i}`), "attack.ts", { timeoutMs: 100 }).catch(() => {});
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await expect(innocent).rejects.toMatchObject({
+      code: "ERR_COMPILE",
+      message: expect.stringMatching(/victim\.ts:\d+:\d+: The symbol "a" has already been declared/),
+    });
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
   });
 
   it("an abort ends a compile with ERR_ABORTED", async () => {
@@ -128,18 +165,51 @@ describe("a compile is bounded in time", () => {
     const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
     sandboxes.push(sandbox);
     const controller = new AbortController();
-    setTimeout(() => controller.abort(), 200);
+    setTimeout(() => controller.abort(new Error("client went away")), 200);
     const result = await sandbox.run({
       code: costly(40_000, "// abort run"),
       limits: { wallTimeMs: 30_000 },
       signal: controller.signal,
     });
-    expect(result.ok).toBe(false);
-    if (!result.ok) {
-      expect(result.error.code).toBe("ERR_ABORTED");
-      expect(result.error.name).toBe("AbortError");
-    }
+    // As an abort while running reports it: the caller's reason.
+    expect(result).toMatchObject({
+      status: "aborted",
+      reason: "client went away",
+      error: { code: "ERR_ABORTED", name: "AbortError", message: "the run was aborted: client went away" },
+    });
     expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it("dispose ends a source import's compile too (v8, in-process)", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    const run = sandbox.run({
+      code: `import "./slow.js"; export default 1;`,
+      imports: { "./slow.js": costly(40_000, "// import dispose") },
+      limits: { wallTimeMs: 30_000 },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sandbox.dispose();
+    const result = await run;
+    expect(result.ok ? "ran" : result.error.code).toBe("ERR_INSTANCE_RESET");
+    expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it("many compiles at once hold no more listeners than they need (no leak warning)", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess", maxConcurrentRuns: 40 });
+    sandboxes.push(sandbox);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on("warning", onWarning);
+    try {
+      const results = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => sandbox.run({ code: `export default ${i} as number;` })),
+      );
+      expect(results.every((r) => r.ok)).toBe(true);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).not.toContain("MaxListenersExceededWarning");
+    } finally {
+      process.off("warning", onWarning);
+    }
   });
 
   it("dispose ends a compile in progress: the run ends with ERR_INSTANCE_RESET", async () => {

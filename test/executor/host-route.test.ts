@@ -43,6 +43,17 @@ describe("POST /host (the remote host's protocol)", () => {
     expect(JSON.parse(await response.text())).toMatchObject({ ok: true, value: 42 });
   });
 
+  it("takes host modules named as long as the client allows (512 characters)", async () => {
+    const name = "m".repeat(512);
+    const body = {
+      ...(await runRequest(`import m from ${JSON.stringify(name)}; export default m.n;`)),
+      bindingsText: JSON.stringify({ globals: {}, modules: { [name]: { d: JSON.stringify({ n: 7 }) } } }),
+    };
+    const response = await post(body);
+    expect(response.status, await response.clone().text()).toBe(200);
+    expect(JSON.parse(await response.text())).toMatchObject({ ok: true, value: 7 });
+  });
+
   it("refuses without the secret, or with a wrong one, before reading the body", async () => {
     const body = await runRequest("export default 1");
     expect((await refusal(await post(body, null))).code).toBe("ERR_UNAUTHORIZED");
@@ -65,6 +76,8 @@ describe("POST /host (the remote host's protocol)", () => {
       [{ ...body, bindingsText: '{"globals":{"__cordon_x":{"d":"1"}}}' }, /not a valid global name/],
       [{ ...body, bindingsText: '{"globals":{},"extra":1}' }, /bindingsText\.extra: is not part/],
       [{ ...body, bindingsText: "[]" }, /bindingsText: must be a JSON object/],
+      [{ ...body, bindingsText: JSON.stringify({ modules: { "a\u0007b": { d: "1" } } }) }, /control characters/],
+      [{ ...body, bindingsText: JSON.stringify({ modules: { ["m".repeat(513)]: { d: "1" } } }) }, /bindingsText\.modules/],
       [{ ...body, bindingsText: JSON.stringify({ globals: { g: nested(12) } }) }, /nests more than 9 levels/],
       [{ ...body, t: "exec" }, /t/],
       [{ ...body, callback: { url: "not a url", run: "r", grant: "g", names: [] } }, /callback\.url/],

@@ -4,7 +4,7 @@ import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
 import type { RunResult, SandboxStats } from "../../core/types.js";
-import { compileBound } from "../../core/source.js";
+import { compileBound } from "../../core/esbuild-calls.js";
 import { Execution, RunningExecutions } from "../execution.js";
 import { fence, type RuntimeCaps } from "../instance.js";
 import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
@@ -163,7 +163,7 @@ export class DenoEngine implements Engine {
           caps,
           source,
           sourceImports,
-          compile: compileBound(limits.wallTimeMs, signal),
+          compile: compileBound(limits.wallTimeMs, signal, execution.ended),
         },
         () => execution.startCpu(),
       )

@@ -3,12 +3,11 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { isBuiltin } from "node:module";
 import { dirname, join, relative, sep } from "node:path";
 import { pathToFileURL } from "node:url";
-import { build } from "esbuild";
 import { init as initLexer, parse as parseImports } from "es-module-lexer";
-import { withEsbuild } from "../../core/source.js";
+import { type CompileBound, withEsbuild } from "../../core/esbuild-calls.js";
 import { hostModuleSources } from "../../core/bindings.js";
 import type { LineMap } from "../../core/source-map.js";
-import { type CompileBound, type GuestSource, normalizeSource } from "../../core/source.js";
+import { type GuestSource, normalizeSource } from "../../core/source.js";
 
 /** A multi-file source: at most this many files and bytes (the entry not counted). */
 export const MAX_FILES = 256;
@@ -39,31 +38,33 @@ function isRelative(specifier: string): boolean {
 const recordCache = new Map<string, string[]>();
 
 /** The module specifiers a module imports, as esbuild's parser finds them (static, re-exports, literal import()). */
-export async function importSpecifiers(code: string): Promise<string[]> {
+export async function importSpecifiers(code: string, bound?: CompileBound): Promise<string[]> {
   const key = createHash("sha256").update(code).digest("base64");
   const cached = recordCache.get(key);
   if (cached) return cached;
   const found = new Set<string>();
-  await withEsbuild(() =>
-    build({
-      stdin: { contents: code, loader: "js", sourcefile: "<guest>" },
-      bundle: true,
-      write: false,
-      format: "esm",
-      logLevel: "silent",
-      platform: "neutral",
-      plugins: [
-        {
-          name: "cordon-import-records",
-          setup(b) {
-            b.onResolve({ filter: /.*/ }, (args) => {
-              found.add(args.path);
-              return { path: args.path, external: true };
-            });
+  await withEsbuild(
+    (esbuild) =>
+      esbuild.build({
+        stdin: { contents: code, loader: "js", sourcefile: "<guest>" },
+        bundle: true,
+        write: false,
+        format: "esm",
+        logLevel: "silent",
+        platform: "neutral",
+        plugins: [
+          {
+            name: "cordon-import-records",
+            setup(b) {
+              b.onResolve({ filter: /.*/ }, (args) => {
+                found.add(args.path);
+                return { path: args.path, external: true };
+              });
+            },
           },
-        },
-      ],
-    }),
+        ],
+      }),
+    bound,
   );
   const list = [...found];
   if (recordCache.size >= 512) recordCache.delete(recordCache.keys().next().value as string);
@@ -123,7 +124,7 @@ export async function writeGraph(
     fileUrl: (kind: "i" | "h", specifier: string) => pathToFileURL(pathFor(kind, specifier)).href,
   };
   const write = async (path: string, code: string) => {
-    const specifiers = await importSpecifiers(code);
+    const specifiers = await importSpecifiers(code, bound);
     const map = new Map(specifiers.map((s) => [s, rewriteSpecifier(s, local)]));
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, await replaceSpecifiers(code, map));

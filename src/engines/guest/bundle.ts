@@ -1,4 +1,4 @@
-import { transform } from "esbuild";
+import { withEsbuild } from "../../core/esbuild-calls.js";
 import { createCodec } from "../../core/codec.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
@@ -73,9 +73,16 @@ let compact: Promise<string> | undefined;
  * `URL.name`); the filename stack traces are stripped by stays the same.
  */
 export function compactGuestRuntimeScript(): Promise<string> {
-  compact ??= transform(guestRuntimeScript(), { loader: "js", minify: true, keepNames: true, logLevel: "silent" }).then((out) =>
-    enclosed(out.code),
-  );
+  if (!compact) {
+    const made = withEsbuild((esbuild) =>
+      esbuild.transform(guestRuntimeScript(), { loader: "js", minify: true, keepNames: true, logLevel: "silent" }),
+    ).then((out) => enclosed(out.code));
+    compact = made;
+    // A failure is not kept: the next instance tries again.
+    made.catch(() => {
+      if (compact === made) compact = undefined;
+    });
+  }
   return compact;
 }
 

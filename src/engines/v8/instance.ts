@@ -3,7 +3,8 @@ import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core
 import type { RunMode } from "../../core/engine.js";
 import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
-import { type CompileBound, normalizeSource } from "../../core/source.js";
+import type { CompileBound } from "../../core/esbuild-calls.js";
+import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";

@@ -1,0 +1,185 @@
+import { createRequire } from "node:module";
+import { CordonError } from "./errors.js";
+
+type Esbuild = typeof import("esbuild");
+
+/**
+ * How long esbuild may work on one module. Its cost is not linear in the text: 800 KB of
+ * duplicate declarations kept it busy for minutes (the error check is quadratic), under every size
+ * cap. A run's compile gets the run's wall time, at least MIN and at most MAX.
+ */
+export const COMPILE_TIME_MIN_MS = 1_000;
+export const COMPILE_TIME_MAX_MS = 60_000;
+
+/** The time and the signals that bound a compile (a run's, its sandbox's). */
+export interface CompileBound {
+  timeoutMs: number;
+  signals?: (AbortSignal | undefined)[];
+  /** Names the module in errors. */
+  filename?: string;
+  /** When the time is up, if it started earlier than this call (one module's several transforms). */
+  deadline?: number;
+}
+
+/**
+ * The bound for a run with this wall time, ended early by any of `signals`. A signal aborted with
+ * a CordonError as its reason (a disposed sandbox's) fails the compile with that error's code.
+ */
+export function compileBound(wallTimeMs: number, ...signals: (AbortSignal | undefined)[]): CompileBound {
+  return { timeoutMs: Math.min(COMPILE_TIME_MAX_MS, Math.max(COMPILE_TIME_MIN_MS, wallTimeMs)), signals };
+}
+
+/** For work no run asked for (cordon's own runtime, a module's import list): the longest bound. */
+export const DEFAULT_BOUND: CompileBound = { timeoutMs: COMPILE_TIME_MAX_MS };
+
+/**
+ * One esbuild service process, behind its own copy of esbuild's JavaScript API (the API keeps one
+ * service per module instance). `live` counts the calls on it whose callers still wait.
+ */
+interface Service {
+  esbuild: Esbuild;
+  live: number;
+  retired: boolean;
+}
+
+const require = createRequire(import.meta.url);
+/** The service new calls go to. */
+let current: Service | undefined;
+
+function serviceNow(): Service {
+  if (!current) {
+    // A second copy of the module is a second service: the only way to end one transform without
+    // ending everyone else's is to stop the service it runs on.
+    delete require.cache[require.resolve("esbuild")];
+    current = { esbuild: require("esbuild") as Esbuild, live: 0, retired: false };
+  }
+  return current;
+}
+
+/** New calls go to a new service; this one is stopped once no caller waits on it. */
+function retire(service: Service): void {
+  service.retired = true;
+  if (current === service) current = undefined;
+  stopIfAbandoned(service);
+}
+
+function stopIfAbandoned(service: Service): void {
+  // Stopped, a service never answers the calls it held: only abandoned ones may be left on it.
+  if (service.retired && service.live === 0) void service.esbuild.stop();
+}
+
+/**
+ * Call esbuild, within `bound`. Past the deadline (or on abort) the caller gets its error at once
+ * and the call is abandoned: its service takes no new calls and is stopped (the only way to end a
+ * transform) as soon as the calls it still serves for others have answered. Those lose nothing;
+ * they only share the cores with the abandoned work until then (each within its own bound).
+ *
+ * A failure that is not about the text (the service process was killed, say) retires the service
+ * too, and the operation is tried once more on a new one. Still failing, it is ERR_INTERNAL.
+ */
+export async function withEsbuild<T>(
+  operation: (esbuild: Esbuild) => Promise<T>,
+  bound: CompileBound = DEFAULT_BOUND,
+): Promise<T> {
+  const deadline = bound.deadline ?? performance.now() + bound.timeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    const overrun = overrunAt(deadline, bound);
+    if (overrun) throw overrun;
+    const service = serviceNow();
+    service.live++;
+    let waiting = true;
+    const done = () => {
+      if (!waiting) return;
+      waiting = false;
+      service.live--;
+      stopIfAbandoned(service);
+    };
+    try {
+      return await within(operation(service.esbuild), deadline, bound);
+    } catch (error) {
+      if (error instanceof CordonError) {
+        // Past the deadline, or aborted: abandoned, so its service goes once the others answer.
+        done();
+        retire(service);
+        throw error;
+      }
+      if (firstErrorText(error) !== undefined) throw error;
+      done();
+      retire(service);
+      if (attempt > 0) {
+        throw new CordonError(
+          "ERR_INTERNAL",
+          `the module could not be transformed: esbuild failed (${(error as Error)?.message ?? error})`,
+        );
+      }
+    } finally {
+      done();
+    }
+  }
+}
+
+/** The first error esbuild reports about the text itself; undefined for a failure of esbuild. */
+export function firstErrorText(error: unknown): string | undefined {
+  const errors = (error as { errors?: { text?: string }[] })?.errors;
+  return Array.isArray(errors) ? errors[0]?.text : undefined;
+}
+
+/** `work`'s outcome, or the overrun error when the deadline passes or a signal aborts first. */
+function within<T>(work: Promise<T>, deadline: number, bound: CompileBound): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const signals = (bound.signals ?? []).filter((signal) => signal !== undefined);
+    const end = (settle: () => void) => {
+      clearTimeout(timer);
+      for (const signal of signals) signal.removeEventListener("abort", aborted);
+      settle();
+    };
+    const aborted = () => end(() => reject(overrunAt(Number.POSITIVE_INFINITY, bound)));
+    const timer = setTimeout(() => end(() => reject(overrunAt(0, bound))), Math.max(0, deadline - performance.now()));
+    for (const signal of signals) signal.addEventListener("abort", aborted, { once: true });
+    work.then(
+      (value) => end(() => resolve(value)),
+      (error) => end(() => reject(error)),
+    );
+  });
+}
+
+/** The errors that ended a compile early: named for a run's result by `compileFailureName`. */
+const overruns = new WeakSet<CordonError>();
+
+/** The error for a compile that is aborted, or past `deadline` now; undefined while it may go on. */
+function overrunAt(deadline: number, bound: CompileBound): CordonError | undefined {
+  const name = bound.filename ?? "<guest>";
+  let error: CordonError;
+  const aborted = bound.signals?.find((signal) => signal?.aborted);
+  if (aborted) {
+    const reason: unknown = aborted.reason;
+    error =
+      reason instanceof CordonError
+        ? new CordonError(reason.code, `${name}: ${reason.message}`)
+        : new CordonError("ERR_ABORTED", `${name}: the run was aborted while the module was compiling`, { cause: reason });
+  } else if (performance.now() < deadline) {
+    return undefined;
+  } else {
+    error = new CordonError(
+      "ERR_COMPILE",
+      bound === DEFAULT_BOUND || bound.signals === undefined
+        ? `${name}: compiling the module took longer than ${bound.timeoutMs} ms: the text costs too much to compile`
+        : `${name}: compiling the module took longer than ${bound.timeoutMs} ms (the run's wall time, at least ` +
+            `${COMPILE_TIME_MIN_MS} and at most ${COMPILE_TIME_MAX_MS} ms): the text costs too much to compile`,
+    );
+  }
+  overruns.add(error);
+  return error;
+}
+
+/** The `name` a run's result gives a compile failure: SyntaxError for the text's own errors. */
+export function compileFailureName(error: CordonError): string {
+  if (!overruns.has(error)) return "SyntaxError";
+  if (error.code === "ERR_ABORTED") return "AbortError";
+  return error.code === "ERR_COMPILE" ? "TimeoutError" : "CordonError";
+}
+
+/** Was this error a compile's abort (its `cause` is the signal's reason)? */
+export function isCompileOverrun(error: unknown): error is CordonError {
+  return error instanceof CordonError && overruns.has(error);
+}
