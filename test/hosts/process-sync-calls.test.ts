@@ -115,8 +115,11 @@ describe("process host: quick calls on the worker's thread", () => {
       expect(await slow).toMatchObject({ ok: true, value: 60 });
     }
     // Its first two 60 ms calls still found it quick (one of the last two crossings was), and the
-    // budget had room; after that its CPU readings say it is not quick.
-    expect(blocked).toEqual([true, true, false, false]);
+    // budget had room; after that its CPU readings say it is not quick. On a loaded machine a quick
+    // call can read past its allowance and add to the debt, so the second may already cross the
+    // usual way: never a third blocking one.
+    expect(blocked[0]).toBe(true);
+    expect(blocked.slice(2)).toEqual([false, false]);
   });
 
   it("never with an abort signal: an abort ends a spinning call at once", async () => {
