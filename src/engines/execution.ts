@@ -1,13 +1,14 @@
 import { abortReason } from "../core/abort-reason.js";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
+import { compileBound } from "../core/esbuild-calls.js";
 import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
-import type { EngineInstance, InstanceListener } from "./instance.js";
+import type { EngineInstance, EvaluateRequest, InstanceListener } from "./instance.js";
 import { type Watched, watchdog } from "./watchdog.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
@@ -155,6 +156,25 @@ export class Execution implements InstanceListener, Watched {
     this.logBytes[at] += kept.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
     this.logs[at].push({ level: safeLevel, message: kept, atMs: round(performance.now() - this.started) });
+  }
+
+  /**
+   * Start the instance evaluating `request` for this execution: the CPU counted from the engine's
+   * start, the source imports compiled within the run's bound (and not past its end), and a
+   * failure this execution's.
+   */
+  evaluate(request: Omit<EvaluateRequest, "caps" | "compile">): void {
+    const { limits, signal } = this.options;
+    this.instance
+      .evaluate(
+        {
+          ...request,
+          caps: [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes],
+          compile: compileBound(limits.wallTimeMs, signal, this.ended),
+        },
+        () => this.startCpu(),
+      )
+      .catch((error: unknown) => this.taskFailed(error));
   }
 
   onCall(id: number, fnId: number, argsText: string): void {

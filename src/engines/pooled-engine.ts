@@ -2,10 +2,9 @@ import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from
 import { CordonError } from "../core/errors.js";
 import { Residency } from "../core/residency.js";
 import { failedResult } from "../core/results.js";
-import { compileBound } from "../core/esbuild-calls.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { Execution, RunningExecutions } from "./execution.js";
-import type { EngineInstance, RuntimeCaps } from "./instance.js";
+import type { EngineInstance } from "./instance.js";
 import { Spares } from "./spares.js";
 import { WarmPool } from "./warm-pool.js";
 
@@ -75,21 +74,7 @@ export class PooledEngine implements Engine {
       return instanceFailure(this.name, host, error);
     }
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
-    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-    instance
-      .evaluate(
-        {
-          bindings,
-          mode: request.mode ?? "run",
-          inputText,
-          caps,
-          source,
-          sourceImports,
-          compile: compileBound(limits.wallTimeMs, signal, execution.ended),
-        },
-        () => execution.startCpu(),
-      )
-      .catch((error: unknown) => execution.taskFailed(error));
+    execution.evaluate({ bindings, mode: request.mode ?? "run", inputText, source, sourceImports });
     const result = await this.running.track(execution, execution.outcome);
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // a quarter of a millisecond on this thread, so it happens after the result is delivered.

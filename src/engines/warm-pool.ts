@@ -3,13 +3,12 @@ import { LIMIT_CODES } from "../core/errors.js";
 import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import { abortedResult, failedResult } from "../core/results.js";
-import { compileBound } from "../core/esbuild-calls.js";
 import type { EngineName, RunResult } from "../core/types.js";
 import { BlockingBudget } from "./blocking-budget.js";
 import { CallQueue, type Queued } from "./call-queue.js";
 import { Execution, type RunningExecutions } from "./execution.js";
 import { instanceFailure } from "./pooled-engine.js";
-import { type EngineInstance, fence, type RuntimeCaps } from "./instance.js";
+import { type EngineInstance, fence } from "./instance.js";
 import type { Spares } from "./spares.js";
 
 /** Calls with arguments up to this long wait for their tick's twins (a longer one pays for its own crossing). */
@@ -108,22 +107,8 @@ export class WarmPool implements EnginePrefix {
       warm: false,
       guestFiles: this.guestFiles,
     });
-    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     const result = await this.running.run(execution, execution.outcome, () => {
-      instance
-        .evaluate(
-          {
-            bindings,
-            mode: "prepare",
-            inputText: '{"$":"u"}',
-            caps,
-            source,
-            sourceImports,
-            compile: compileBound(limits.wallTimeMs, signal, execution.ended),
-          },
-          () => execution.startCpu(),
-        )
-        .catch((error: unknown) => execution.taskFailed(error));
+      execution.evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', source, sourceImports });
     });
     if (!result.ok) {
       instance.dispose();
@@ -145,26 +130,13 @@ export class WarmPool implements EnginePrefix {
     const { limits, signal } = request;
     const guestFiles = new Set([...this.guestFiles, request.source.filename, ...Object.keys(request.sourceImports)]);
     const execution = new Execution(instance, { engine: this.engine, limits, signal, host: this.request.host, warm, guestFiles });
-    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
     const { source, sourceImports, inputText } = request;
     // The prefix's own line maps, as the postfix may replace one under the same filename (the
     // default "<guest>"): restored after the run, or the prefix's later errors named wrong lines.
     const prefixMaps = new Map(instance.lineMaps);
     // Warming up an instance for this run can outlast the sandbox: running.run checks.
     const result = await this.running.run(execution, execution.outcome, () => {
-      instance
-        .evaluate(
-          {
-            mode: "run",
-            inputText,
-            caps,
-            source,
-            sourceImports,
-            compile: compileBound(limits.wallTimeMs, signal, execution.ended),
-          },
-          () => execution.startCpu(),
-        )
-        .catch((error: unknown) => execution.taskFailed(error));
+      execution.evaluate({ mode: "run", inputText, source, sourceImports });
     });
     instance.lineMaps.clear();
     for (const [file, map] of prefixMaps) instance.lineMaps.set(file, map);

@@ -90,10 +90,11 @@ describe("process host: quick calls on the worker's thread", () => {
       spins.push(ON_WORKER_THREAD.test(spun.message) ? "worker thread" : "engine thread");
     }
     // Two whole limits fit the budget (200 ms); the third waits until that is paid back (50 ms a
-    // second). On a loaded machine a quick call can read past its allowance and add to the debt,
-    // so the second spin may already take the usual way: never a third on the worker's thread.
+    // second): never three on the worker's thread. On a loaded machine a quick call can read past
+    // its allowance and add to the debt, so the second spin may take the usual way instead, and
+    // the third block again: the budget bounds how much blocking there is, not which spin gets it.
     expect(spins[0]).toBe("worker thread");
-    expect(spins[2]).toBe("engine thread");
+    expect(spins.filter((where) => where === "worker thread").length).toBeLessThanOrEqual(2);
     expect(await prefix.call({ export: "work", args: [5], limits })).toMatchObject({ ok: true, value: 10 });
   });
 

@@ -4,9 +4,8 @@ import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
 import type { RunResult, SandboxStats } from "../../core/types.js";
-import { compileBound } from "../../core/esbuild-calls.js";
 import { Execution, RunningExecutions } from "../execution.js";
-import { fence, type RuntimeCaps } from "../instance.js";
+import { fence } from "../instance.js";
 import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
 import { Spares } from "../spares.js";
 import { WarmPool } from "../warm-pool.js";
@@ -153,21 +152,7 @@ export class DenoEngine implements Engine {
     instance.resetEachRun = true;
     const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm, guestFiles });
-    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
-    instance
-      .evaluate(
-        {
-          bindings,
-          mode: request.mode ?? "run",
-          inputText,
-          caps,
-          source,
-          sourceImports,
-          compile: compileBound(limits.wallTimeMs, signal, execution.ended),
-        },
-        () => execution.startCpu(),
-      )
-      .catch((error: unknown) => execution.taskFailed(error));
+    execution.evaluate({ bindings, mode: request.mode ?? "run", inputText, source, sourceImports });
     const result = await this.running.track(execution, execution.outcome);
     instance.listener = undefined;
     if (ephemeral) instance.dispose();
