@@ -40,20 +40,35 @@ interface Service {
   esbuild: Esbuild;
   live: number;
   retired: boolean;
+  stopped?: boolean;
 }
 
 const require = createRequire(import.meta.url);
 /** The service new calls go to. */
 let current: Service | undefined;
+/** Copies of the module whose service was stopped: the next service starts in one of them. */
+const stopped: Esbuild[] = [];
 
 function serviceNow(): Service {
-  if (!current) {
-    // A second copy of the module is a second service: the only way to end one transform without
-    // ending everyone else's is to stop the service it runs on.
-    delete require.cache[require.resolve("esbuild")];
-    current = { esbuild: require("esbuild") as Esbuild, live: 0, retired: false };
-  }
+  current ??= { esbuild: stopped.pop() ?? loadEsbuild(), live: 0, retired: false };
   return current;
+}
+
+/**
+ * A second copy of the module is a second service: the only way to end one transform without
+ * ending everyone else's is to stop the service it runs on. The copy is kept by no cache: Node
+ * lists each module a `require` loads among its parent's children, and a copy per abandoned
+ * compile grew the heap by ~165 KB each, for good.
+ */
+function loadEsbuild(): Esbuild {
+  const path = require.resolve("esbuild");
+  delete require.cache[path];
+  const esbuild = require(path) as Esbuild;
+  const loaded = require.cache[path];
+  delete require.cache[path];
+  const siblings = loaded?.parent?.children;
+  if (loaded && siblings?.includes(loaded)) siblings.splice(siblings.indexOf(loaded), 1);
+  return esbuild;
 }
 
 /** New calls go to a new service; this one is stopped once no caller waits on it. */
@@ -65,7 +80,11 @@ function retire(service: Service): void {
 
 function stopIfAbandoned(service: Service): void {
   // Stopped, a service never answers the calls it held: only abandoned ones may be left on it.
-  if (service.retired && service.live === 0) void service.esbuild.stop();
+  if (!service.retired || service.live > 0 || service.stopped) return;
+  service.stopped = true;
+  void service.esbuild.stop();
+  // Its module starts a new service on its next call: the next one new calls need.
+  stopped.push(service.esbuild);
 }
 
 /**

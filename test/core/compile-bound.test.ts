@@ -1,4 +1,6 @@
 import { readFileSync } from "node:fs";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it } from "vitest";
 import { normalizeSource } from "../../src/core/source.js";
 import { compactGuestRuntimeScript } from "../../src/engines/guest/bundle.js";
@@ -101,6 +103,30 @@ describe("a compile is bounded in time", () => {
       message: expect.stringMatching(/victim\.ts:\d+:\d+: The symbol "a" has already been declared/),
     });
     expect(await esbuildTicks(1_000)).toBeLessThan(20);
+  });
+
+  it("abandoned compiles cost no memory that stays: 300 of them leave the heap where it was", async () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const abandon = async (i: number) => {
+      const controller = new AbortController();
+      const compile = normalizeSource(`export const n${i}: number = ${i};`, "abandoned.ts", {
+        timeoutMs: 60_000,
+        signals: [controller.signal],
+      });
+      controller.abort();
+      await compile.catch(() => {});
+    };
+    for (let i = 0; i < 20; i++) await abandon(i);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 20; i < 320; i++) await abandon(i);
+    gc();
+    gc();
+    // Each abandoned compile's service kept a copy of esbuild's module (~165 KB): 50 MB for these.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(10 * 1024 * 1024);
+    expect((await normalizeSource("export const after: number = 1;", "after.ts")).code).toContain("after = 1");
+    expect(await esbuildTicks(500)).toBeLessThan(20);
   });
 
   it("an abort ends a compile with ERR_ABORTED", async () => {
