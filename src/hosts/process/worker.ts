@@ -90,6 +90,8 @@ export class WorkerProcess {
   private dead = false;
   /** SIGKILL sent: what it still writes is not read (a flooding worker's frames cost a parse each). */
   private killed = false;
+  /** stop() was called: the worker is ending once its stdin closes. */
+  private stopping = false;
   private corked = false;
   private readonly ready: Promise<void>;
   private onExit: ((worker: WorkerProcess, cause: string) => void) | undefined;
@@ -190,6 +192,15 @@ export class WorkerProcess {
 
   get alive(): boolean {
     return !this.dead;
+  }
+
+  /**
+   * Alive and not on its way out: killed or stopped, a worker lives on until its exit arrives,
+   * and a run given to it then failed with the cause it was ended for (seen: "idle past its time
+   * to live", for a run that arrived just after the pool ended its idle worker).
+   */
+  get usable(): boolean {
+    return !this.dead && !this.killed && !this.stopping;
   }
 
   get busy(): number {
@@ -365,6 +376,7 @@ export class WorkerProcess {
   /** End the worker gracefully: its stdin closes and it exits; one that lingers is killed. */
   stop(cause: string): void {
     if (this.dead) return;
+    this.stopping = true;
     this.deathCause ||= cause;
     // Whoever stops a worker may wait for its exit: hold the event loop until it happens.
     this.setHeld(true);
