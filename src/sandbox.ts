@@ -207,9 +207,7 @@ export class Sandbox implements AsyncDisposable {
           try {
             source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
           } catch (error) {
-            if (error instanceof CordonError)
-              return this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message });
-            throw error;
+            return this.compileFailure(started, error);
           }
           evaluated = await this.engine.prepare({
             partitionKey,
@@ -429,15 +427,17 @@ export class Sandbox implements AsyncDisposable {
         inputText,
       };
     } catch (error) {
-      // Aborted while compiling: the same result, reason and all, as an abort while running.
-      if (error instanceof CordonError && error.code === "ERR_ABORTED" && signal?.aborted) {
-        const wallMs = performance.now() - started;
-        return { result: abortedResult(this.engine.name, this.hostName, abortReason(signal.reason), wallMs) };
-      }
-      if (error instanceof CordonError)
-        return { result: this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message }) };
-      throw error;
+      return { result: this.compileFailure(started, error, signal) };
     }
+  }
+
+  /** A compile's failure as a result (anything else is rethrown): aborted, as an abort while running is. */
+  private compileFailure(started: number, error: unknown, signal?: AbortSignal): RunResult {
+    if (!(error instanceof CordonError)) throw error;
+    if (error.code === "ERR_ABORTED" && signal?.aborted) {
+      return abortedResult(this.engine.name, this.hostName, abortReason(signal.reason), performance.now() - started);
+    }
+    return this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message });
   }
 
   /** A result for work that ended before reaching the engine (queue, input, compile). */

@@ -40,6 +40,14 @@ export interface BridgeAnswer {
 export const TOO_LARGE: BridgeAnswer = Object.freeze({ ok: false, text: "", tooLarge: true });
 
 /**
+ * The maxBytes another process sent with a host call (a worker, an executor): its word for its
+ * own run's maxBridgeCallBytes, which bounds only that run's answer. Anything but a number is none.
+ */
+export function peerMaxBytes(value: unknown): number | undefined {
+  return typeof value === "number" && value >= 0 ? value : undefined;
+}
+
+/**
  * Host bindings of one run (or one prefix): the descriptor the guest builds its functions from,
  * and the table the host dispatches bridge calls through. Guests only ever name a function by
  * its number in this table; they never hold a host object.

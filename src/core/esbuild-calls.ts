@@ -106,24 +106,16 @@ export async function withEsbuild<T>(
     if (overrun) throw overrun;
     const service = serviceNow();
     service.live++;
-    let waiting = true;
-    const done = () => {
-      if (!waiting) return;
-      waiting = false;
-      service.live--;
-      stopIfAbandoned(service);
-    };
     try {
       return await within(operation(service.esbuild), deadline, bound);
     } catch (error) {
       if (error instanceof CordonError) {
-        // Past the deadline, or aborted: abandoned, so its service goes once the others answer.
-        done();
+        // Past the deadline, or aborted: abandoned, so its service goes once the others answer
+        // (stopped below, when this caller no longer counts, if no other waits).
         retire(service);
         throw error;
       }
       if (firstErrorText(error) !== undefined) throw error;
-      done();
       retire(service);
       if (attempt > 0) {
         throw new CordonError(
@@ -132,7 +124,8 @@ export async function withEsbuild<T>(
         );
       }
     } finally {
-      done();
+      service.live--;
+      stopIfAbandoned(service);
     }
   }
 }
@@ -181,7 +174,7 @@ function overrunAt(deadline: number, bound: CompileBound): CordonError | undefin
   } else {
     error = new CordonError(
       "ERR_COMPILE",
-      bound === DEFAULT_BOUND || bound.signals === undefined
+      bound.signals === undefined
         ? `${name}: compiling the module took longer than ${bound.timeoutMs} ms: the text costs too much to compile`
         : `${name}: compiling the module took longer than ${bound.timeoutMs} ms (the run's wall time, at least ` +
             `${COMPILE_TIME_MIN_MS} and at most ${COMPILE_TIME_MAX_MS} ms): the text costs too much to compile`,
@@ -196,9 +189,4 @@ export function compileFailureName(error: CordonError): string {
   if (!overruns.has(error)) return "SyntaxError";
   if (error.code === "ERR_ABORTED") return "AbortError";
   return error.code === "ERR_COMPILE" ? "TimeoutError" : "CordonError";
-}
-
-/** Was this error a compile's abort (its `cause` is the signal's reason)? */
-export function isCompileOverrun(error: unknown): error is CordonError {
-  return error instanceof CordonError && overruns.has(error);
 }

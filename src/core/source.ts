@@ -62,7 +62,8 @@ export async function normalizeSource(
   try {
     result = { ...(await strip(code, limit)), filename, wrapped: false, script: await asScript(code, limit) };
   } catch (error) {
-    // esbuild itself failed (not the guest's text): an internal error, and nothing remembered.
+    // Not about the guest's text (esbuild failed, or the compile ran past its bound or was
+    // aborted): its error, and nothing remembered.
     if (error instanceof CordonError) throw error;
     if (firstErrorText(error) === TOP_LEVEL_RETURN) {
       try {

@@ -1,6 +1,7 @@
 import { Pool } from "undici";
 import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
 import { bridgeErrorText, TOO_LARGE } from "../core/bindings.js";
+import { readCapped } from "../core/read-capped.js";
 import { whenAborted } from "../core/when-aborted.js";
 import type { RemoteCallback } from "../core/protocol.js";
 
@@ -100,21 +101,6 @@ export class CallbackBindings implements BindingsLike {
     }
     return { ok: answer.ok, text: answer.text };
   }
-}
-
-/** The body as text, or undefined once it passes `max` bytes (the rest is not read). */
-async function readCapped(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += chunk.byteLength;
-    if (size > max) {
-      body.destroy();
-      return undefined;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 function failure(error: Error): BridgeAnswer {

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { BindingsLike, BridgeAnswer } from "../../core/bindings.js";
+import { type BindingsLike, type BridgeAnswer, peerMaxBytes } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
 import { encodeTextFrame, FrameReader, MAX_FRAME_BYTES } from "../../core/framing.js";
@@ -456,10 +456,8 @@ export class WorkerProcess {
         // or when the worker dies.
         const controller = new AbortController();
         this.bridgeCalls.set(event.cid, { controller, id: event.id });
-        // The worker's word for its run's maxBridgeCallBytes: it bounds only that run's answer.
-        const maxBytes = typeof event.maxBytes === "number" && event.maxBytes >= 0 ? event.maxBytes : undefined;
         void bindings
-          .dispatch(event.fnId, event.argsText, controller.signal, maxBytes)
+          .dispatch(event.fnId, event.argsText, controller.signal, peerMaxBytes(event.maxBytes))
           .catch((): BridgeAnswer => ({ ok: false, text: '{"$":"e","n":"Error","m":"the host function failed"}' }))
           .then((answer) => {
             this.bridgeCalls.delete(event.cid);

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import type { BindingsLike } from "../../core/bindings.js";
+import { type BindingsLike, peerMaxBytes } from "../../core/bindings.js";
+import { readCapped } from "../../core/read-capped.js";
 import { whenAborted } from "../../core/when-aborted.js";
 import { checkGrant, checkGrantKey, GrantError, type GrantPayload, signGrant, verifyGrant } from "./grant.js";
 
@@ -118,7 +119,7 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       if (length > MAX_BODY) return answer(413, { error: "the call is too large" });
       let call: { run?: unknown; name?: unknown; argsText?: unknown; maxBytes?: unknown };
       try {
-        const text = await readCapped(request, MAX_BODY);
+        const text = request.body ? await readCapped(request.body, MAX_BODY) : "";
         if (text === undefined) return answer(413, { error: "the call is too large" });
         call = JSON.parse(text) as typeof call;
       } catch {
@@ -144,31 +145,11 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       const stop = new AbortController();
       const detach = whenAborted([request.signal, registered.ended.signal], () => stop.abort());
       try {
-        // The executor's word for its run's maxBridgeCallBytes: a longer answer is not sent.
-        const maxBytes = typeof call.maxBytes === "number" && call.maxBytes >= 0 ? call.maxBytes : undefined;
+        const maxBytes = peerMaxBytes(call.maxBytes);
         return answer(200, await registered.bindings.dispatch(fnId, call.argsText, stop.signal, maxBytes));
       } finally {
         detach();
       }
     },
   };
-}
-
-/** The body as text, or undefined past `max` bytes: a chunked body has no content-length to trust. */
-async function readCapped(request: Request, max: number): Promise<string | undefined> {
-  if (!request.body) return "";
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel();
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }
