@@ -98,12 +98,20 @@ describe.each(combos)("callers on $name", (combo) => {
       const sandbox = await createSandbox({ ...combo.options, maxQueuedRuns });
       try {
         const prefix = await sandbox.prepare({ code: "export const add = (a, b) => a + b" });
-        for (let i = 0; i < 3; i++) {
-          const one = await prefix.call({ export: "add", args: [i, 1] });
-          expect(one.ok && one.value, JSON.stringify(one)).toBe(i + 1);
+        // Calls first show the export is quick (one of its last two crossings read at most 1 ms of
+        // CPU), which a loaded machine can deny a few times in a row (CI, under the whole suite):
+        // the burst gets three tries, as in coalescing.test.ts.
+        let values: unknown[] = [];
+        for (let attempt = 0; attempt < 3; attempt++) {
+          for (let i = 0; i < 3; i++) {
+            const one = await prefix.call({ export: "add", args: [i, 1] });
+            expect(one.ok && one.value, JSON.stringify(one)).toBe(i + 1);
+          }
+          const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => prefix.call({ export: "add", args: [i, 1] })));
+          values = burst.map((r) => (r.ok ? r.value : r.error.code));
+          if (values.every((value, i) => value === i + 1)) break;
         }
-        const burst = await Promise.all(Array.from({ length: 10 }, (_, i) => prefix.call({ export: "add", args: [i, 1] })));
-        expect(burst.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+        expect(values).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
       } finally {
         await sandbox.dispose();
       }
