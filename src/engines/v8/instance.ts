@@ -147,7 +147,9 @@ export class V8Instance implements EngineInstance {
     }
     if (bindings) await this.start(bindings, mode, inputText, caps);
     else await this.begin(mode, inputText, ...caps);
-    const driver = await this.link(source, sourceImports, request.compile);
+    // Only source imports are compiled within the run's bound: without them, no bound is made.
+    const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
+    const driver = await this.link(source, sourceImports, bound);
     startCpu();
     await driver.evaluate();
   }
