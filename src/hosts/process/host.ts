@@ -122,7 +122,7 @@ class ProcessPrefix implements EnginePrefix {
 
   /** A live worker that is not retiring holds it: a recycled worker gets no new work, so its prefixes move. */
   private held(): boolean {
-    return this.worker?.usable === true && !this.worker.retiring && this.handle !== undefined;
+    return this.worker?.usable === true && this.handle !== undefined;
   }
 
   /** Make sure a live worker holds this prefix; the prepare's result says whether it evaluated. */

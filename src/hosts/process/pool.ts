@@ -66,7 +66,7 @@ export class WorkerPool {
   async pick(partition: string): Promise<WorkerProcess> {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed");
     const key = this.options.isolateProcesses === "partition" ? partition : "";
-    const mine = this.workers.filter((w) => w.usable && !w.retiring && w.partition === key);
+    const mine = this.workers.filter((w) => w.usable && w.partition === key);
     let best = mine.reduce<WorkerProcess | undefined>((a, b) => (!a || b.busy < a.busy ? b : a), undefined);
     if (!best) best = this.spawn(key);
     else if (best.busy > 0 && mine.length < this.options.softCap) this.spawn(key); // for the next run
@@ -131,7 +131,7 @@ export class WorkerPool {
   }
 
   private count(partition: string): number {
-    return this.workers.filter((w) => w.usable && !w.retiring && w.partition === partition).length;
+    return this.workers.filter((w) => w.usable && w.partition === partition).length;
   }
 
   /** The RSS watchdog: a worker past its budget is killed; one of its runs is blamed (WorkerProcess.killForMemory). */
@@ -166,9 +166,7 @@ export class WorkerPool {
     // Replacements that could not start earlier (backing off) are tried again here.
     for (let n = this.count(""); n < this.options.min; n++) if (!this.spawn("")) break;
     // A worker still starting is never idle: a run is waiting for it (ending it failed that run).
-    const idle = this.workers
-      .filter((w) => w.usable && w.pid && w.busy === 0 && !w.retiring)
-      .sort((a, b) => a.lastUsed - b.lastUsed);
+    const idle = this.workers.filter((w) => w.usable && w.pid && w.busy === 0).sort((a, b) => a.lastUsed - b.lastUsed);
     let alive = this.workers.filter((w) => w.alive).length;
     for (const worker of idle) {
       const shared = this.count("");

@@ -99,7 +99,7 @@ async function main(): Promise<void> {
     new Promise<BridgeAnswer>((resolve) => {
       const cid = ++nextCid;
       // The run's maxBridgeCallBytes (a finite number; JSON has no Infinity): the host refuses a longer answer.
-      const limit = maxBytes !== undefined && Number.isFinite(maxBytes) ? maxBytes : undefined;
+      const limit = Number.isFinite(maxBytes) ? maxBytes : undefined;
       send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit });
       // The run or call ended first: the host stops the call (a fetch's exchange) too.
       const detach = whenAborted([signal], () => send({ t: "bridge-cancel", cid }));

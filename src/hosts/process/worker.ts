@@ -195,12 +195,13 @@ export class WorkerProcess {
   }
 
   /**
-   * Alive and not on its way out: killed or stopped, a worker lives on until its exit arrives,
-   * and a run given to it then failed with the cause it was ended for (seen: "idle past its time
-   * to live", for a run that arrived just after the pool ended its idle worker).
+   * May take new work: alive and not on its way out. Killed or stopped, a worker lives on until
+   * its exit arrives, and a run given to it then failed with the cause it was ended for (seen:
+   * "idle past its time to live", for a run that arrived just after the pool ended its idle
+   * worker). A retiring (recycled) worker finishes its runs but takes no new ones.
    */
   get usable(): boolean {
-    return !this.dead && !this.killed && !this.stopping;
+    return !this.dead && !this.killed && !this.stopping && !this.retiring;
   }
 
   get busy(): number {
