@@ -1,6 +1,6 @@
 // The process host's benchmarks, beside the in-process host's figures measured in the same run.
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section } from "./measure.js";
+import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
 
 export async function benchProcess({ quick }) {
   const n = quick ? 200 : 1000;
@@ -42,10 +42,8 @@ export async function benchProcess({ quick }) {
     "polled, default limits": () => polledPrefix.call({ export: "handle", args: [{ n: 1 }] }),
     "polled, cpuTimeMs: 50": () => polledPrefix.call({ export: "handle", args: [{ n: 1 }], limits: short }),
   };
-  // A stream reaches a steady state only after ~2,000 calls (measured: 312 -> 119 us p50 over
-  // the first 2,000 of a polled one), so each is warmed that long first.
-  for (const call of Object.values(streams)) for (let i = 0; i < 2000; i++) await call();
   const measured = {};
+  for (const call of Object.values(streams)) await warmStream(call);
   for (const [name, call] of Object.entries(streams)) measured[name] = await sample(n * 2, call);
   report("in-process, back to back", measured["in-process"]);
   report("process host, back to back, default limits", measured["default limits"], measured["in-process"], {

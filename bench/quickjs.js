@@ -4,7 +4,7 @@ import { loadQuickJs } from "@sebastianwessel/quickjs";
 import variant from "@jitl/quickjs-wasmfile-release-sync";
 import { newQuickJSWASMModuleFromVariant } from "quickjs-emscripten-core";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section } from "./measure.js";
+import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
 import { startRawQuickJSThread } from "./raw-quickjs-thread.js";
 
 /** Raw quickjs-emscripten: runtime + context + eval + call, on this thread (it blocks it). */
@@ -94,17 +94,17 @@ export async function benchQuickJS({ quick }) {
   report("cordon prefix.call, busyPollMs: 0", cordonUnpolled, rawCall);
   report("cordon prefix.call (worker thread, polled)", cordonCall, rawCall);
   await unpolled.dispose();
-  // A stream of calls, back to back, each way warmed 2,000 calls first (as in the v8 section):
-  // interleaved above, no cordon call is part of a stream, and the first thousands run slower.
+  // A stream of calls, back to back (as in the v8 section): interleaved above, no cordon call is
+  // part of a stream, and the first thousands run slower.
   const rawStream = async () => {
     const arg = vm.newString('{"n":1}');
     vm.unwrapResult(vm.callFunction(handle, vm.undefined, arg)).dispose();
     arg.dispose();
   };
   const cordonStream = () => prefix.call({ export: "handle", args: [{ n: 1 }] });
-  for (let i = 0; i < 2000; i++) await rawStream();
+  await warmStream(rawStream);
   const rawStreamed = await sample(n * 2, rawStream);
-  for (let i = 0; i < 2000; i++) await cordonStream();
+  await warmStream(cordonStream);
   const cordonStreamed = await sample(n * 2, cordonStream);
   report("raw callFunction, back to back", rawStreamed);
   report("cordon prefix.call, back to back", cordonStreamed, rawStreamed);

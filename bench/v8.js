@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { DEFAULT_BUSY_POLL_MS, pollUntilSettled } from "../dist/core/busy-poll.js";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section } from "./measure.js";
+import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
 
 const ivm = createRequire(import.meta.url)("isolated-vm");
 
@@ -81,9 +81,7 @@ export async function benchV8({ quick }) {
   await unpolled.dispose();
   // Interleaved, every call follows other work, so none is part of a stream (a busy-poll window,
   // the shared-memory channel: ../src/engines/v8/channel.ts). A prefix serving a stream of calls
-  // is measured back to back, each way warmed 2,000 calls first: the first thousands run slower
-  // (measured here: 88 -> 49 us p50 over the first two rounds of 3,000) while V8 tiers up the
-  // host's code and the channel settles in.
+  // is measured back to back, each way after its own warm-up (warmStream).
   const streams = [
     ["raw apply, back to back", () => raw.track.apply(undefined, ['{"type":"x"}'])],
     [
@@ -96,7 +94,7 @@ export async function benchV8({ quick }) {
   const streamed = [];
   const delays = [];
   for (const [, call] of streams) {
-    for (let i = 0; i < 2000; i++) await call();
+    await warmStream(call);
     const delay = monitorEventLoopDelay({ resolution: 1 });
     delay.enable();
     streamed.push(await sample(n * 5, call));
