@@ -1,6 +1,44 @@
 // The process host's benchmarks, beside the in-process host's figures measured in the same run.
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+import { EVENT, eventBatch, eventsPerSecond, rate, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+
+/**
+ * Round trips of one call-sized frame through the pipes of a child Node process that echoes it
+ * (bench/pipe-echo.js), back to back; `polled`: both loops keep turning between them, as with
+ * workers.busyPollMs.
+ */
+async function rawPipeRoundTrip(n, polled) {
+  const echo = fileURLToPath(new URL("./pipe-echo.js", import.meta.url));
+  const child = spawn(process.execPath, [echo, polled ? "poll" : "sleep"], { stdio: ["pipe", "pipe", "inherit"] });
+  const frame = Buffer.from(
+    `${JSON.stringify({ t: "prefix-call", id: 1, prefix: 1, path: "handle", argsText: ' [{"n":1}]' })}\n`,
+  );
+  let answered = () => {};
+  child.stdout.on("data", () => answered());
+  let until = 0;
+  let turning = false;
+  const turn = () => {
+    if (performance.now() < until) setImmediate(turn);
+    else turning = false;
+  };
+  const roundTrip = () =>
+    new Promise((resolve) => {
+      answered = resolve;
+      child.stdin.write(frame);
+      if (!polled) return;
+      until = performance.now() + 1;
+      if (!turning) {
+        turning = true;
+        setImmediate(turn);
+      }
+    });
+  await warmStream(roundTrip);
+  const measured = await sample(n, roundTrip);
+  child.kill();
+  return measured;
+}
 
 export async function benchProcess({ quick }) {
   const n = quick ? 200 : 1000;
@@ -60,20 +98,26 @@ export async function benchProcess({ quick }) {
     vs: "default limits",
   });
   await polled.dispose();
+  // The floor under every figure above: a frame of a call's size to another Node process and back.
+  const pipeSleeping = await rawPipeRoundTrip(n * 2, false);
+  const pipePolled = await rawPipeRoundTrip(n * 2, true);
+  report("raw pipe round trip to a Node process", pipeSleeping);
+  report("raw pipe round trip, both sides polled", pipePolled, pipeSleeping);
 
   section(`process host (v8): ~${JSON.stringify(EVENT).length}-byte analytics events`);
   const total = quick ? 20_000 : 100_000;
-  const batch = Array.from({ length: 32 }, () => EVENT);
+  const batch = eventBatch(32);
   const inSingle = await eventsPerSecond(total, 64, 1, () => inPrefix.call({ export: "track", args: [EVENT] }));
   const procSingle = await eventsPerSecond(total, 64, 1, () => procPrefix.call({ export: "track", args: [EVENT] }));
   const inBatched = await eventsPerSecond(total, 8, 32, () => inPrefix.call({ export: "batch", args: [batch] }));
   const procBatched = await eventsPerSecond(total, 8, 32, () => procPrefix.call({ export: "batch", args: [batch] }));
-  const fmt = (v) => Math.round(v).toLocaleString("en-US");
+  // The workers' CPU is not this process's: only the rates compare here.
+  const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
   console.log(
-    `  one per call, 64 in flight: in-process ${fmt(inSingle)}/s   process ${fmt(procSingle)}/s   ratio ${(procSingle / inSingle).toFixed(2)}   target >= 100,000/s`,
+    `  one per call, 64 in flight: in-process ${rate(inSingle, false)}   process ${rate(procSingle, false)}   ratio ${ratio(procSingle, inSingle)}   target >= 100,000/s`,
   );
   console.log(
-    `  32 per call, 8 in flight:   in-process ${fmt(inBatched)}/s   process ${fmt(procBatched)}/s   ratio ${(procBatched / inBatched).toFixed(2)}   target >= 400,000/s`,
+    `  32 per call, 8 in flight:   in-process ${rate(inBatched, false)}   process ${rate(procBatched, false)}   ratio ${ratio(procBatched, inBatched)}   target >= 400,000/s`,
   );
 
   await inPrefix.dispose();

@@ -4,7 +4,7 @@ import { loadQuickJs } from "@sebastianwessel/quickjs";
 import variant from "@jitl/quickjs-wasmfile-release-sync";
 import { newQuickJSWASMModuleFromVariant } from "quickjs-emscripten-core";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+import { EVENT, eventBatch, eventsPerSecond, rate, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
 import { startRawQuickJSThread } from "./raw-quickjs-thread.js";
 
 /** Raw quickjs-emscripten: runtime + context + eval + call, on this thread (it blocks it). */
@@ -111,7 +111,7 @@ export async function benchQuickJS({ quick }) {
 
   section(`quickjs: ~${JSON.stringify(EVENT).length}-byte analytics events`);
   const total = quick ? 10_000 : 50_000;
-  const batch = Array.from({ length: 32 }, () => EVENT);
+  const batch = eventBatch(32);
   // Raw does the same work on this thread, one call after another (QuickJS is synchronous): the
   // event serialized per call, parsed in the context. It blocks this thread throughout and uses
   // one core; cordon's calls run on its worker threads (one per core).
@@ -129,20 +129,23 @@ export async function benchQuickJS({ quick }) {
       }
     };
     run(); // warm-up, as long as the run (as cordon's below)
+    const cpu = process.cpuUsage();
     const begin = performance.now();
     run();
-    return (calls * perCall) / ((performance.now() - begin) / 1000);
+    const seconds = (performance.now() - begin) / 1000;
+    const used = process.cpuUsage(cpu);
+    return { perSecond: (calls * perCall) / seconds, cpuUs: (used.user + used.system) / (calls * perCall) };
   };
   const rawSingle = rawEvents(track, 1, EVENT);
   const rawBatched = rawEvents(batchFn, 32, batch);
   const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
   const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
-  const fmt = (v) => Math.round(v).toLocaleString("en-US");
+  const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
   console.log(
-    `  one per call, 64 in flight:  raw ${fmt(rawSingle)}/s (this thread, blocking)   cordon ${fmt(single)}/s   ratio ${(single / rawSingle).toFixed(2)}`,
+    `  one per call, 64 in flight:  raw ${rate(rawSingle)} (this thread, blocking)   cordon ${rate(single)}   ratio ${ratio(single, rawSingle)}`,
   );
   console.log(
-    `  32 per call, 8 in flight:    raw ${fmt(rawBatched)}/s (this thread, blocking)   cordon ${fmt(batched)}/s   ratio ${(batched / rawBatched).toFixed(2)}`,
+    `  32 per call, 8 in flight:    raw ${rate(rawBatched)} (this thread, blocking)   cordon ${rate(batched)}   ratio ${ratio(batched, rawBatched)}`,
   );
   track.dispose();
   batchFn.dispose();

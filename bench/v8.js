@@ -1,9 +1,10 @@
 // The v8 engine's benchmarks: cordon beside raw isolated-vm doing the same work, same process.
 import { createRequire } from "node:module";
+import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { DEFAULT_BUSY_POLL_MS, pollUntilSettled } from "../dist/core/busy-poll.js";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventsPerSecond, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+import { EVENT, eventBatch, eventsPerSecond, rate, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
 
 const ivm = createRequire(import.meta.url)("isolated-vm");
 
@@ -111,14 +112,20 @@ export async function benchV8({ quick }) {
   const total = quick ? 20_000 : 100_000;
   const rawSingle = await eventsPerSecond(total, 64, 1, () => raw.track.apply(undefined, [JSON.stringify(EVENT)]));
   const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
-  const batch = Array.from({ length: 32 }, () => EVENT);
+  const batch = eventBatch(32);
   const rawBatched = await eventsPerSecond(total, 8, 32, () => raw.batch.apply(undefined, [JSON.stringify(batch)]));
   const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
+  const cores = availableParallelism();
+  const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
   console.log(
-    `  one per call, 64 in flight:  raw ${fmt(rawSingle)}/s   cordon ${fmt(single)}/s   ratio ${(single / rawSingle).toFixed(2)}   target >= 150,000/s`,
+    `  one per call, 64 in flight:  raw ${rate(rawSingle)}   cordon ${rate(single)}   ratio ${ratio(single, rawSingle)}   target >= 150,000/s (${budget(150_000, cores)})`,
   );
   console.log(
-    `  32 per call, 8 in flight:    raw ${fmt(rawBatched)}/s   cordon ${fmt(batched)}/s   ratio ${(batched / rawBatched).toFixed(2)}   target >= 400,000/s`,
+    `  32 per call, 8 in flight:    raw ${rate(rawBatched)}   cordon ${rate(batched)}   ratio ${ratio(batched, rawBatched)}   target >= 400,000/s (${budget(400_000, cores)})`,
+  );
+  const floor = await serializationFloor(raw, batch);
+  console.log(
+    `  serialization alone: JSON.stringify here ${floor.stringifyUs.toFixed(1)} us + JSON.parse in the isolate ${floor.parseUs.toFixed(1)} us an event: at most ${Math.round((cores * 1e6) / (floor.stringifyUs + floor.parseUs)).toLocaleString("en-US")}/s on ${cores} cores`,
   );
 
   section("v8: an idle warm instance");
@@ -136,6 +143,31 @@ export async function benchV8({ quick }) {
   await sandbox.dispose();
 }
 
-function fmt(n) {
-  return Math.round(n).toLocaleString("en-US");
+/** What a target allows per event in CPU time on `cores` cores. */
+function budget(perSecond, cores) {
+  return `${((cores * 1e6) / perSecond).toFixed(1)} us CPU an event on ${cores} cores`;
+}
+
+/**
+ * The CPU time per event of what any crossing of JSON data costs, for `batch` (distinct events):
+ * JSON.stringify on this thread, JSON.parse in the isolate (timed by its own CPU clock, in one
+ * call that parses many times, so no crossing is counted).
+ */
+async function serializationFloor(raw, batch) {
+  const rounds = 300;
+  const text = JSON.stringify(batch);
+  for (let i = 0; i < rounds; i++) JSON.stringify(batch);
+  const begin = performance.now();
+  for (let i = 0; i < rounds; i++) JSON.stringify(batch);
+  const stringifyUs = ((performance.now() - begin) * 1000) / (rounds * batch.length);
+  const context = await raw.isolate.createContext();
+  const parseMany = await context.eval("(function (text, n) { for (let i = 0; i < n; i++) JSON.parse(text) })", {
+    reference: true,
+  });
+  parseMany.applySync(undefined, [text, rounds]);
+  const cpu = raw.isolate.cpuTime;
+  parseMany.applySync(undefined, [text, rounds]);
+  const parseUs = Number(raw.isolate.cpuTime - cpu) / 1000 / (rounds * batch.length);
+  context.release();
+  return { stringifyUs, parseUs };
 }
