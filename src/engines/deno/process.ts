@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
+import { withoutInherited } from "../../core/inherited-fds.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
 import { bootstrapFile, guestConfig } from "./script.js";
@@ -90,7 +91,8 @@ export class DenoProcess {
       // Nothing of the host's environment; Deno itself reads where its cache is and the import
       // proxy's address with this process's credentials.
       env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
-      stdio: ["pipe", "pipe", "pipe"],
+      // The host's inherited descriptors get /dev/null: Deno cannot close them (core/inherited-fds.ts).
+      stdio: withoutInherited(["pipe", "pipe", "pipe"]),
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
       // it mid-run while the host drains. It still dies with the host (pdeathsig, or its stdin).
       detached: true,

@@ -18,7 +18,7 @@ import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult, isEmptyRecord } from "../../core/results.js";
-import { closeInheritedDescriptors } from "./inherited-fds.js";
+import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 
