@@ -125,6 +125,24 @@ export function rate({ perSecond, cpuUs }, withCpu = true) {
   return withCpu ? `${perSecondText} (${cpuUs.toFixed(1)} us CPU each)` : perSecondText;
 }
 
+let turningUntil = 0;
+let turning = false;
+const turn = () => {
+  if (performance.now() < turningUntil) setImmediate(turn);
+  else turning = false;
+};
+
+/**
+ * Keep this thread's loop turning for `ms` from now (a setImmediate chain: each turn polls I/O
+ * without sleeping), as cordon's busy-polling does, so what arrives meanwhile is read at once.
+ */
+export function keepTurning(ms) {
+  turningUntil = performance.now() + ms;
+  if (turning) return;
+  turning = true;
+  setImmediate(turn);
+}
+
 export function section(title) {
   console.log(`\n${title}`);
 }

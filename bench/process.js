@@ -2,7 +2,18 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventBatch, eventsPerSecond, rate, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+import {
+  EVENT,
+  eventBatch,
+  eventsPerSecond,
+  keepTurning,
+  rate,
+  report,
+  sample,
+  sampleInterleaved,
+  section,
+  warmStream,
+} from "./measure.js";
 
 /**
  * Round trips of one call-sized frame through the pipes of a child Node process that echoes it
@@ -17,22 +28,11 @@ async function rawPipeRoundTrip(n, polled) {
   );
   let answered = () => {};
   child.stdout.on("data", () => answered());
-  let until = 0;
-  let turning = false;
-  const turn = () => {
-    if (performance.now() < until) setImmediate(turn);
-    else turning = false;
-  };
   const roundTrip = () =>
     new Promise((resolve) => {
       answered = resolve;
       child.stdin.write(frame);
-      if (!polled) return;
-      until = performance.now() + 1;
-      if (!turning) {
-        turning = true;
-        setImmediate(turn);
-      }
+      if (polled) keepTurning(1);
     });
   await warmStream(roundTrip);
   const measured = await sample(n, roundTrip);
