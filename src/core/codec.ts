@@ -154,6 +154,8 @@ export function createCodec(trusted = false): Codec {
   // envelope (a process worker's `result.exports.name`, `result.error.fields.name`), and a value
   // the guest's codec accepted must not fail there.
   const MAX_DEPTH = trusted ? 520 : 512;
+  /** Longer paths are shortened in messages (`shown`). */
+  const MAX_SHOWN_PATH = 120;
   /** BigInts cross as decimal text of at most this many characters (sign included). */
   const MAX_BIGINT_CHARS = 100_000;
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -248,6 +250,16 @@ export function createCodec(trusted = false): Codec {
     throw error;
   }
 
+  /**
+   * A path as a message shows it: past MAX_SHOWN_PATH characters (deep nesting, a long key) its
+   * two ends, which say where the value sits and what it is. The error's `path` keeps it whole.
+   */
+  function shown(path: string): string {
+    if (path.length <= MAX_SHOWN_PATH) return path;
+    const end = MAX_SHOWN_PATH >> 1;
+    return `${sliceOf(path, 0, end)}…(${path.length - 2 * end} characters)…${sliceOf(path, path.length - end)}`;
+  }
+
   function child(path: string, key: string | number): string {
     if (typeof key === "number") return `${path}[${key}]`;
     return IDENT.test(key) ? `${path}.${key}` : `${path}[${stringify(key)}]`;
@@ -275,7 +287,7 @@ export function createCodec(trusted = false): Codec {
     return fail(
       "ERR_NOT_SERIALIZABLE",
       path,
-      `${path} is ${what}; ${hint} (JSON values, undefined, Date, Map, Set, typed arrays, ArrayBuffer, BigInt, Error)`,
+      `${shown(path)} is ${what}; ${hint} (JSON values, undefined, Date, Map, Set, typed arrays, ArrayBuffer, BigInt, Error)`,
     );
   }
 
@@ -349,7 +361,7 @@ export function createCodec(trusted = false): Codec {
           const digits = StringCtor(value);
           if (digits.length > MAX_BIGINT_CHARS) {
             const path = pathOf();
-            fail("ERR_NOT_SERIALIZABLE", path, `${path} is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
+            fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
           }
           spend(digits.length + 16);
           return `{"$":"b","v":"${digits}"}`;
@@ -369,11 +381,11 @@ export function createCodec(trusted = false): Codec {
         if (stack[i] !== value) continue;
         if (lenient) return '"[circular]"';
         const path = pathOf();
-        fail("ERR_NOT_SERIALIZABLE", path, `${path} is a circular reference; only trees of data can cross`);
+        fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is a circular reference; only trees of data can cross`);
       }
       if (stack.length >= MAX_DEPTH) {
         const path = pathOf();
-        fail("ERR_NOT_SERIALIZABLE", path, `${path} is nested deeper than ${MAX_DEPTH} levels`);
+        fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is nested deeper than ${MAX_DEPTH} levels`);
       }
       const depth = stack.length;
       stack[depth] = value;

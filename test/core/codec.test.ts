@@ -71,6 +71,25 @@ describe("value codec", () => {
     expect(() => codec.encode(deep)).toThrow(/nested deeper than 512/);
   });
 
+  it("names a long path by its two ends in the message, and whole in error.path", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 600; i++) deep = [deep];
+    const longKey = { ["k".repeat(5000)]: Symbol("s") };
+    for (const value of [deep, longKey]) {
+      let error: { message: string; path: string; code: string } | undefined;
+      try {
+        codec.encode(value, "args");
+      } catch (caught) {
+        error = caught as typeof error;
+      }
+      expect(error?.code).toBe("ERR_NOT_SERIALIZABLE");
+      expect(error?.message.length).toBeLessThan(300);
+      expect(error?.message).toMatch(/^args(\[0\]\[0\]|\.kkk)/);
+      expect(error?.message).toMatch(/…\(\d+ characters\)…/);
+      expect(error?.path.length).toBeGreaterThan(1000);
+    }
+  });
+
   it("an own __proto__ key crosses as data and pollutes nothing", () => {
     const text = '{"__proto__":{"polluted":true},"a":1}';
     const out = codec.decode(text) as Record<string, unknown>;
