@@ -60,7 +60,8 @@ export function describe(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(shortened(value));
   if (typeof value === "number" || typeof value === "boolean" || value == null) return String(value);
   if (Array.isArray(value)) return "an array";
-  return `a ${typeof value}`;
+  // "an object", "a function", "a bigint", "a symbol"
+  return `${typeof value === "object" ? "an" : "a"} ${typeof value}`;
 }
 
 /**

@@ -561,7 +561,10 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       await expect(createSandbox({ typo: 1 } as never)).rejects.toThrow(/options\.typo is not an option/);
       await expect(sandbox.run({ code: 1 } as never)).rejects.toThrow(/code must be a string/);
       await expect(sandbox.run({ code: "", limits: { memoryMb: -5 } })).rejects.toThrow(/limits\.memoryMb/);
-      await expect(sandbox.run({ code: "", signal: {} } as never)).rejects.toThrow(/signal must be an AbortSignal/);
+      await expect(sandbox.run({ code: "", signal: {} } as never)).rejects.toThrow(
+        /signal must be an AbortSignal, got an object$/,
+      );
+      await expect(sandbox.run({ code: "", signal: () => {} } as never)).rejects.toThrow(/got a function$/);
     });
   });
 });
