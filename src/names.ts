@@ -148,6 +148,8 @@ export const INTRINSIC_GLOBALS: ReadonlySet<string> = new Set([
 export const RESERVED_GLOBAL_NAMES: ReadonlySet<string> = new Set([...RESERVED_WORDS, ...RUNTIME_GLOBALS, ...INTRINSIC_GLOBALS]);
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+/** Any identifier JavaScript accepts (`export const café`), as an export or property name. */
+const UNICODE_IDENTIFIER = /^[\p{ID_Start}_$][\p{ID_Continue}$\u200C\u200D]*$/u;
 const MAX_NAME_LENGTH = 128;
 
 /** True when `name` can be a host global: an ASCII identifier that shadows nothing. */
@@ -161,10 +163,17 @@ export function isValidGlobalName(name: unknown): name is string {
   );
 }
 
-/** True when `name` can be a module export a caller names: `default` or an ASCII identifier. */
+/**
+ * True when `name` can be a module export a caller names: `default` or an identifier, Unicode
+ * ones included. (Host globals stay ASCII: isValidGlobalName.)
+ */
 export function isValidExportName(name: unknown): name is string {
   if (name === "default") return true;
-  return typeof name === "string" && name.length <= MAX_NAME_LENGTH && IDENTIFIER.test(name) && !RESERVED_WORDS.has(name);
+  return typeof name === "string" && isIdentifierName(name) && !RESERVED_WORDS.has(name);
+}
+
+function isIdentifierName(part: string): boolean {
+  return part.length <= MAX_NAME_LENGTH && (IDENTIFIER.test(part) || UNICODE_IDENTIFIER.test(part));
 }
 
 /** True for a dotted call target such as `default.fetch` or `handlers.onEvent`. */
@@ -173,7 +182,7 @@ export function isValidExportPath(path: unknown): path is string {
   // Warm calls name the same few paths thousands of times a second: remember the valid ones.
   if (validPaths.has(path)) return true;
   const [head, ...rest] = path.split(".");
-  const valid = isValidExportName(head) && rest.every((part) => IDENTIFIER.test(part) && part.length <= MAX_NAME_LENGTH);
+  const valid = isValidExportName(head) && rest.every(isIdentifierName);
   if (valid) {
     if (validPaths.size >= MAX_REMEMBERED_PATHS) validPaths.clear();
     validPaths.add(path);

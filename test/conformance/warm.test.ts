@@ -88,6 +88,16 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(value(await prefix.call({ export: "default.fetch", args: [{ method: "POST" }] }))).toEqual({ method: "POST" });
   });
 
+  it("export names and path parts may be any identifier, Unicode ones too", async () => {
+    await using prefix = await sandbox.prepare({
+      code: "export const café = () => 'crème';\nexport const ünits = { 名前() { return this === ünits } };",
+    });
+    expect(value(await prefix.call({ export: "café" }))).toBe("crème");
+    expect(value(await prefix.call({ export: "ünits.名前" }))).toBe(true);
+    expect(code(await prefix.call({ export: "cafe" }))).toBe("ERR_CALL_TARGET_NOT_FOUND");
+    await expect(prefix.call({ export: "café-au-lait" })).rejects.toThrow(TypeError);
+  });
+
   it("a path that is not a function is ERR_CALL_TARGET_NOT_FOUND; a malformed one throws", async () => {
     await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
     // Names every object inherits are no exports: `constructor` would otherwise call the realm's Object.

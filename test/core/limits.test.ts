@@ -91,5 +91,12 @@ describe("cordon/names", () => {
     expect(isValidExportPath("default.fetch")).toBe(true);
     expect(isValidExportPath("default..fetch")).toBe(false);
     expect(isValidExportPath("a.b-c")).toBe(false);
+    // Any identifier JavaScript accepts, Unicode ones too; still no spaces, dashes or digits first.
+    expect(isValidExportName("café")).toBe(true);
+    expect(isValidExportPath("ünits.名前")).toBe(true);
+    expect(isValidExportPath("a\u200Cb.c")).toBe(true);
+    for (const path of ["café-x", "1ü", "a b", "é.", "\u200Ca"]) expect(isValidExportPath(path), path).toBe(false);
+    // Host globals stay ASCII.
+    expect(isValidGlobalName("café")).toBe(false);
   });
 });
