@@ -66,8 +66,12 @@ export class Prefix implements AsyncDisposable {
 
 /** Thrown by `prepare` and `readExports` when the module itself fails: `result` says how. */
 export class PrepareError extends CordonError {
-  constructor(readonly result: RunResult & { ok: false }) {
-    super(result.error.code, `cordon: the prefix failed to evaluate: ${result.error.message}`);
+  /** `what` failed: the prefix (`prepare`) or the module (`readExports`). */
+  constructor(
+    readonly result: RunResult & { ok: false },
+    what: "prefix" | "module" = "prefix",
+  ) {
+    super(result.error.code, `cordon: the ${what} failed to evaluate: ${result.error.message}`);
     this.name = "PrepareError";
   }
 }

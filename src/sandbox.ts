@@ -248,7 +248,7 @@ export class Sandbox implements AsyncDisposable {
     const { sources, hostModules } = splitImports(options.imports);
     const files = await this.checkFiles(options.files);
     const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
-    if (!outcome.ok) throw new PrepareError(outcome);
+    if (!outcome.ok) throw new PrepareError(outcome, "module");
     return { exports: outcome.exports, skippedExports: outcome.skippedExports };
   }
 

@@ -333,6 +333,16 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(result.skippedExports.sort()).toEqual(["handler"]);
   });
 
+  it("readExports of a module that throws rejects with a PrepareError naming the module", async () => {
+    const reading = sandbox.readExports({ code: "export const a = 1; throw new RangeError('no config')" });
+    await expect(reading).rejects.toMatchObject({
+      name: "PrepareError",
+      code: "ERR_USER_CODE",
+      message: "cordon: the module failed to evaluate: no config",
+    });
+    await expect(reading).rejects.toMatchObject({ result: { ok: false, error: { name: "RangeError" } } });
+  });
+
   it("stats count warm, idle and per-prefix instances", async () => {
     await using prefix = await sandbox.prepare({ code: "export const f = () => 1", partitionKey: "stats" });
     await prefix.call({ export: "f" });
