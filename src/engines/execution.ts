@@ -40,7 +40,8 @@ export class Execution implements InstanceListener, Watched {
   private readonly size: number;
   private readonly logs: LogEntry[][] = [];
   private readonly logBytes: number[] = [];
-  private readonly logsTruncated: boolean[] = [];
+  /** Which log limit cut each call's logs first, if one did. */
+  private readonly logsCut: ("entries" | "bytes" | undefined)[] = [];
   private readonly results: (RunResult | undefined)[] = [];
   private pending: number;
   private bridgeCalls = 0;
@@ -85,7 +86,7 @@ export class Execution implements InstanceListener, Watched {
     for (let i = 0; i < this.size; i++) {
       this.logs.push([]);
       this.logBytes.push(0);
-      this.logsTruncated.push(false);
+      this.logsCut.push(undefined);
       this.results.push(undefined);
     }
     const { signal } = options;
@@ -145,14 +146,14 @@ export class Execution implements InstanceListener, Watched {
     const at = Number.isInteger(index) && index >= 0 && index < this.size ? index : 0;
     const limits = this.options.limits;
     if (this.logs[at].length >= limits.maxLogEntries || this.logBytes[at] >= limits.maxLogBytes) {
-      this.logsTruncated[at] = true;
+      this.logsCut[at] ??= this.logs[at].length >= limits.maxLogEntries ? "entries" : "bytes";
       return;
     }
     // A line longer than what is left is cut there, not dropped whole: its start is usually
     // what explains it.
     const room = limits.maxLogBytes - this.logBytes[at];
     const kept = message.length > room ? cutAt(message, room) : message;
-    if (kept !== message) this.logsTruncated[at] = true;
+    if (kept !== message) this.logsCut[at] ??= "bytes";
     this.logBytes[at] += kept.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
     this.logs[at].push({ level: safeLevel, message: kept, atMs: round(performance.now() - this.started) });
@@ -383,12 +384,16 @@ export class Execution implements InstanceListener, Watched {
 
   private settleOne(index: number, result: RunResult): void {
     if (this.settled || this.results[index]) return;
-    if (this.logsTruncated[index]) {
+    const cut = this.logsCut[index];
+    if (cut) {
       const { maxLogEntries, maxLogBytes } = this.options.limits;
       result.stats.logsTruncated = true;
+      // The limit that cut them, by the name a caller raises it with.
+      const over =
+        cut === "entries" ? `${maxLogEntries} entries (limits.maxLogEntries)` : `${maxLogBytes} bytes (limits.maxLogBytes)`;
       result.logs.push({
         level: "warn",
-        message: `[cordon] logs truncated: the run logged more than ${maxLogEntries} entries or ${maxLogBytes} bytes`,
+        message: `[cordon] logs truncated: the run logged more than ${over}`,
         atMs: round(performance.now() - this.started),
       });
     }
