@@ -4,7 +4,18 @@ import { loadQuickJs } from "@sebastianwessel/quickjs";
 import variant from "@jitl/quickjs-wasmfile-release-sync";
 import { newQuickJSWASMModuleFromVariant } from "quickjs-emscripten-core";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventBatch, eventsPerSecond, rate, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+import {
+  EVENT,
+  eventBatch,
+  eventsPerSecond,
+  measureRate,
+  rate,
+  report,
+  sample,
+  sampleInterleaved,
+  section,
+  warmStream,
+} from "./measure.js";
 import { startRawQuickJSThread } from "./raw-quickjs-thread.js";
 
 /** Raw quickjs-emscripten: runtime + context + eval + call, on this thread (it blocks it). */
@@ -119,7 +130,7 @@ export async function benchQuickJS({ quick }) {
   const batchFn = vm.unwrapResult(
     vm.evalCode("(function (json) { let n = 0; for (const e of JSON.parse(json)) n += e.type.length; return n })"),
   );
-  const rawEvents = (fn, perCall, value) => {
+  const rawEvents = async (fn, perCall, value) => {
     const calls = Math.ceil(total / perCall);
     const run = () => {
       for (let i = 0; i < calls; i++) {
@@ -129,15 +140,10 @@ export async function benchQuickJS({ quick }) {
       }
     };
     run(); // warm-up, as long as the run (as cordon's below)
-    const cpu = process.cpuUsage();
-    const begin = performance.now();
-    run();
-    const seconds = (performance.now() - begin) / 1000;
-    const used = process.cpuUsage(cpu);
-    return { perSecond: (calls * perCall) / seconds, cpuUs: (used.user + used.system) / (calls * perCall) };
+    return measureRate(calls * perCall, run);
   };
-  const rawSingle = rawEvents(track, 1, EVENT);
-  const rawBatched = rawEvents(batchFn, 32, batch);
+  const rawSingle = await rawEvents(track, 1, EVENT);
+  const rawBatched = await rawEvents(batchFn, 32, batch);
   const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
   const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
   const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
