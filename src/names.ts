@@ -148,8 +148,8 @@ export const INTRINSIC_GLOBALS: ReadonlySet<string> = new Set([
 export const RESERVED_GLOBAL_NAMES: ReadonlySet<string> = new Set([...RESERVED_WORDS, ...RUNTIME_GLOBALS, ...INTRINSIC_GLOBALS]);
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-/** Any identifier JavaScript accepts (`export const café`), as an export or property name. */
-const UNICODE_IDENTIFIER = /^[\p{ID_Start}_$][\p{ID_Continue}$\u200C\u200D]*$/u;
+/** Any identifier JavaScript accepts (`export const café`), as an export or property name: ASCII ones included. */
+const ANY_IDENTIFIER = /^[\p{ID_Start}_$][\p{ID_Continue}$\u200C\u200D]*$/u;
 const MAX_NAME_LENGTH = 128;
 
 /** True when `name` can be a host global: an ASCII identifier that shadows nothing. */
@@ -173,7 +173,7 @@ export function isValidExportName(name: unknown): name is string {
 }
 
 function isIdentifierName(part: string): boolean {
-  return part.length <= MAX_NAME_LENGTH && (IDENTIFIER.test(part) || UNICODE_IDENTIFIER.test(part));
+  return part.length <= MAX_NAME_LENGTH && ANY_IDENTIFIER.test(part);
 }
 
 /** True for a dotted call target such as `default.fetch` or `handlers.onEvent`. */
