@@ -37,6 +37,7 @@ export interface ExecutionOptions {
 export class Execution implements InstanceListener, Watched {
   private readonly started = performance.now();
   private cpuStartNs: bigint | undefined;
+  private cpuSeenMs = 0;
   private readonly size: number;
   private readonly logs: LogEntry[][] = [];
   private readonly logBytes: number[] = [];
@@ -122,13 +123,18 @@ export class Execution implements InstanceListener, Watched {
     }
   }
 
+  /**
+   * CPU used so far, never less than an earlier reading: once a limit has killed the instance (a
+   * disposed isolate throws, an exited Deno process reads as 0) the last reading stands, instead
+   * of a 0 or a negative figure in the run's stats.
+   */
   private cpuMs(): number {
     if (this.cpuStartNs === undefined) return 0;
     try {
-      return Number(this.instance.cpuTimeNs() - this.cpuStartNs) / 1e6;
-    } catch {
-      return 0;
-    }
+      const used = Number(this.instance.cpuTimeNs() - this.cpuStartNs) / 1e6;
+      if (used > this.cpuSeenMs) this.cpuSeenMs = used;
+    } catch {}
+    return this.cpuSeenMs;
   }
 
   /** Stop the guest wherever it is: the instance is tainted and disposed. */
