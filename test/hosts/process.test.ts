@@ -261,7 +261,9 @@ describe("process host", () => {
   });
 
   it("partition isolation gives each partition key its own worker processes", async () => {
-    const s = await sandbox({ isolateProcesses: "partition" });
+    // max 4: with the default soft cap (2 cores) the pool may evict tenant-a's idle worker while
+    // tenant-b's starts, as it should, and a loaded machine gave its timer time to do so.
+    const s = await sandbox({ isolateProcesses: "partition", workers: { max: 4 } });
     const prefixCode = "export function pid() { return 0 }";
     const a = await s.prepare({ code: prefixCode, partitionKey: "tenant-a" });
     const b = await s.prepare({ code: prefixCode, partitionKey: "tenant-b" });
