@@ -6,7 +6,8 @@ import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
-import { needsBodies, readBodies } from "./core/fetch-wire.js";
+import { needsBodies } from "./core/fetch-wire.js";
+import { readArgumentBodies } from "./core/argument-bodies.js";
 import { abortReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
@@ -107,10 +108,9 @@ export class Sandbox implements AsyncDisposable {
     const imports = await this.importHosts(options.capabilities);
     if (call) {
       const started = performance.now();
-      try {
-        if (needsBodies(call.args)) await readBodies(call.args);
-      } catch (error) {
-        return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
+      if (needsBodies(call.args)) {
+        const unread = await readArgumentBodies(call.args, checked.limits, checked.signal);
+        if (unread) return this.failure(started, unread);
       }
       return this.runFresh(checked, call, bindings, { ...sources, ...files }, "call", imports, "call");
     }
@@ -319,7 +319,10 @@ export class Sandbox implements AsyncDisposable {
         // Plain data (nearly every call) is encoded without first looking for bodies to read.
         argsText = sharedCodec().encodeFast(args, "args");
         if (argsText === undefined) {
-          if (needsBodies(args)) await readBodies(args);
+          if (needsBodies(args)) {
+            const unread = await readArgumentBodies(args, limits, signal);
+            if (unread) return this.failure(started, unread);
+          }
           argsText = sharedCodec().encode(args, "args", Number.POSITIVE_INFINITY, false);
         }
       } catch (error) {

@@ -7,9 +7,19 @@ import type { CodecExtension } from "./codec.js";
  * asynchronously, while the codec is synchronous: `readBodies` buffers the bodies of the values
  * about to cross first.
  */
+/**
+ * Bounds on a body read: `signal` cancels it (the read rejects with the signal's reason), and a
+ * body past `maxBytes` is refused as it arrives, with `exceeded` set, instead of held whole.
+ */
+export interface BodyReadBounds {
+  signal: AbortSignal;
+  maxBytes: number;
+  exceeded?: boolean;
+}
+
 export interface FetchWire {
   /** Buffer the bodies of Requests and Responses among `values` (and one level inside arrays and objects). */
-  readBodies(values: unknown[]): Promise<void>;
+  readBodies(values: unknown[], bounds?: BodyReadBounds): Promise<void>;
   /**
    * Buffer one message's body by reading it, not a clone: the message's own body is used up. For
    * a message nothing else reads (the brokered fetch's Response), so it is held once, not three
@@ -56,16 +66,54 @@ export function createFetchWire(): FetchWire {
     }
   }
 
+  /** A clone's body, chunk by chunk, counted as it arrives (a streamed body has no length to trust). */
+  async function readBounded(copy: Request | Response, bounds: BodyReadBounds): Promise<Uint8Array> {
+    const reader = (copy.body as ReadableStream<Uint8Array>).getReader();
+    const stop = () => void reader.cancel().catch(() => {});
+    bounds.signal.addEventListener("abort", stop, { once: true });
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    try {
+      for (;;) {
+        if (bounds.signal.aborted) throw bounds.signal.reason;
+        const { done, value } = await reader.read();
+        // A cancel ends a pending read as if the body were done: check the signal once more.
+        if (bounds.signal.aborted) throw bounds.signal.reason;
+        if (done) break;
+        size += value.byteLength;
+        if (size > bounds.maxBytes) {
+          bounds.exceeded = true;
+          stop();
+          throw new RangeError(`a body passed ${bounds.maxBytes} bytes`);
+        }
+        chunks.push(value);
+      }
+    } finally {
+      bounds.signal.removeEventListener("abort", stop);
+    }
+    const bytes = new Uint8Array(size);
+    let at = 0;
+    for (const chunk of chunks) {
+      bytes.set(chunk, at);
+      at += chunk.byteLength;
+    }
+    return bytes;
+  }
+
   return {
-    async readBodies(list) {
+    async readBodies(list, bounds) {
       const pending: Promise<void>[] = [];
       const read = (message: Request | Response) => {
-        pending.push(
-          message
-            .clone()
-            .arrayBuffer()
-            .then((buffer) => void bodies.set(message, message.body === null ? null : new Uint8Array(buffer))),
-        );
+        // Named here: the clone's own error for it reads "unusable".
+        if (message.bodyUsed) throw new TypeError("its body was already read (bodyUsed): pass one whose body is unread");
+        const copy = message.clone();
+        const reading =
+          copy.body === null
+            ? Promise.resolve(null)
+            : bounds
+              ? readBounded(copy, bounds)
+              : copy.arrayBuffer().then((buffer) => new Uint8Array(buffer));
+        pending.push(reading.then((bytes) => void bodies.set(message, bytes)));
       };
       for (const value of list) visit(value, 0, read);
       await Promise.all(pending);

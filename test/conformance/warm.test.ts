@@ -455,6 +455,77 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(value(await sandbox.run({ code, call: { export: "handle", args: [event()] } }))).toBe("hook POST b");
   });
 
+  it("a Request whose body stalls, never ends, fails or was read fails the call with its code; the host lives on", async () => {
+    // Before: the body was read with no bound before the call started: a stalled upload held the
+    // call past its wall time forever, and an endless one grew the host's memory without limit.
+    await using sandbox = await createSandbox(combo.options);
+    await using prefix = await sandbox.prepare({
+      code: "export async function handle(request) { return (await request.text()).length }",
+    });
+    const streamed = (source: UnderlyingDefaultSource<Uint8Array>) =>
+      new Request("https://x.test/", { method: "POST", body: new ReadableStream(source), duplex: "half" } as RequestInit);
+    const stalled = () => streamed({ pull: () => new Promise<void>(() => {}) });
+    const limits = { wallTimeMs: 300, memoryMb: 16 };
+    const call = (request: Request, signal?: AbortSignal) => prefix.call({ export: "handle", args: [request], limits, signal });
+    const failed = (result: RunResult) =>
+      result.ok ? { code: "completed" } : { code: result.error.code, message: result.error.message };
+
+    let started = performance.now();
+    expect(failed(await call(stalled()))).toEqual({
+      code: "ERR_WALL_TIMEOUT",
+      message: "the run exceeded its wall time limit of 300 ms reading a Request or Response body among the call's arguments",
+    });
+    expect(performance.now() - started).toBeLessThan(2000);
+    started = performance.now();
+    const run = await sandbox.run({
+      code: "export default (r) => r.text()",
+      call: { export: "default", args: [stalled()] },
+      limits,
+    });
+    expect(code(run)).toBe("ERR_WALL_TIMEOUT");
+    expect(performance.now() - started).toBeLessThan(2000);
+
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("client went away")), 50);
+    const aborted = await call(stalled(), controller.signal);
+    expect(aborted.status).toBe("aborted");
+    expect(aborted.status === "aborted" && aborted.reason).toBe("client went away");
+
+    // 64 KiB chunks forever: refused once past memoryMb, not held whole.
+    const endless = streamed({ pull: (c) => c.enqueue(new Uint8Array(65536)) });
+    expect(failed(await call(endless))).toEqual({
+      code: "ERR_MEMORY_LIMIT",
+      message: "a Request or Response body among the call's arguments is longer than the run's memory limit of 16 MB",
+    });
+
+    const failing = streamed({
+      start(c) {
+        c.enqueue(new Uint8Array([104, 105]));
+        c.error(new Error("upload reset"));
+      },
+    });
+    expect(failed(await call(failing))).toEqual({
+      code: "ERR_NOT_SERIALIZABLE",
+      message: "a Request or Response body among the call's arguments could not be read: upload reset",
+    });
+    const read = new Request("https://x.test/", { method: "POST", body: "hi" });
+    await read.text();
+    expect(failed(await call(read)).message).toMatch(/already read \(bodyUsed\)/);
+
+    // A body that arrives in pieces within the limits crosses whole, and the caller keeps its own.
+    const pieces = streamed({
+      async start(c) {
+        for (const piece of ["ab", "cd", "ef"]) {
+          await new Promise((r) => setTimeout(r, 10));
+          c.enqueue(new TextEncoder().encode(piece));
+        }
+        c.close();
+      },
+    });
+    expect(value(await call(pieces))).toBe(6);
+    expect(await pieces.text()).toBe("abcdef");
+  });
+
   it("binary bodies, Headers and null-body statuses cross intact", async () => {
     await using sandbox = await createSandbox(combo.options);
     await using prefix = await sandbox.prepare({
