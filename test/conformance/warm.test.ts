@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox, PrepareError } from "../../src/index.js";
+import type { UnderlyingSource } from "node:stream/web";
 import { COMBINATIONS, differs } from "./matrix.js";
 
 function value(result: RunResult): unknown {
@@ -462,7 +463,7 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     await using prefix = await sandbox.prepare({
       code: "export async function handle(request) { return (await request.text()).length }",
     });
-    const streamed = (source: UnderlyingDefaultSource<Uint8Array>) =>
+    const streamed = (source: UnderlyingSource<Uint8Array>) =>
       new Request("https://x.test/", { method: "POST", body: new ReadableStream(source), duplex: "half" } as RequestInit);
     const stalled = () => streamed({ pull: () => new Promise<void>(() => {}) });
     const limits = { wallTimeMs: 300, memoryMb: 16 };
