@@ -1,7 +1,7 @@
 import type { BrokeredFetch } from "../capabilities.js";
 import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
-import { hostFetchExtension, readBodies } from "./fetch-wire.js";
+import { type BodyReadBounds, hostFetchExtension, needsBodies, readBodies } from "./fetch-wire.js";
 import { describe } from "./limits.js";
 import { checkModuleName } from "./options.js";
 import type { HostBinding } from "./types.js";
@@ -38,6 +38,9 @@ export interface BridgeAnswer {
 
 /** The answer for one longer than the caller's maxBytes. */
 export const TOO_LARGE: BridgeAnswer = Object.freeze({ ok: false, text: "", tooLarge: true });
+
+/** For a call with no signal of its own (the trusted engine): its body reads are bounded by size only. */
+const NEVER_ABORTED = new AbortController().signal;
 
 /**
  * The maxBytes another process sent with a host call (a worker, an executor): its word for its
@@ -239,7 +242,17 @@ export async function dispatchBridgeCall(
     return errorAnswer(error, maxBytes);
   }
   try {
-    if (result !== null && typeof result === "object") await readBodies([result]);
+    if (result !== null && typeof result === "object" && needsBodies([result])) {
+      // Bounded like the answer: a Response body (an upstream's, say) that never ends is refused
+      // once past maxBytes, and one that stalls is dropped when the call is over.
+      const bounds: BodyReadBounds = { signal: signal ?? NEVER_ABORTED, maxBytes };
+      try {
+        await readBodies([result], bounds);
+      } catch (error) {
+        if (bounds.exceeded) return TOO_LARGE;
+        throw error;
+      }
+    }
     // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
     return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };
   } catch (error) {

@@ -527,6 +527,38 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(await pieces.text()).toBe("abcdef");
   });
 
+  it("a host function's Response body is read within the call: an endless one is refused, a stalled one ends with the run", async () => {
+    // Before: read whole with no bound, on and on after the run had ended.
+    await using sandbox = await createSandbox(combo.options);
+    let pulled = 0;
+    const endless = () =>
+      new Response(
+        new ReadableStream({
+          pull(c) {
+            pulled += 65536;
+            c.enqueue(new Uint8Array(65536));
+          },
+        }),
+      );
+    const stalled = () => new Response(new ReadableStream({ pull: () => new Promise<void>(() => {}) }));
+    const source = "export default async () => { const r = await upstream(); return (await r.arrayBuffer()).byteLength }";
+    const limits = { maxBridgeCallBytes: 1024 * 1024, wallTimeMs: 5000 };
+    const refused = await sandbox.run({ code: source, globals: { upstream: endless }, limits });
+    expect(code(refused)).toBe("ERR_BRIDGE_PAYLOAD_TOO_LARGE");
+    const read = pulled;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(pulled).toBe(read);
+    expect(pulled).toBeLessThan(4 * 1024 * 1024);
+
+    const started = performance.now();
+    const timedOut = await sandbox.run({ code: source, globals: { upstream: stalled }, limits: { wallTimeMs: 300 } });
+    expect(code(timedOut)).toBe("ERR_WALL_TIMEOUT");
+    expect(performance.now() - started).toBeLessThan(2000);
+    // A body that ends crosses whole.
+    const whole = await sandbox.run({ code: source, globals: { upstream: () => new Response(new Uint8Array(100_000)) }, limits });
+    expect(value(whole)).toBe(100_000);
+  });
+
   it("binary bodies, Headers and null-body statuses cross intact", async () => {
     await using sandbox = await createSandbox(combo.options);
     await using prefix = await sandbox.prepare({
