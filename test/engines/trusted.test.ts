@@ -33,6 +33,21 @@ describe("trusted engine", () => {
     });
   });
 
+  it("reads a returned Response's body within the run's limits: too long or stalled, it fails", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const endless = "export default () => new Response(new ReadableStream({ pull(c) { c.enqueue(new Uint8Array(65536)) } }))";
+    const long = await sandbox.run({ code: endless, limits: { maxOutputBytes: 1024 * 1024 } });
+    expect(long.ok ? "completed" : long.error).toMatchObject({
+      code: "ERR_OUTPUT_TOO_LARGE",
+      message: "value's body is larger than the limit of 1048576 bytes",
+    });
+    const stalled = "export default () => new Response(new ReadableStream({ pull: () => new Promise(() => {}) }))";
+    const started = performance.now();
+    const late = await sandbox.run({ code: stalled, limits: { wallTimeMs: 300 } });
+    expect(late.ok ? "completed" : late.error.code).toBe("ERR_WALL_TIMEOUT");
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
   it("is no sandbox: the host process is reachable, as the README says", async () => {
     await using sandbox = await createSandbox({ engine: "trusted" });
     const result = await sandbox.run({ code: "export default () => typeof process.pid" });

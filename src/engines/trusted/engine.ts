@@ -3,7 +3,7 @@ import { sharedCodec } from "../../core/bindings.js";
 import type { BindingDesc } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
 import { CordonError, type RunError } from "../../core/errors.js";
-import { needsBodies, readBodies } from "../../core/fetch-wire.js";
+import { type BodyReadBounds, needsBodies, readBodies } from "../../core/fetch-wire.js";
 import { guestThrown } from "../../core/guest-errors.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
 
@@ -102,7 +102,29 @@ export class TrustedEngine implements Engine {
       }
       // Values cross as data here too: the same codec, the same limits on size. A Response's
       // body is read first (the codec encodes synchronously).
-      if (needsBodies([outcome.value])) await readBodies([outcome.value]);
+      if (needsBodies([outcome.value])) {
+        // Within the run's limits: an endless body is refused past maxOutputBytes, a stalled one
+        // ends with the wall time left.
+        const stop = new AbortController();
+        const bounds: BodyReadBounds = { signal: stop.signal, maxBytes: limits.maxOutputBytes };
+        const left = Math.max(0, limits.wallTimeMs - (performance.now() - started));
+        const deadline = setTimeout(() => stop.abort(), left);
+        try {
+          await readBodies([outcome.value], bounds);
+        } catch (error) {
+          if (bounds.exceeded) {
+            const message = `value's body is larger than the limit of ${limits.maxOutputBytes} bytes`;
+            return failed({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message });
+          }
+          if (stop.signal.aborted) {
+            const message = `the run exceeded its wall time limit of ${limits.wallTimeMs} ms reading its value's body`;
+            return failed({ code: "ERR_WALL_TIMEOUT", name: "CordonError", message });
+          }
+          throw error;
+        } finally {
+          clearTimeout(deadline);
+        }
+      }
       const value = codec.decode(codec.encode(outcome.value, "value", limits.maxOutputBytes));
       const exports: Record<string, unknown> = {};
       const skippedExports: string[] = [];
