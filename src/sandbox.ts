@@ -417,6 +417,10 @@ export class Sandbox implements AsyncDisposable {
     inputName = "input",
   ): Promise<{ source: Awaited<ReturnType<typeof normalizeSource>>; inputText: string } | { result: RunResult }> {
     let inputText: string;
+    if (needsBodies([input])) {
+      const unread = await readArgumentBodies([input], limits, signal, "in the run's input");
+      if (unread) return { result: this.failure(started, unread) };
+    }
     try {
       inputText = sharedCodec().encode(input, inputName, Number.POSITIVE_INFINITY, false);
     } catch (error) {

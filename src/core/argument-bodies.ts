@@ -2,11 +2,9 @@ import { abortReason } from "./abort-reason.js";
 import type { RunError } from "./errors.js";
 import { type BodyReadBounds, readBodies } from "./fetch-wire.js";
 
-const WHAT = "a Request or Response body among the call's arguments";
-
 /**
- * Buffer the bodies of the Requests and Responses among a call's arguments before the call
- * starts, under the call's own limits. The body is the caller's stream (often a client's upload
+ * Buffer the bodies of the Requests and Responses among a call's arguments (or a run's input)
+ * before the call starts, under the call's own limits. The body is the caller's stream (often a client's upload
  * passed straight on): one that stalls ends at the wall time limit, the caller's signal cancels
  * it, and one longer than memoryMb (it could never fit in the instance) is refused as it arrives
  * instead of held whole. Returns the error the call fails with, or undefined once all are read.
@@ -15,7 +13,9 @@ export async function readArgumentBodies(
   args: unknown[],
   limits: { wallTimeMs: number; memoryMb: number },
   signal: AbortSignal | undefined,
+  where = "among the call's arguments",
 ): Promise<RunError | undefined> {
+  const what = `a Request or Response body ${where}`;
   const stop = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {
@@ -35,15 +35,15 @@ export async function readArgumentBodies(
       return {
         code: "ERR_WALL_TIMEOUT",
         name: "CordonError",
-        message: `the run exceeded its wall time limit of ${limits.wallTimeMs} ms reading ${WHAT}`,
+        message: `the run exceeded its wall time limit of ${limits.wallTimeMs} ms reading ${what}`,
       };
     if (bounds.exceeded)
       return {
         code: "ERR_MEMORY_LIMIT",
         name: "CordonError",
-        message: `${WHAT} is longer than the run's memory limit of ${limits.memoryMb} MB`,
+        message: `${what} is longer than the run's memory limit of ${limits.memoryMb} MB`,
       };
-    return { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: `${WHAT} could not be read: ${describe(error)}` };
+    return { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: `${what} could not be read: ${describe(error)}` };
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);

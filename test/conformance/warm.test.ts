@@ -456,6 +456,25 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(value(await sandbox.run({ code, call: { export: "handle", args: [event()] } }))).toBe("hook POST b");
   });
 
+  it("a Request in a run's input crosses too, for sandbox.run and prefix.run, under the run's limits", async () => {
+    // Before: "a Request's body must be read before it crosses (internal)", ERR_NOT_SERIALIZABLE.
+    await using sandbox = await createSandbox(combo.options);
+    const code = "export default async (input) => input.request.method + ' ' + (await input.request.text())";
+    const input = () => ({ request: new Request("https://x.test/", { method: "POST", body: "in" }) });
+    expect(value(await sandbox.run({ code, input: input() }))).toBe("POST in");
+    await using prefix = await sandbox.prepare({ code: "globalThis.ready = true" });
+    expect(value(await prefix.run({ code, input: input() }))).toBe("POST in");
+    const stalled = new Request("https://x.test/", {
+      method: "POST",
+      body: new ReadableStream({ pull: () => new Promise<void>(() => {}) }),
+      duplex: "half",
+    } as RequestInit);
+    const late = await prefix.run({ code, input: { request: stalled }, limits: { wallTimeMs: 200 } });
+    expect(late.ok ? "completed" : late.error.message).toBe(
+      "the run exceeded its wall time limit of 200 ms reading a Request or Response body in the run's input",
+    );
+  });
+
   it("a Request whose body stalls, never ends, fails or was read fails the call with its code; the host lives on", async () => {
     // Before: the body was read with no bound before the call started: a stalled upload held the
     // call past its wall time forever, and an endless one grew the host's memory without limit.
