@@ -66,6 +66,11 @@ export function createFetchWire(): FetchWire {
     }
   }
 
+  /** Why a message whose body was never read cannot cross: it sat where bodies are not read. */
+  function unread(kind: string): string {
+    return `a ${kind} crosses only in a call's arguments, a run's input or a returned value, at most 2 levels inside them (where its body is read first), never in globals`;
+  }
+
   /** A clone's body, chunk by chunk, counted as it arrives (a streamed body has no length to trust). */
   async function readBounded(copy: Request | Response, bounds: BodyReadBounds): Promise<Uint8Array> {
     const reader = (copy.body as ReadableStream<Uint8Array>).getReader();
@@ -132,11 +137,11 @@ export function createFetchWire(): FetchWire {
       encode(value) {
         if (value instanceof HeadersCtor) return { $: "H", h: [...value] };
         if (value instanceof RequestCtor) {
-          if (!bodies.has(value)) throw new TypeError("a Request's body must be read before it crosses (internal)");
+          if (!bodies.has(value)) throw new TypeError(unread("Request"));
           return { $: "Q", m: value.method, u: value.url, h: [...value.headers], b: bodies.get(value) ?? null };
         }
         if (value instanceof ResponseCtor) {
-          if (!bodies.has(value)) throw new TypeError("a Response's body must be read before it crosses (internal)");
+          if (!bodies.has(value)) throw new TypeError(unread("Response"));
           return { $: "R", s: value.status, t: value.statusText, h: [...value.headers], b: bodies.get(value) ?? null };
         }
         return undefined;

@@ -473,6 +473,12 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(late.ok ? "completed" : late.error.message).toBe(
       "the run exceeded its wall time limit of 200 ms reading a Request or Response body in the run's input",
     );
+    // Where bodies are not read, the refusal says where they are.
+    const rule =
+      "a Request crosses only in a call's arguments, a run's input or a returned value, at most 2 levels inside them (where its body is read first), never in globals";
+    const deep = await sandbox.run({ code, input: { a: { b: { request: input().request } } } });
+    expect(deep.ok ? "completed" : deep.error).toMatchObject({ code: "ERR_NOT_SERIALIZABLE", message: rule });
+    await expect(sandbox.run({ code, globals: { request: input().request } })).rejects.toThrow(`cordon: ${rule}`);
   });
 
   it("a Request whose body stalls, never ends, fails or was read fails the call with its code; the host lives on", async () => {
