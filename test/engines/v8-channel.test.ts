@@ -206,7 +206,10 @@ describe("v8 warm calls through shared memory", () => {
     await using prefix = await sandbox.prepare({ code: PREFIX });
     const served = countServed();
     const codes: string[] = [];
-    for (let i = 0; i < 20; i++) {
+    // At least 20 calls, and on until 3 went through shared memory (the case this tests): how
+    // many do depends on the machine's load (CI under the whole suite: 5 of 20 once, 2 another
+    // time). 200 calls at most.
+    for (let i = 0; i < 200 && (i < 20 || served() < 3); i++) {
       const call = prefix.call({ export: "add", args: [i, 1], limits: { cpuTimeMs: 5 } });
       // After the pool's end-of-tick gather (a later nextTick runs after it): the call is in shared memory.
       await new Promise((resolve) => process.nextTick(resolve));
@@ -214,10 +217,8 @@ describe("v8 warm calls through shared memory", () => {
       while (performance.now() < end) {} // this loop is busy for 30 ms
       codes.push(code(await call));
     }
-    // Some went through shared memory (the case this tests); how many depends on the machine's
-    // load (CI under the whole suite: 5 of 20).
     expect(served()).toBeGreaterThanOrEqual(3);
-    expect(codes).toEqual(Array(20).fill("completed"));
+    expect(codes).toEqual(Array(codes.length).fill("completed"));
   });
 
   it("with busyPollMs: 0 nothing is served", async () => {
