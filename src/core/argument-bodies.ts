@@ -4,10 +4,11 @@ import { type BodyReadBounds, readBodies } from "./fetch-wire.js";
 
 /**
  * Buffer the bodies of the Requests and Responses among a call's arguments (or a run's input)
- * before the call starts, under the call's own limits. The body is the caller's stream (often a client's upload
- * passed straight on): one that stalls ends at the wall time limit, the caller's signal cancels
- * it, and one longer than memoryMb (it could never fit in the instance) is refused as it arrives
- * instead of held whole. Returns the error the call fails with, or undefined once all are read.
+ * before the call starts, under the call's own limits. The body is the caller's stream (often a
+ * client's upload passed straight on): one that stalls ends at the wall time limit, the caller's
+ * signal cancels it, and one longer than memoryMb (it could never fit in the instance) is
+ * refused as it arrives instead of held whole. Returns the error the call fails with, or
+ * undefined once all are read.
  */
 export async function readArgumentBodies(
   args: unknown[],
@@ -47,6 +48,8 @@ export async function readArgumentBodies(
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
+    // One body refused or failed: the others still being read are cancelled with it.
+    stop.abort();
   }
 }
 

@@ -1,13 +1,6 @@
 import type { CodecExtension } from "./codec.js";
 
 /**
- * The Request / Response / Headers wire for realms with the standard fetch classes: the host
- * (Node's undici classes) and the deno engine's guest (Deno's own). The v8 and quickjs guests
- * use their own classes (src/engines/guest/fetch-types.ts). Bodies are streams, read
- * asynchronously, while the codec is synchronous: `readBodies` buffers the bodies of the values
- * about to cross first.
- */
-/**
  * Bounds on a body read: `signal` cancels it (the read rejects with the signal's reason), and a
  * body past `maxBytes` is refused as it arrives, with `exceeded` set, instead of held whole.
  */
@@ -17,6 +10,13 @@ export interface BodyReadBounds {
   exceeded?: boolean;
 }
 
+/**
+ * The Request / Response / Headers wire for realms with the standard fetch classes: the host
+ * (Node's undici classes) and the deno engine's guest (Deno's own). The v8 and quickjs guests
+ * use their own classes (src/engines/guest/fetch-types.ts). Bodies are streams, read
+ * asynchronously, while the codec is synchronous: `readBodies` buffers the bodies of the values
+ * about to cross first.
+ */
 export interface FetchWire {
   /** Buffer the bodies of Requests and Responses among `values` (and one level inside arrays and objects). */
   readBodies(values: unknown[], bounds?: BodyReadBounds): Promise<void>;

@@ -123,6 +123,7 @@ export class TrustedEngine implements Engine {
           throw error;
         } finally {
           clearTimeout(deadline);
+          stop.abort(); // any other body still being read
         }
       }
       const value = codec.decode(codec.encode(outcome.value, "value", limits.maxOutputBytes));
