@@ -4,10 +4,9 @@ import { availableParallelism } from "node:os";
 import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
-import { checkLimits, resolveLimits } from "./core/limits.js";
+import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
-import { needsBodies } from "./core/fetch-wire.js";
-import { readArgumentBodies } from "./core/argument-bodies.js";
+import { readArgumentBodies } from "./core/body-reads.js";
 import { abortReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
@@ -31,6 +30,8 @@ import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type 
 
 const RUN_KEYS = ["code", "input", "call", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
 const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
+/** Where a run's input bodies are, as errors name it. */
+const INPUT = "in the run's input";
 const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 const CALL_KEYS = ["export", "args", "limits", "signal"];
 const MAX_CODE_LENGTH = 16 * 1024 * 1024;
@@ -106,14 +107,11 @@ export class Sandbox implements AsyncDisposable {
     const bindings = new Bindings(options.globals, hostModules, fetch);
     const files = await this.checkFiles(options.files);
     const imports = await this.importHosts(options.capabilities);
-    if (call) {
-      const started = performance.now();
-      if (needsBodies(call.args)) {
-        const unread = await readArgumentBodies(call.args, checked.limits, checked.signal);
-        if (unread) return this.failure(started, unread);
-      }
-      return this.runFresh(checked, call, bindings, { ...sources, ...files }, "call", imports, "call");
-    }
+    const unread = call
+      ? await this.readBodiesFirst(call.args, checked)
+      : await this.readBodiesFirst([options.input], checked, INPUT);
+    if (unread) return unread;
+    if (call) return this.runFresh(checked, call, bindings, { ...sources, ...files }, "call", imports, "call");
     return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", imports);
   }
 
@@ -292,6 +290,8 @@ export class Sandbox implements AsyncDisposable {
   private async runOnPrefix(pool: EnginePrefix, options: PrefixRunOptions): Promise<RunResult> {
     this.check();
     const checked = this.checkRun(options as RunOptions, PREFIX_RUN_KEYS);
+    const unread = await this.readBodiesFirst([options.input], checked, INPUT);
+    if (unread) return unread;
     return this.withSlot(checked.signal, async (started) => {
       const prepared = await this.sourceAndInput(started, checked, options.input);
       if ("result" in prepared) return prepared.result;
@@ -319,10 +319,8 @@ export class Sandbox implements AsyncDisposable {
         // Plain data (nearly every call) is encoded without first looking for bodies to read.
         argsText = sharedCodec().encodeFast(args, "args");
         if (argsText === undefined) {
-          if (needsBodies(args)) {
-            const unread = await readArgumentBodies(args, limits, signal);
-            if (unread) return this.failure(started, unread);
-          }
+          const unread = await this.readBodiesFirst(args, { limits, signal });
+          if (unread) return unread;
           argsText = sharedCodec().encode(args, "args", Number.POSITIVE_INFINITY, false);
         }
       } catch (error) {
@@ -409,6 +407,20 @@ export class Sandbox implements AsyncDisposable {
     } else this.keepAlive?.unref();
   }
 
+  /**
+   * Read the Request and Response bodies among `values` (readArgumentBodies), before a run slot
+   * is taken: a slow upload holds none. A failed read is the run's result.
+   */
+  private async readBodiesFirst(
+    values: unknown[],
+    { limits, signal }: { limits: ResolvedLimits; signal: AbortSignal | undefined },
+    where?: string,
+  ): Promise<RunResult | undefined> {
+    const started = performance.now();
+    const unread = await readArgumentBodies(values, limits, signal, where);
+    return unread && this.failure(started, unread);
+  }
+
   /** Normalize the module and encode the input; a compile error or bad input is a result. */
   private async sourceAndInput(
     started: number,
@@ -417,10 +429,6 @@ export class Sandbox implements AsyncDisposable {
     inputName = "input",
   ): Promise<{ source: Awaited<ReturnType<typeof normalizeSource>>; inputText: string } | { result: RunResult }> {
     let inputText: string;
-    if (needsBodies([input])) {
-      const unread = await readArgumentBodies([input], limits, signal, "in the run's input");
-      if (unread) return { result: this.failure(started, unread) };
-    }
     try {
       inputText = sharedCodec().encode(input, inputName, Number.POSITIVE_INFINITY, false);
     } catch (error) {

@@ -1,7 +1,8 @@
 import type { BrokeredFetch } from "../capabilities.js";
 import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
-import { type BodyReadBounds, hostFetchExtension, needsBodies, readBodies } from "./fetch-wire.js";
+import { readBodiesWithin } from "./body-reads.js";
+import { hostFetchExtension, needsBodies } from "./fetch-wire.js";
 import { describe } from "./limits.js";
 import { checkModuleName } from "./options.js";
 import type { HostBinding } from "./types.js";
@@ -38,9 +39,6 @@ export interface BridgeAnswer {
 
 /** The answer for one longer than the caller's maxBytes. */
 export const TOO_LARGE: BridgeAnswer = Object.freeze({ ok: false, text: "", tooLarge: true });
-
-/** For a call with no signal of its own (the trusted engine): its body reads are bounded by size only. */
-const NEVER_ABORTED = new AbortController().signal;
 
 /**
  * The maxBytes another process sent with a host call (a worker, an executor): its word for its
@@ -245,13 +243,10 @@ export async function dispatchBridgeCall(
     if (result !== null && typeof result === "object" && needsBodies([result])) {
       // Bounded like the answer: a Response body (an upstream's, say) that never ends is refused
       // once past maxBytes, and one that stalls is dropped when the call is over.
-      const bounds: BodyReadBounds = { signal: signal ?? NEVER_ABORTED, maxBytes };
-      try {
-        await readBodies([result], bounds);
-      } catch (error) {
-        if (bounds.exceeded) return TOO_LARGE;
-        throw error;
-      }
+      const read = await readBodiesWithin([result], { maxBytes, signal });
+      if (read === "too-large") return TOO_LARGE;
+      if (read === "aborted") throw signal?.reason;
+      if (typeof read === "object") throw read.failed;
     }
     // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
     return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };

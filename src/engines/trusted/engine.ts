@@ -3,7 +3,8 @@ import { sharedCodec } from "../../core/bindings.js";
 import type { BindingDesc } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
 import { CordonError, type RunError } from "../../core/errors.js";
-import { type BodyReadBounds, needsBodies, readBodies } from "../../core/fetch-wire.js";
+import { readBodiesWithin } from "../../core/body-reads.js";
+import { needsBodies } from "../../core/fetch-wire.js";
 import { guestThrown } from "../../core/guest-errors.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
 
@@ -105,26 +106,17 @@ export class TrustedEngine implements Engine {
       if (needsBodies([outcome.value])) {
         // Within the run's limits: an endless body is refused past maxOutputBytes, a stalled one
         // ends with the wall time left.
-        const stop = new AbortController();
-        const bounds: BodyReadBounds = { signal: stop.signal, maxBytes: limits.maxOutputBytes };
-        const left = Math.max(0, limits.wallTimeMs - (performance.now() - started));
-        const deadline = setTimeout(() => stop.abort(), left);
-        try {
-          await readBodies([outcome.value], bounds);
-        } catch (error) {
-          if (bounds.exceeded) {
-            const message = `value's body is larger than the limit of ${limits.maxOutputBytes} bytes`;
-            return failed({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message });
-          }
-          if (stop.signal.aborted) {
-            const message = `the run exceeded its wall time limit of ${limits.wallTimeMs} ms reading its value's body`;
-            return failed({ code: "ERR_WALL_TIMEOUT", name: "CordonError", message });
-          }
-          throw error;
-        } finally {
-          clearTimeout(deadline);
-          stop.abort(); // any other body still being read
+        const ms = Math.max(0, limits.wallTimeMs - (performance.now() - started));
+        const read = await readBodiesWithin([outcome.value], { ms, maxBytes: limits.maxOutputBytes });
+        if (read === "too-large") {
+          const message = `value's body is larger than the limit of ${limits.maxOutputBytes} bytes`;
+          return failed({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message });
         }
+        if (read === "timed-out") {
+          const message = `the run exceeded its wall time limit of ${limits.wallTimeMs} ms reading its value's body`;
+          return failed({ code: "ERR_WALL_TIMEOUT", name: "CordonError", message });
+        }
+        if (typeof read === "object") throw read.failed;
       }
       const value = codec.decode(codec.encode(outcome.value, "value", limits.maxOutputBytes));
       const exports: Record<string, unknown> = {};
