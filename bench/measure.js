@@ -130,6 +130,11 @@ export function rate({ perSecond, cpuUs }, withCpu = true) {
   return withCpu ? `${perSecondText} (${cpuUs.toFixed(1)} us CPU each)` : perSecondText;
 }
 
+/** "1.67": how many times `a`'s rate is `b`'s (two measureRate results). */
+export function ratio(a, b) {
+  return (a.perSecond / b.perSecond).toFixed(2);
+}
+
 let turningUntil = 0;
 let turning = false;
 const turn = () => {

@@ -8,6 +8,7 @@ import {
   eventsPerSecond,
   keepTurning,
   rate,
+  ratio,
   report,
   sample,
   sampleInterleaved,
@@ -112,7 +113,6 @@ export async function benchProcess({ quick }) {
   const inBatched = await eventsPerSecond(total, 8, 32, () => inPrefix.call({ export: "batch", args: [batch] }));
   const procBatched = await eventsPerSecond(total, 8, 32, () => procPrefix.call({ export: "batch", args: [batch] }));
   // The workers' CPU is not this process's: only the rates compare here.
-  const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
   console.log(
     `  one per call, 64 in flight: in-process ${rate(inSingle, false)}   process ${rate(procSingle, false)}   ratio ${ratio(procSingle, inSingle)}   target >= 100,000/s`,
   );

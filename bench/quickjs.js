@@ -10,6 +10,7 @@ import {
   eventsPerSecond,
   measureRate,
   rate,
+  ratio,
   report,
   sample,
   sampleInterleaved,
@@ -146,7 +147,6 @@ export async function benchQuickJS({ quick }) {
   const rawBatched = await rawEvents(batchFn, 32, batch);
   const single = await eventsPerSecond(total, 64, 1, () => prefix.call({ export: "track", args: [EVENT] }));
   const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
-  const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
   console.log(
     `  one per call, 64 in flight:  raw ${rate(rawSingle)} (this thread, blocking)   cordon ${rate(single)}   ratio ${ratio(single, rawSingle)}`,
   );

@@ -4,7 +4,18 @@ import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { DEFAULT_BUSY_POLL_MS, pollUntilSettled } from "../dist/core/busy-poll.js";
 import { createSandbox } from "../dist/index.js";
-import { EVENT, eventBatch, eventsPerSecond, rate, report, sample, sampleInterleaved, section, warmStream } from "./measure.js";
+import {
+  EVENT,
+  eventBatch,
+  eventsPerSecond,
+  rate,
+  ratio,
+  report,
+  sample,
+  sampleInterleaved,
+  section,
+  warmStream,
+} from "./measure.js";
 
 const ivm = createRequire(import.meta.url)("isolated-vm");
 
@@ -116,7 +127,6 @@ export async function benchV8({ quick }) {
   const rawBatched = await eventsPerSecond(total, 8, 32, () => raw.batch.apply(undefined, [JSON.stringify(batch)]));
   const batched = await eventsPerSecond(total, 8, 32, () => prefix.call({ export: "batch", args: [batch] }));
   const cores = availableParallelism();
-  const ratio = (a, b) => (a.perSecond / b.perSecond).toFixed(2);
   console.log(
     `  one per call, 64 in flight:  raw ${rate(rawSingle)}   cordon ${rate(single)}   ratio ${ratio(single, rawSingle)}   target >= 150,000/s (${budget(150_000, cores)})`,
   );
