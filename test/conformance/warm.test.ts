@@ -584,6 +584,29 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(value(whole)).toBe(100_000);
   });
 
+  it("a returned Response body past maxOutputBytes is ERR_OUTPUT_TOO_LARGE, an endless stream included", async () => {
+    // Before, on deno (the one guest with ReadableStream): the endless body was read whole until
+    // the memory limit ended the run, as ERR_MEMORY_LIMIT. Elsewhere the body is 3 MB of bytes.
+    await using sandbox = await createSandbox(combo.options);
+    const body = `typeof ReadableStream === "function"
+      ? new ReadableStream({ pull(c) { c.enqueue(new Uint8Array(65536)) } })
+      : new Uint8Array(3 << 20)`;
+    const limits = { maxOutputBytes: 1 << 20, wallTimeMs: 10_000 };
+    const tooLarge = { code: "ERR_OUTPUT_TOO_LARGE", message: expect.stringMatching(/larger than the limit of 1048576 bytes/) };
+    const failure = (result: RunResult) => (result.ok ? { code: "completed" } : result.error);
+    expect(failure(await sandbox.run({ code: `export default () => new Response(${body})`, limits }))).toMatchObject(tooLarge);
+    await using prefix = await sandbox.prepare({
+      code: `export function now() { return new Response(${body}) }
+        export async function later() { await 0; return new Response(${body}) }
+        export function small() { return new Response("fits") }`,
+    });
+    for (const name of ["now", "later"]) {
+      expect(failure(await prefix.call({ export: name, limits }))).toMatchObject(tooLarge);
+    }
+    const small = value(await prefix.call({ export: "small", limits })) as Response;
+    expect(await small.text()).toBe("fits");
+  });
+
   it("binary bodies, Headers and null-body statuses cross intact", async () => {
     await using sandbox = await createSandbox(combo.options);
     await using prefix = await sandbox.prepare({

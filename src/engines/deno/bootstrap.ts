@@ -115,6 +115,27 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     }
   }
 
+  /**
+   * Buffer the bodies among `values`; false when one passed `maxBytes` (it is refused as it
+   * arrives, and the others still being read are cancelled with it).
+   */
+  async function readBodiesWithin(values: unknown[], maxBytes: number | undefined): Promise<boolean> {
+    if (maxBytes === undefined) {
+      await wire.readBodies(values);
+      return true;
+    }
+    const controller = new AbortController();
+    const bounds = { signal: controller.signal, maxBytes, exceeded: false };
+    try {
+      await wire.readBodies(values, bounds);
+      return true;
+    } catch (error) {
+      controller.abort();
+      if (bounds.exceeded) return false;
+      throw error;
+    }
+  }
+
   const codec = parts.createCodec();
   const wire = parts.createFetchWire();
   codec.extend(wire.extension);
@@ -127,7 +148,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const internals = parts.installRuntime(host, codec, parts.createInspect(), {
     maxTimers: config.maxTimers,
     maxPendingCalls: config.maxPendingCalls,
-    readBodies: (values) => (wire.needsBodies(values) ? wire.readBodies(values) : undefined),
+    readBodies: (values, maxBytes) => (wire.needsBodies(values) ? readBodiesWithin(values, maxBytes) : undefined),
   });
   defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
 

@@ -33,9 +33,10 @@ export interface GuestRuntimeConfig {
   maxPendingCalls: number;
   /**
    * Realms whose Request/Response bodies are streams (the deno engine): buffer the bodies among
-   * `values` before they are encoded. Returns undefined when there is nothing to read.
+   * `values` before they are encoded. Returns undefined when there is nothing to read. With
+   * `maxBytes`, a body past it is refused as it arrives and the promise resolves to false.
    */
-  readBodies?: (values: unknown[]) => Promise<void> | undefined;
+  readBodies?: (values: unknown[], maxBytes?: number) => Promise<boolean> | undefined;
 }
 
 /** The part of a guest AbortSignal the runtime reads. */
@@ -476,12 +477,25 @@ export function installRuntime(
   async function outcomeOf(work: () => unknown, ns: Record<string, unknown> | undefined): Promise<string> {
     try {
       const value = await work();
-      const reading = config.readBodies?.([value]);
-      if (reading) await reading;
+      const reading = readResultBodies(value);
+      if (reading && !(await reading)) return bodyTooLarge();
       return encodeOutcome(value, ns);
     } catch (error) {
       return thrownOutcome(error);
     }
+  }
+
+  /**
+   * Buffer the bodies a result holds (streamed ones: deno), each refused past the run's output
+   * cap as it arrives: an endless body would otherwise grow until the memory limit ended the run.
+   */
+  function readResultBodies(value: unknown): Promise<boolean> | undefined {
+    return config.readBodies?.([value], run.maxOutputChars);
+  }
+
+  function bodyTooLarge(): string {
+    const message = `value's body is larger than the limit of ${run.maxOutputChars} bytes`;
+    return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
   }
 
   function encodeSafely(value: unknown): string {
@@ -740,11 +754,7 @@ export function installRuntime(
             }
             // A Response whose body must be read first is settled like a promise.
             const thenable = isThenable(result);
-            const reading = thenable ? undefined : config.readBodies?.([result]);
-            if (reading) {
-              const value = result;
-              result = thenOf(reading, () => value);
-            }
+            const reading = thenable ? undefined : readResultBodies(result);
             if (thenable || reading) {
               const index = i;
               // The callbacks return nothing: a promise returned from one would be resolved
@@ -756,15 +766,12 @@ export function installRuntime(
                 runFrom(index + 1, false);
               };
               const failed = (error: unknown) => settle(thrownOutcome(error));
-              thenOf(
-                PromiseResolve(result),
-                (value) => {
-                  const reading = config.readBodies?.([value]);
-                  if (reading) thenOf(reading, () => settle(encodeSafely(value)), failed);
-                  else settle(encodeSafely(value));
-                },
-                failed,
-              );
+              const settleValue = (value: unknown, reading: Promise<boolean> | undefined) => {
+                if (!reading) settle(encodeSafely(value));
+                else thenOf(reading, (read) => settle(read ? encodeSafely(value) : bodyTooLarge()), failed);
+              };
+              if (reading) settleValue(result, reading);
+              else thenOf(PromiseResolve(result), (value) => settleValue(value, readResultBodies(value)), failed);
               if (sync) for (let j = i; j < argsTexts.length; j++) out += `${j ? "\u0001" : ""}p`;
               return;
             }
