@@ -124,12 +124,37 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
     it("a value that is no Error, thrown while the module evaluates or by a call, is named in the message", async () => {
       // v8 said only "An object was thrown from supplied code within isolated-vm…" for the first,
       // and the text carried the plain-JSON marker's space ("Uncaught  {…}") for the second.
-      for (const code of ["throw { a: 1 };\nexport default 1", "export default () => { throw { a: 1 } }"]) {
-        expect(failed(await sandbox.run({ code })).error, code).toMatchObject({
-          code: "ERR_USER_CODE",
-          message: 'Uncaught {"a":1}',
-        });
+      // A timer's throw said the same on v8 until the runtime named it.
+      for (const code of [
+        "throw { a: 1 };\nexport default 1",
+        "export default () => { throw { a: 1 } }",
+        "export default () => new Promise((r) => { setTimeout(() => { throw { a: 1 } }, 1); setTimeout(r, 50) })",
+      ]) {
+        const error = failed(await sandbox.run({ code })).error;
+        expect(error, code).toMatchObject({ code: "ERR_USER_CODE", message: 'Uncaught {"a":1}' });
+        expect(error.stack ?? "").not.toMatch(/node_modules|file:|\/work\/|isolated-vm/);
       }
+    });
+
+    it("a value that is no Error, thrown by a module-form module's top level, is named or the difference stated", async () => {
+      // Module form: the module imports something or awaits at its top level.
+      const imports = { lib: "export const x = 1" };
+      for (const code of [
+        'import { x } from "lib";\nthrow { a: x };\nexport default 1',
+        "await 0;\nthrow { a: 1 };\nexport default 1",
+      ]) {
+        const error = failed(await sandbox.run({ code, imports })).error;
+        expect(error.code).toBe("ERR_USER_CODE");
+        if (differs(combo, "module-throw-object"))
+          expect(error.message).toMatch(/^Uncaught object \(not an Error: thrown at a module's top level/);
+        else expect(error.message, code).toBe('Uncaught {"a":1}');
+        expect(error.stack ?? "").not.toMatch(/node_modules|file:|\/work\/|isolated-vm/);
+      }
+      // Primitives and Errors cross on every engine.
+      const primitive = failed(await sandbox.run({ code: 'await 0;\nthrow "no";\nexport default 1' })).error;
+      expect(primitive.message).toBe('Uncaught "no"');
+      const error = failed(await sandbox.run({ code: "await 0;\nthrow new TypeError('t');\nexport default 1" })).error;
+      expect(error).toMatchObject({ name: "TypeError", message: "t" });
     });
 
     it("a value nested past what the codec (or the engine's stack) takes is ERR_NOT_SERIALIZABLE, not a throw", async () => {

@@ -36,6 +36,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "quickjs/inprocess":
       "quickjs-emscripten does not expose QuickJS's promise rejection tracker (promiseRejectionHandler is unimplemented in its API), so a rejection nobody handles cannot be seen: the run completes with its value. An exception thrown in a timer callback still fails the run.",
   },
+  "module-throw-object": {
+    "v8/inprocess":
+      'An object that is no Error, thrown by a module-form module\'s top level (one with imports or top-level await) or rejecting a promise nothing handled, reaches the host only through isolated-vm, which copies primitives and Errors and replaces any other object with a text of its own: no guest code can catch such a throw to report it first. cordon says so ("Uncaught object (not an Error: …)"); its contents are lost. Script-form modules, calls and timers name the value as the other engines do.',
+  },
   "prepare-stack-trace": {
     "quickjs/inprocess":
       "Error.prepareStackTrace and CallSite objects are V8 APIs. QuickJS has neither: a stack is a string, so no CallSite can hand out a function or a receiver, and the hook is never called.",

@@ -151,6 +151,7 @@ export function installRuntime(
   const callOf = Function.prototype.call;
   const indexOfIn = callOf.bind(indexOfString) as (text: string, search: string, from: number) => number;
   const sliceOf = callOf.bind(sliceString) as (text: string, from: number, to?: number) => string;
+  const trimStartOf = callOf.bind(String.prototype.trimStart) as (text: string) => string;
   /** Split parts, in an object without a prototype: storing into it meets no index setter a guest put on Array.prototype. */
   interface Parts {
     length: number;
@@ -498,6 +499,15 @@ export function installRuntime(
     return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
   }
 
+  /** A thrown value that is no Error, as the host shows one (core/guest-errors.ts): its encoding, at most 2000 characters. */
+  function shownThrow(value: unknown): string {
+    try {
+      return trimStartOf(codec.encode(value, "thrown", 2000));
+    } catch {
+      return typeof value;
+    }
+  }
+
   function encodeSafely(value: unknown): string {
     try {
       return encodeOutcome(value, undefined);
@@ -721,7 +731,15 @@ export function installRuntime(
       if (!timer) return;
       if (timer.repeat) host.timer(timerId, timer.ms);
       else timers.delete(timerId);
-      apply(timer.fn, undefined, timer.args);
+      try {
+        apply(timer.fn, undefined, timer.args);
+      } catch (error) {
+        // What a timer throws fails the run through the crossing. Past it isolated-vm replaces
+        // an object that is no Error with a text of its own ("An object was thrown…"): an Error
+        // that names the value crosses instead, as the host names one a call threw.
+        if (error instanceof ErrorCtor) throw error;
+        throw new ErrorCtor(`Uncaught ${shownThrow(error)}`);
+      }
     },
     entry,
     call(path, joinedArgs, maxOutputChars, maxLogEntries, maxLogBytes) {

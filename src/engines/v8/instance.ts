@@ -151,7 +151,7 @@ export class V8Instance implements EngineInstance {
     const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
     const driver = await this.link(source, sourceImports, bound);
     startCpu();
-    await driver.evaluate();
+    await driver.evaluate().catch(renameLostThrow);
   }
 
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
@@ -199,11 +199,11 @@ export class V8Instance implements EngineInstance {
   }
 
   settle(id: number, ok: boolean, text: string): Promise<unknown> {
-    return this.cross("settle", [id, ok, flat(text)]);
+    return this.cross("settle", [id, ok, flat(text)]).catch(renameLostThrow);
   }
 
   fire(id: number): Promise<unknown> {
-    return this.cross("fire", [id]);
+    return this.cross("fire", [id]).catch(renameLostThrow);
   }
 
   /**
@@ -384,6 +384,25 @@ async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
  * and flattened; one event 6.5 µs vs 4.6 µs. Converting to a number reads the characters, which
  * flattens the string in place (the trick pino's flatstr uses).
  */
+/** isolated-vm's text for a thrown object that is no Error: it copies such an object no further. */
+const LOST_THROW = "An object was thrown from supplied code within isolated-vm, but that object was not an instance of `Error`.";
+
+/**
+ * What a module's top-level code throws, and what rejects a promise nothing handles, reach the
+ * host only through isolated-vm, which keeps primitives and Errors and replaces any other object
+ * with LOST_THROW: no guest code can catch such a throw to report it first (the runtime does for
+ * calls, timers and script-form modules). Say what happened, in cordon's terms. A guest that throws
+ * an Error with that very message only renames its own error.
+ */
+function renameLostThrow(error: unknown): never {
+  if (error instanceof Error && error.message === LOST_THROW) {
+    throw new Error(
+      "Uncaught object (not an Error: thrown at a module's top level, or rejecting a promise nothing handled, where the v8 engine cannot show it; throw an Error to report a message)",
+    );
+  }
+  throw error;
+}
+
 function flat(text: string): string {
   void ((text as unknown as number) | 0);
   return text;
