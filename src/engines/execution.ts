@@ -8,7 +8,7 @@ import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
-import type { EngineInstance, EvaluateRequest, InstanceListener } from "./instance.js";
+import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
 import { type Watched, watchdog } from "./watchdog.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
@@ -50,6 +50,8 @@ export class Execution implements InstanceListener, Watched {
   private sharedStats: RunResult["stats"] | undefined;
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private settled = false;
+  /** Calls whose outcome has arrived through onDone and is about to be read. */
+  private arrived: Set<number> | undefined;
   /**
    * Host calls in flight by call id. Each is aborted when the guest gives up on it (an aborted
    * fetch: its exchange and in-flight slot are freed at once) or when the run settles.
@@ -239,6 +241,8 @@ export class Execution implements InstanceListener, Watched {
 
   onDone(kind: string, text: string, index = 0): void {
     if (this.settled) return;
+    this.arrived ??= new Set();
+    this.arrived.add(index);
     // Settle after the callback returns, so a limit firing meanwhile never disposes mid-call.
     setImmediate(() => this.finish(kind, text, index));
   }
@@ -328,6 +332,11 @@ export class Execution implements InstanceListener, Watched {
   /** A task inside the isolate threw: an uncaught exception, an unhandled rejection, or a disposal. */
   taskFailed(error: unknown): void {
     if (this.settled) return;
+    if (error instanceof FailedAfterReturning) {
+      this.finishAll(error.outcomes);
+      this.taskFailed(error.failure);
+      return;
+    }
     if (error instanceof CordonError) {
       this.fail({ code: error.code, name: error.name, message: error.message });
       return;
@@ -340,11 +349,22 @@ export class Execution implements InstanceListener, Watched {
       this.fail({ code: "ERR_MEMORY_LIMIT", name: "CordonError", message: limitMessage });
       return;
     }
+    // A guest's failure that ended its task: a module's evaluation, a timer, or a promise
+    // rejected with nothing to handle it (found as the task ended, after its microtasks ran). It
+    // fails the calls that have no outcome yet; an outcome that arrived first stands, whichever
+    // way it came (a call's return, onDone, a recovered call in V8Instance), so that the same
+    // code always gets the same result.
+    const waiting: number[] = [];
+    for (let i = 0; i < this.size; i++) if (!this.results[i] && !this.arrived?.has(i)) waiting.push(i);
+    if (waiting.length === 0) return;
     // What a module's evaluation or a timer threw counts against the output limit too, as an
     // error thrown from a call does (Execution.finish).
     const thrown = guestThrown(error, this.options.guestFiles);
-    if (JSON.stringify(thrown).length > this.options.limits.maxOutputBytes + 64) this.failTooLarge("the error the guest threw");
-    else this.fail(thrown);
+    const tooLarge = JSON.stringify(thrown).length > this.options.limits.maxOutputBytes + 64;
+    for (const i of waiting) {
+      if (tooLarge) this.failTooLarge("the error the guest threw", i);
+      else this.fail({ ...thrown }, i);
+    }
   }
 
   /** An outcome over maxOutputBytes: `what` it was, for the message. */

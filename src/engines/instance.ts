@@ -14,6 +14,21 @@ export interface InstanceListener {
   onFailure?(error: unknown): void;
 }
 
+/**
+ * A call crossing whose task failed as it ended, after the call had returned `outcomes`
+ * (joined by U+0001, "p" for each still to come): isolated-vm throws what rejected a promise
+ * nothing handled at that point. The outcomes made stand; `failure` fails the calls still
+ * waiting for theirs (Execution.taskFailed).
+ */
+export class FailedAfterReturning extends Error {
+  constructor(
+    readonly outcomes: string,
+    readonly failure: unknown,
+  ) {
+    super("the call's task failed after the call returned");
+  }
+}
+
 /** Caps the guest runtime enforces itself: maxOutputBytes, maxLogEntries, maxLogBytes. */
 export type RuntimeCaps = [number, number, number];
 

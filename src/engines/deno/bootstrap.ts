@@ -223,7 +223,9 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     enumerable: true,
   });
 
-  const failures = (reason: unknown) => send({ t: "threw", text: codec.encodeError(reason) });
+  /** The run or call being served (the host numbers them): a failure names it. */
+  let work: number | undefined;
+  const failures = (reason: unknown) => send({ t: "threw", work, text: codec.encodeError(reason) });
   g.addEventListener("unhandledrejection", (event: Any) => {
     event.preventDefault();
     failures(event.reason);
@@ -268,7 +270,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       } catch (error) {
         const code = (error as { code?: unknown } | null)?.code;
         if (code === "ERR_MODULE_NOT_FOUND" || code === "ERR_UNSUPPORTED_ESM_URL_SCHEME") {
-          send({ t: "threw", code: "ERR_MODULE_NOT_FOUND", message: String((error as Error).message) });
+          send({ t: "threw", work, code: "ERR_MODULE_NOT_FOUND", message: String((error as Error).message) });
         } else host.done("t", codec.encodeError(error));
         return;
       }
@@ -302,6 +304,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   }
 
   function dispatch(message: Any): void {
+    if (message.t === "evaluate" || message.t === "call") work = message.work;
     try {
       switch (message.t) {
         case "evaluate":

@@ -48,6 +48,12 @@ export class DenoInstance implements EngineInstance {
   /** While no run owns the process: its CPU time when the last one ended. */
   private idleSince: { cpu: bigint } | undefined;
   private seq = 0;
+  /**
+   * Numbers each run and call sent (`work`): a failure the process reports names the work it
+   * happened in, so one reported late (after its call's reply, once the next call was sent) is
+   * not laid on the next call.
+   */
+  private work = 0;
   private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   private names = new Map<string, string>();
   private namePattern: RegExp | undefined;
@@ -120,6 +126,7 @@ export class DenoInstance implements EngineInstance {
     this.lastCaps = caps;
     const message = {
       t: "evaluate",
+      work: ++this.work,
       bindingsText: bindings ? bindings.text : null,
       mode,
       inputText,
@@ -145,7 +152,13 @@ export class DenoInstance implements EngineInstance {
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
-    const value = await this.request({ t: "call", path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps });
+    const value = await this.request({
+      t: "call",
+      work: ++this.work,
+      path,
+      joined: argsTexts.join("\u0001"),
+      caps: same ? undefined : caps,
+    });
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
     return value.includes(this.process.dir) || value.includes(", <anonymous>:")
@@ -266,6 +279,8 @@ export class DenoInstance implements EngineInstance {
         this.tainted = true;
         return;
       case "threw": {
+        // Of earlier work, whose outcome arrived: it stands (Execution.taskFailed).
+        if (message.work !== undefined && message.work !== this.work) return;
         if (message.code === "ERR_MODULE_NOT_FOUND") {
           const text = this.guestNames(String(message.message));
           listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", `${text}${this.importRefusal(text)}`));
@@ -277,7 +292,10 @@ export class DenoInstance implements EngineInstance {
         } catch {
           error = new Error("the guest failed with an error that could not be read");
         }
-        listener?.onFailure?.(error);
+        // Read after what came before it: Deno reports a promise rejected with nothing to handle
+        // it once the microtasks of its task have run, so an outcome that task made (a "reply"
+        // to a call, read through promises) is on the pipe first, and stands (Execution.taskFailed).
+        setImmediate(() => listener?.onFailure?.(error));
         return;
       }
       default:

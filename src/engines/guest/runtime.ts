@@ -94,6 +94,12 @@ export interface GuestInternals {
    * arrive through host.done). The caps are sent only when they changed.
    */
   call(path: string, joinedArgs: string, maxOutputChars?: number, maxLogEntries?: number, maxLogBytes?: number): string;
+  /**
+   * The outcomes the latest `call` returned, once (then undefined). When the crossing that made
+   * them failed as it ended (isolated-vm throws what rejected a promise nothing handled, after
+   * the call returned), the host reads them here: an outcome already made stands.
+   */
+  recover(): string | undefined;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
   /** See Codec.limitCopies: set once, by engines whose realm aborts the process on a heap overrun (v8). */
@@ -382,6 +388,8 @@ export function installRuntime(
   });
 
   // ---- modules, entry and call ------------------------------------------------------------------
+  /** What the latest `call` returned (see GuestInternals.recover). */
+  let lastCall: string | undefined;
   define(g, "__cordon_module", (specifier: string) => modules.get(specifier));
 
   /** Outcomes are one string: a kind letter, then the encoded payload (o = ok, t = thrown, f = failed, m = missing). */
@@ -743,6 +751,7 @@ export function installRuntime(
     },
     entry,
     call(path, joinedArgs, maxOutputChars, maxLogEntries, maxLogBytes) {
+      lastCall = undefined;
       if (maxOutputChars !== undefined) begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries as number, maxLogBytes as number);
       else begin("run", '{"$":"u"}', run.maxOutputChars, run.maxLogEntries, run.maxLogBytes);
       const argsTexts = split(joinedArgs, "\u0001");
@@ -814,6 +823,12 @@ export function installRuntime(
         else host.done(outcome[0], sliceOf(outcome, 1), i);
       };
       runFrom(0, true);
+      lastCall = out;
+      return out;
+    },
+    recover() {
+      const out = lastCall;
+      lastCall = undefined;
       return out;
     },
     warmUp(modulesJson) {

@@ -169,12 +169,13 @@ export class CallChannel {
 
   /**
    * Settles when the last serving task has ended: its microtask checkpoint (what the calls it
-   * served left queued, a returned promise's continuation) has run by then.
+   * served left queued, a returned promise's continuation) has run by then. Resolves with what
+   * the task failed with, if it failed.
    */
   ended(): Promise<unknown> {
     return (this.lastTask ?? Promise.resolve()).then(
       () => undefined,
-      () => undefined,
+      (error: unknown) => error ?? new Error("the serving task failed"),
     );
   }
 

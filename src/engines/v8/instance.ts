@@ -9,7 +9,13 @@ import type { LineMap } from "../../core/source-map.js";
 import type { GuestSource } from "../../core/source.js";
 import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
 import { hostServices } from "../host-services.js";
-import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import {
+  type EngineInstance,
+  type EvaluateRequest,
+  FailedAfterReturning,
+  type InstanceListener,
+  type RuntimeCaps,
+} from "../instance.js";
 import { warmUpModulesJson } from "../warm-up-modules.js";
 import { CallChannel } from "./channel.js";
 import { loadIsolatedVm } from "./load.js";
@@ -68,7 +74,7 @@ export class V8Instance implements EngineInstance {
     /** Quick calls may run on this thread with applySync (process workers: ./sync-call.ts). */
     private readonly syncCalls: boolean,
     private readonly refs: Record<
-      "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "ping" | "warmUp" | "serve",
+      "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "recover" | "ping" | "warmUp" | "serve",
       Ref
     >,
   ) {}
@@ -114,6 +120,7 @@ export class V8Instance implements EngineInstance {
         settle: get("settle"),
         fire: get("fire"),
         call: get("call"),
+        recover: get("recover"),
         ping: get("ping"),
         warmUp: get("warmUp"),
         serve: get("serve"),
@@ -222,10 +229,35 @@ export class V8Instance implements EngineInstance {
     if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(args, blockForMs);
     const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps) : undefined;
     if (served) return served;
-    return (this.cross("call", args) as Promise<string>).then((out) => {
-      this.lastCallEnd = performance.now();
-      return out;
-    });
+    return (this.cross("call", args) as Promise<string>).then(
+      (out) => {
+        this.lastCallEnd = performance.now();
+        return out;
+      },
+      async (error: unknown) => {
+        const out = this.endedAfterReturning(error) ? await this.cross("recover", []).catch(() => undefined) : undefined;
+        return this.recovered(out, error);
+      },
+    );
+  }
+
+  /** The outcomes a call returned before its task failed (see endedAfterReturning), or the failure. */
+  private recovered(out: unknown, error: unknown): string {
+    if (typeof out !== "string") throw error;
+    this.lastCallEnd = performance.now();
+    if (hasPending(out)) throw new FailedAfterReturning(out, error);
+    return out;
+  }
+
+  /**
+   * Whether a call crossing's failure came as its task ended, after the call had returned: no
+   * limit fired (the isolate lives, no CordonError), so it is what isolated-vm throws for a
+   * promise rejected with nothing to handle it. The runtime catches every throw of the call
+   * itself. The outcomes the call returned then stand (`recover` reads them), as an outcome
+   * that arrives before its task ends does on every path (Execution.taskFailed).
+   */
+  private endedAfterReturning(error: unknown): boolean {
+    return !(error instanceof CordonError) && !this.isolate.isDisposed;
   }
 
   /**
@@ -241,7 +273,17 @@ export class V8Instance implements EngineInstance {
     } catch (error) {
       // A time limit comes as a CordonError: the execution fails with it, which taints the
       // instance, and the pool disposes it on release, as after any fired limit.
-      return Promise.reject(error);
+      let out: unknown;
+      if (this.endedAfterReturning(error)) {
+        try {
+          out = this.refs.recover.applySync(undefined, []);
+        } catch {}
+      }
+      try {
+        return Promise.resolve(this.recovered(out, error));
+      } catch (failure) {
+        return Promise.reject(failure);
+      }
     }
   }
 
@@ -268,8 +310,13 @@ export class V8Instance implements EngineInstance {
       if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs) this.slowPaths.add(path);
       if (!("text" in answer)) return channel.bigAnswer();
       // The task ended with this answer (a call that returned a promise ends it): what that call
-      // left queued runs as the task ends, and the crossing has returned only then.
-      if (answer.closed) await channel.ended();
+      // left queued runs as the task ends, and the crossing has returned only then. A task that
+      // failed as it ended (a promise rejected with nothing to handle it) fails the calls whose
+      // outcome is still to come; outcomes already made stand (Execution.taskFailed).
+      if (answer.closed) {
+        const failure = await channel.ended();
+        if (failure !== undefined && hasPending(answer.text)) throw new FailedAfterReturning(answer.text, failure);
+      }
       return answer.text;
     });
   }
@@ -375,6 +422,11 @@ async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
   await refs.warmUp.apply(undefined, [await warmUpModulesJson()]);
   // The outcomes settle in microtasks after the call: the ping returns once they have run.
   await refs.ping.apply(undefined, []);
+}
+
+/** Whether joined outcomes hold one still to come ("p"). */
+function hasPending(joined: string): boolean {
+  return joined === "p" || joined.startsWith("p\u0001") || joined.includes("\u0001p");
 }
 
 /** isolated-vm's text for a thrown object that is no Error: it copies such an object no further. */
