@@ -47,6 +47,36 @@ async function rawHandler() {
   return { isolate, track, batch };
 }
 
+/**
+ * The isolate's own CPU for one trivial call into a warmed isolate, back to back and after the
+ * isolate sat idle for `gapMs` (the paced runs' gap): a measure of what a cold CPU cache costs
+ * here, paid by every paced one-off run, cordon's and raw alike.
+ */
+async function coldCallCpu(n, gapMs) {
+  const isolate = new ivm.Isolate({ memoryLimit: 128 });
+  const context = await isolate.createContext();
+  const fn = await context.eval(
+    "(function (code) { const f = (0, eval)(code); return JSON.stringify(JSON.parse(JSON.stringify({ a: [1, 2, 3] }))) + f() })",
+    { reference: true },
+  );
+  const cpuOfCall = (k) => {
+    const before = isolate.cpuTime;
+    fn.applySync(undefined, [`(() => ${k})`]);
+    return Number(isolate.cpuTime - before) / 1e6;
+  };
+  for (let k = 0; k < 20; k++) cpuOfCall(k);
+  const hot = [];
+  const cold = [];
+  // Every call evaluates a source of its own (a module's is new to a spare isolate too).
+  for (let k = 0; k < n; k++) {
+    hot.push(cpuOfCall(1000 + 2 * k));
+    await new Promise((r) => setTimeout(r, gapMs));
+    cold.push(cpuOfCall(1001 + 2 * k));
+  }
+  isolate.dispose();
+  return [hot.sort((a, b) => a - b), cold.sort((a, b) => a - b)];
+}
+
 export async function benchV8({ quick }) {
   const n = quick ? 200 : 1000;
   const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
@@ -62,6 +92,12 @@ export async function benchV8({ quick }) {
   report("cordon sandbox.run, paced", cordonRun, rawRun);
   const [rawBack, cordonBack] = await sampleInterleaved(Math.floor(n / 4), [rawOneOff, oneOff]);
   report("cordon sandbox.run, back to back", cordonBack, rawBack, { target: "p50 <= 1 ms" });
+  // Why paced runs cost what they do on this machine: a call into an isolate idle for 10 ms
+  // takes several times the CPU of the same call back to back (sweeping 64 MB of memory between
+  // the calls does the same; no V8 flag changes it): its memory has left the CPU caches.
+  const [hotCpu, coldCpu] = await coldCallCpu(quick ? 40 : 100, 10);
+  report("raw call's isolate CPU, back to back", hotCpu);
+  report("raw call's isolate CPU, after 10 ms idle", coldCpu, hotCpu, { vs: "back to back" });
 
   section("v8: warm call of a trivial handler");
   const raw = await rawHandler();
