@@ -46,6 +46,11 @@ export function createFetchWire(): FetchWire {
   const getProto = Object.getPrototypeOf;
   const ObjectProto = Object.prototype;
   const ArrayProto = Array.prototype;
+  const Uint8ArrayCtor = Uint8Array;
+  const setTimeoutOf = setTimeout;
+  const now = () => performance.now();
+  /** How long a body read may keep the thread before it lets timers run. */
+  const YIELD_EVERY_MS = 5;
 
   function visit(value: unknown, depth: number, found: (message: Request | Response) => void): void {
     if (value === null || typeof value !== "object") return;
@@ -71,13 +76,19 @@ export function createFetchWire(): FetchWire {
     return `a ${kind} crosses only in a call's arguments, a run's input or a returned value, at most 2 levels inside them (where its body is read first), never in globals`;
   }
 
-  /** A clone's body, chunk by chunk, counted as it arrives (a streamed body has no length to trust). */
+  /**
+   * A clone's body, chunk by chunk, counted as it arrives (a streamed body has no length to
+   * trust). A stream that always has a chunk ready settles every read in a microtask, so the
+   * loop yields to the realm's timers every few milliseconds: otherwise no timer (the wall time
+   * that aborts it) could run, and one that sent empty chunks held the thread for good.
+   */
   async function readBounded(copy: Request | Response, bounds: BodyReadBounds): Promise<Uint8Array> {
     const reader = (copy.body as ReadableStream<Uint8Array>).getReader();
     const stop = () => void reader.cancel().catch(() => {});
     bounds.signal.addEventListener("abort", stop, { once: true });
     const chunks: Uint8Array[] = [];
     let size = 0;
+    let sliceStarted = now();
     try {
       for (;;) {
         if (bounds.signal.aborted) throw bounds.signal.reason;
@@ -85,13 +96,23 @@ export function createFetchWire(): FetchWire {
         // A cancel ends a pending read as if the body were done: check the signal once more.
         if (bounds.signal.aborted) throw bounds.signal.reason;
         if (done) break;
+        // As undici refuses when it reads a body whole. A string's byteLength is undefined:
+        // counted, it made the size NaN, which passes every bound.
+        if (!(value instanceof Uint8ArrayCtor)) {
+          stop();
+          throw new TypeError("a body chunk is not a Uint8Array");
+        }
         size += value.byteLength;
         if (size > bounds.maxBytes) {
           bounds.exceeded = true;
           stop();
           throw new RangeError(`a body passed ${bounds.maxBytes} bytes`);
         }
-        chunks.push(value);
+        if (value.byteLength > 0) chunks.push(value);
+        if (now() - sliceStarted >= YIELD_EVERY_MS) {
+          await new Promise((resolve) => setTimeoutOf(resolve, 0));
+          sliceStarted = now();
+        }
       }
     } finally {
       bounds.signal.removeEventListener("abort", stop);

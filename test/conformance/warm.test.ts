@@ -524,6 +524,29 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
       message: "a Request or Response body among the call's arguments is longer than the run's memory limit of 16 MB",
     });
 
+    // Chunks always ready settle every read in a microtask. 1-byte or empty ones held the host's
+    // thread, its timers (the wall time's) included, for over 40 s; strings made the counted
+    // size NaN, and the host process ran out of heap.
+    for (const chunk of [() => new Uint8Array(1), () => new Uint8Array(0)]) {
+      let last = performance.now();
+      let longestGap = 0;
+      const ticks = setInterval(() => {
+        longestGap = Math.max(longestGap, performance.now() - last);
+        last = performance.now();
+      }, 5);
+      started = performance.now();
+      const result = await call(streamed({ pull: (c) => c.enqueue(chunk()) }));
+      clearInterval(ticks);
+      expect(failed(result).code).toBe("ERR_WALL_TIMEOUT");
+      expect(performance.now() - started).toBeLessThan(2000);
+      expect(longestGap).toBeLessThan(250);
+    }
+    const strings = streamed({ pull: (c) => c.enqueue("x".repeat(1 << 20) as unknown as Uint8Array) });
+    expect(failed(await call(strings))).toEqual({
+      code: "ERR_NOT_SERIALIZABLE",
+      message: "a Request or Response body among the call's arguments could not be read: a body chunk is not a Uint8Array",
+    });
+
     const failing = streamed({
       start(c) {
         c.enqueue(new Uint8Array([104, 105]));

@@ -373,6 +373,18 @@ describe("the deno engine", () => {
       expect(result.error.code).toBe("ERR_MEMORY_LIMIT");
     });
 
+    it("a returned body of endless string chunks is refused at its first chunk, not read until the watchdog", async () => {
+      // Its size counted NaN, which passed the output bound: read until the RSS watchdog ended the run.
+      const code = 'export default () => new Response(new ReadableStream({ pull(c) { c.enqueue("x".repeat(1 << 16)) } }))';
+      const result = failed(await sandbox.run({ code, limits: { maxOutputBytes: 1 << 20 } }));
+      expect(result.error).toMatchObject({
+        code: "ERR_USER_CODE",
+        name: "TypeError",
+        message: "a body chunk is not a Uint8Array",
+      });
+      expect(completed(await sandbox.run({ code: "export default 6" })).value).toBe(6);
+    });
+
     it("a heap bomb is ERR_MEMORY_LIMIT", async () => {
       const code = "export default () => { const a = []; for (;;) a.push(new Array(4096).fill({ x: Math.random() })) }";
       expect(outcome(await sandbox.run({ code, limits: { memoryMb: 32, wallTimeMs: 10_000, cpuTimeMs: 10_000 } }))).toBe(
