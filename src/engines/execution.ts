@@ -247,6 +247,14 @@ export class Execution implements InstanceListener, Watched {
     setImmediate(() => this.finish(kind, text, index));
   }
 
+  /** See InstanceListener.onReturned. */
+  onReturned(joined: string): void {
+    if (this.settled) return;
+    this.arrived ??= new Set();
+    const parts = this.size === 1 ? [joined] : joined.split("\u0001");
+    for (let i = 0; i < parts.length && i < this.size; i++) if (parts[i] !== "p") this.arrived.add(i);
+  }
+
   /**
    * Read the joined outcomes a call crossing returned ("p": arrives later through onDone).
    * Returns whether any was pending (the export returned a promise).

@@ -10,6 +10,12 @@ export interface InstanceListener {
   onCall(id: number, fnId: number, argsText: string): void;
   onTimer(id: number, ms: number): void;
   onDone(kind: string, text: string, index?: number): void;
+  /**
+   * A call crossing's outcomes (joined by U+0001, "p" for each still to come) as they arrive,
+   * before they are read, for engines whose failures come as separate events (deno): a failure
+   * reported after them does not undo them.
+   */
+  onReturned?(joined: string): void;
   /** Guest code threw past the runtime (engines that report such failures as events). */
   onFailure?(error: unknown): void;
 }

@@ -54,7 +54,8 @@ export class DenoInstance implements EngineInstance {
    * not laid on the next call.
    */
   private work = 0;
-  private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  /** Requests awaiting their reply; `call`: a call's, whose reply is its outcomes. */
+  private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void; call?: boolean }>();
   private names = new Map<string, string>();
   private namePattern: RegExp | undefined;
   private lastCaps: RuntimeCaps | undefined;
@@ -154,6 +155,7 @@ export class DenoInstance implements EngineInstance {
     this.lastCaps = caps;
     const value = await this.request({
       t: "call",
+      call: true,
       work: ++this.work,
       path,
       joined: argsTexts.join("\u0001"),
@@ -227,9 +229,10 @@ export class DenoInstance implements EngineInstance {
   private request(message: Record<string, unknown>): Promise<unknown> {
     if (this.gone) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the Deno process has ended"));
     const seq = ++this.seq;
+    const { call, ...sent } = message;
     return new Promise((resolve, reject) => {
-      this.replies.set(seq, { resolve, reject });
-      this.process.send({ ...message, seq });
+      this.replies.set(seq, { resolve, reject, call: call === true });
+      this.process.send({ ...sent, seq });
     });
   }
 
@@ -255,6 +258,9 @@ export class DenoInstance implements EngineInstance {
       case "reply": {
         const pending = this.replies.get(message.seq as number);
         this.replies.delete(message.seq as number);
+        // The outcomes are read through promises, after the frames already here: a failure
+        // reported in a later frame must find them arrived (Execution.taskFailed).
+        if (pending?.call && typeof message.value === "string") listener?.onReturned?.(message.value);
         pending?.resolve(message.value);
         return;
       }
@@ -292,10 +298,7 @@ export class DenoInstance implements EngineInstance {
         } catch {
           error = new Error("the guest failed with an error that could not be read");
         }
-        // Read after what came before it: Deno reports a promise rejected with nothing to handle
-        // it once the microtasks of its task have run, so an outcome that task made (a "reply"
-        // to a call, read through promises) is on the pipe first, and stands (Execution.taskFailed).
-        setImmediate(() => listener?.onFailure?.(error));
+        listener?.onFailure?.(error);
         return;
       }
       default:
