@@ -50,7 +50,7 @@ export class Execution implements InstanceListener, Watched {
   private sharedStats: RunResult["stats"] | undefined;
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private settled = false;
-  /** Calls whose outcome has arrived through onDone and is about to be read. */
+  /** Calls whose outcome has arrived (onDone, or a call's reply: onReturned) and is about to be read. */
   private arrived: Set<number> | undefined;
   /**
    * Host calls in flight by call id. Each is aborted when the guest gives up on it (an aborted
