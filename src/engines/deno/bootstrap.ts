@@ -136,14 +136,17 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     }
   }
 
+  /** The run or call being served (the host numbers them): every frame about it names it. */
+  let work: number | undefined;
   const codec = parts.createCodec();
   const wire = parts.createFetchWire();
   codec.extend(wire.extension);
+  // Each names the run or call it is sent in: the host drops what comes from earlier work.
   const host: GuestHostCallbacks = {
-    log: (level, message, index) => send({ t: "log", level, message, index }),
-    call: (callId, fnId, argsText) => send({ t: "call", callId, fnId, argsText }),
-    timer: (timerId, ms) => send({ t: "timer", timerId, ms }),
-    done: (kind, text, index) => send({ t: "done", kind, text, index }),
+    log: (level, message, index) => send({ t: "log", work, level, message, index }),
+    call: (callId, fnId, argsText) => send({ t: "call", work, callId, fnId, argsText }),
+    timer: (timerId, ms) => send({ t: "timer", work, timerId, ms }),
+    done: (kind, text, index) => send({ t: "done", work, kind, text, index }),
   };
   const internals = parts.installRuntime(host, codec, parts.createInspect(), {
     maxTimers: config.maxTimers,
@@ -223,8 +226,6 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     enumerable: true,
   });
 
-  /** The run or call being served (the host numbers them): a failure names it. */
-  let work: number | undefined;
   const failures = (reason: unknown) => send({ t: "threw", work, text: codec.encodeError(reason) });
   g.addEventListener("unhandledrejection", (event: Any) => {
     event.preventDefault();

@@ -48,11 +48,7 @@ export class DenoInstance implements EngineInstance {
   /** While no run owns the process: its CPU time when the last one ended. */
   private idleSince: { cpu: bigint } | undefined;
   private seq = 0;
-  /**
-   * Numbers each run and call sent (`work`): a failure the process reports names the work it
-   * happened in, so one reported late (after its call's reply, once the next call was sent) is
-   * not laid on the next call.
-   */
+  /** Numbers each run and call sent: what the process sends back names its `work` (see route). */
   private work = 0;
   /** Requests awaiting their reply; `call`: a call's, whose reply is its outcomes. */
   private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void; call?: boolean }>();
@@ -253,6 +249,11 @@ export class DenoInstance implements EngineInstance {
   }
 
   private route(message: Record<string, unknown>): void {
+    // What the guest sends names the run or call it was sent in. One of earlier work, read once
+    // the next was under way (a run that failed, then produced its outcome anyway), is dropped:
+    // laid on the next run, it completed that run with the earlier one's value, or made its host
+    // call. Replies are matched by their own sequence number.
+    if (message.work !== undefined && message.work !== this.work) return;
     const listener = this.listener;
     switch (message.t) {
       case "reply": {
@@ -285,8 +286,6 @@ export class DenoInstance implements EngineInstance {
         this.tainted = true;
         return;
       case "threw": {
-        // Of earlier work, whose outcome arrived: it stands (Execution.taskFailed).
-        if (message.work !== undefined && message.work !== this.work) return;
         if (message.code === "ERR_MODULE_NOT_FOUND") {
           const text = this.guestNames(String(message.message));
           listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", `${text}${this.importRefusal(text)}`));
