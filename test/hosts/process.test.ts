@@ -128,7 +128,9 @@ describe("process host", () => {
   });
 
   it("grows past one busy worker, and ends idle workers beyond the minimum after their TTL", async () => {
-    const s = await sandbox({ workers: { min: 1, max: 2, idleTtlMs: 300 } });
+    // The TTL gives the new worker time to be seen (beside a loaded suite, a 300 ms one ended it
+    // before the 20 ms polls below ran again) and is still short enough to wait out.
+    const s = await sandbox({ workers: { min: 1, max: 2, idleTtlMs: 1500 } });
     await s.run({ code: "export default 0" });
     const slow = { code: "export default () => new Promise((r) => setTimeout(() => r(1), 600))" };
     const first = s.run(slow);
@@ -138,7 +140,7 @@ describe("process host", () => {
     await until(() => workerPids(s).length === 2, 10_000);
     expect((await Promise.all([first, second])).map((r) => r.ok && r.value)).toEqual([1, 1]);
     // Both idle now; past the TTL the pool goes back to its minimum of one.
-    await until(() => workerPids(s).length === 1, 5000);
+    await until(() => workerPids(s).length === 1, 10_000);
     expect((await s.run({ code: "export default 'still serving'" })).ok).toBe(true);
   });
 
