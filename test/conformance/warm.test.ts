@@ -623,6 +623,16 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     const timedOut = await sandbox.run({ code: source, globals: { upstream: stalled }, limits: { wallTimeMs: 300 } });
     expect(code(timedOut)).toBe("ERR_WALL_TIMEOUT");
     expect(performance.now() - started).toBeLessThan(2000);
+    // Chunks that are strings are refused (the guest can catch it); empty ones, always ready, end
+    // with the run's wall time rather than holding the host's thread.
+    const caught = "export default async () => { try { await upstream() } catch (e) { return e.message } }";
+    const strings = () =>
+      new Response(new ReadableStream({ pull: (c) => c.enqueue("x".repeat(1 << 16) as unknown as Uint8Array) }));
+    const stringsRun = await sandbox.run({ code: caught, globals: { upstream: strings }, limits });
+    expect(value(stringsRun)).toBe("a body chunk is not a Uint8Array");
+    const empty = () => new Response(new ReadableStream({ pull: (c) => c.enqueue(new Uint8Array(0)) }));
+    const emptyRun = await sandbox.run({ code: source, globals: { upstream: empty }, limits: { wallTimeMs: 300 } });
+    expect(code(emptyRun)).toBe("ERR_WALL_TIMEOUT");
     // A body that ends crosses whole.
     const whole = await sandbox.run({ code: source, globals: { upstream: () => new Response(new Uint8Array(100_000)) }, limits });
     expect(value(whole)).toBe(100_000);
