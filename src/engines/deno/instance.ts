@@ -149,14 +149,8 @@ export class DenoInstance implements EngineInstance {
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
-    const value = await this.request({
-      t: "call",
-      call: true,
-      work: ++this.work,
-      path,
-      joined: argsTexts.join("\u0001"),
-      caps: same ? undefined : caps,
-    });
+    const message = { t: "call", work: ++this.work, path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps };
+    const value = await this.request(message, true);
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
     return value.includes(this.process.dir) || value.includes(", <anonymous>:")
@@ -222,13 +216,13 @@ export class DenoInstance implements EngineInstance {
     }
   }
 
-  private request(message: Record<string, unknown>): Promise<unknown> {
+  /** `call`: the reply is a call's outcomes (see route). */
+  private request(message: Record<string, unknown>, call = false): Promise<unknown> {
     if (this.gone) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the Deno process has ended"));
     const seq = ++this.seq;
-    const { call, ...sent } = message;
     return new Promise((resolve, reject) => {
-      this.replies.set(seq, { resolve, reject, call: call === true });
-      this.process.send({ ...sent, seq });
+      this.replies.set(seq, { resolve, reject, call });
+      this.process.send({ ...message, seq });
     });
   }
 
