@@ -113,9 +113,9 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<Sandb
   if (engineChoice === "deno") {
     const deno = checkDeno(checked.deno);
     const { createDenoEngine } = await import("./engines/deno/engine.js");
-    const { cachedOnly, cacheDir, ...functions } = deno;
+    const { cachedOnly, cacheDir, diskMb, ...functions } = deno;
     const importProxy = { internalOrigins: policy.net?.internalOrigins, resolve: await egressResolve(policy) };
-    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir, importProxy });
+    engine = createDenoEngine({ ...engineOptions, functions, cachedOnly, cacheDir, diskMb, importProxy });
   } else if (host === "process") {
     const { ProcessHost } = await import("./hosts/process/host.js");
     // The workers' engines never poll: with the pipe polled too that made three spinning threads
@@ -213,8 +213,8 @@ async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngi
 function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
   if (value === undefined) return {};
   checkObject(value, "options.deno");
-  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir"], "options.deno");
-  for (const key of ["idleTtlMs", "maxInvocations", "softCap"]) {
+  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir", "diskMb"], "options.deno");
+  for (const key of ["idleTtlMs", "maxInvocations", "softCap", "diskMb"]) {
     if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key], COUNT_OPTIONS[key]);
   }
   if (value.cachedOnly !== undefined && typeof value.cachedOnly !== "boolean") {
@@ -235,6 +235,7 @@ const COUNT_OPTIONS: Record<string, { integer?: boolean; max?: number }> = {
   softCap: { integer: true, max: MAX_PROCESSES },
   maxRunsPerWorker: { integer: true },
   maxInvocations: { integer: true },
+  diskMb: { max: 1024 * 1024 },
   idleTtlMs: { max: MAX_TIME_MS },
 };
 

@@ -95,6 +95,11 @@ export interface SandboxOptions {
      * fetches nothing a guest names. Fill the cache ahead (e.g. `cordon check` without it). Default false.
      */
     cachedOnly?: boolean;
+    /**
+     * What a function's private directory (its module files, and what it writes there) may hold,
+     * in MB; past it the run fails with ERR_MEMORY_LIMIT and the process ends. Default 64.
+     */
+    diskMb?: number;
     /** Deno's module cache (DENO_DIR). Default: `cordon-deno-cache` in the OS temp directory. */
     cacheDir?: string;
   };

@@ -21,6 +21,8 @@ export interface DenoEngineOptions extends PooledEngineOptions {
   cacheDir?: string;
   /** Deno loads npm packages and remote modules only from the cache (it fetches nothing itself). */
   cachedOnly?: boolean;
+  /** The bound on each process's private directory, in MB. Default 64. */
+  diskMb?: number;
   /** How the import proxy checks remote imports: `policy.net`'s internalOrigins and DNS servers. */
   importProxy?: Pick<ImportProxyOptions, "internalOrigins" | "resolve">;
 }
@@ -87,7 +89,15 @@ export class DenoEngine implements Engine {
       // Live from its spawn, not from its first answer: dispose() must end processes still
       // starting too (it returned while 2–4 of them ran on, found by review).
       instance = await DenoInstance.create(
-        { binary: this.binary, memoryMb, importHosts, cacheDir, cachedOnly: options.cachedOnly, importGrant: grant },
+        {
+          binary: this.binary,
+          memoryMb,
+          importHosts,
+          cacheDir,
+          cachedOnly: options.cachedOnly,
+          diskMb: options.diskMb,
+          importGrant: grant,
+        },
         (spawned) => {
           this.live.add(spawned);
           spawned.process.child.once("exit", () => {

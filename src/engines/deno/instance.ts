@@ -2,6 +2,7 @@ import { type BindingsLike, sharedCodec } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import { DEFAULT_DISK_MB, DiskWatch } from "./disk-watch.js";
 import { writeGraph } from "./modules.js";
 import { DenoProcess, type DenoProcessOptions } from "./process.js";
 
@@ -55,6 +56,7 @@ export class DenoInstance implements EngineInstance {
   private names = new Map<string, string>();
   private namePattern: RegExp | undefined;
   private lastCaps: RuntimeCaps | undefined;
+  private readonly disk: DiskWatch;
 
   /** A warm prefix's process is replaced after this many uses (module instances of prefix runs are never freed). */
   maxUses: number | undefined;
@@ -63,6 +65,10 @@ export class DenoInstance implements EngineInstance {
     readonly process: DenoProcess,
     readonly memoryMb: number,
   ) {
+    this.disk = new DiskWatch(process.dir, (process.options.diskMb ?? DEFAULT_DISK_MB) * 1048576, (why) => {
+      this.tainted = true;
+      process.kill(why);
+    });
     process.onMessage = (message) => this.route(message);
     process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
   }
@@ -213,7 +219,9 @@ export class DenoInstance implements EngineInstance {
     if (rss > budget) {
       this.tainted = true;
       this.process.kill(`over its memory limit (resident ${Math.round(rss / 1048576)} MB)`);
+      return;
     }
+    this.disk.poll({ writtenBytes: this.process.writtenBytes(), cpuNs: usage.cpuNs }, performance.now());
   }
 
   /** `call`: the reply is a call's outcomes (see route). */
@@ -308,11 +316,19 @@ export class DenoInstance implements EngineInstance {
     const listener = this.listener;
     if (wasGone && reason === "disposed") return;
     this.tainted = true;
+    this.disk.stopped = true;
     const memory = outOfMemory || /over its memory limit/.test(reason);
+    // The design has no code of its own for disk: a storage limit fired, so a memory limit's.
+    const disk = /over its disk limit/.test(reason);
     listener?.onFailure?.(
       memory
         ? new CordonError("ERR_MEMORY_LIMIT", `the run exceeded its memory limit of ${this.memoryMb} MB (${reason})`)
-        : new CordonError("ERR_INSTANCE_RESET", `the Deno process ended: ${reason}`),
+        : disk
+          ? new CordonError(
+              "ERR_MEMORY_LIMIT",
+              `the run exceeded its disk limit of ${this.disk.limitBytes / 1048576} MB (${reason})`,
+            )
+          : new CordonError("ERR_INSTANCE_RESET", `the Deno process ended: ${reason}`),
     );
   }
 }

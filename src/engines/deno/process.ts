@@ -31,6 +31,8 @@ export interface DenoProcessOptions {
   importHosts: readonly string[];
   /** Where Deno keeps npm packages and remote modules it downloads (never the guest's to read). */
   cacheDir: string;
+  /** The bound on the process's private directory (disk-watch.ts); default DEFAULT_DISK_MB. */
+  diskMb?: number;
   /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
   cachedOnly?: boolean;
   /** The import proxy's grant, whose HTTPS_PROXY and HTTP_PROXY Deno fetches remote modules and npm packages through. */
@@ -78,6 +80,8 @@ export class DenoProcess {
   /** Why the host ended it (a limit, a protocol error), when it did. */
   endedBy: string | undefined;
   private stderrTail = "";
+  /** Bytes the host has read from the process's stdout and stderr (see writtenBytes). */
+  private pipedBytes = 0;
   onMessage: (message: Record<string, unknown>) => void = () => {};
   onExit: (reason: string, outOfMemory: boolean) => void = () => {};
 
@@ -120,8 +124,12 @@ export class DenoProcess {
       },
       (reason) => this.kill(`protocol error: ${reason}`),
     );
-    this.child.stdout?.on("data", (chunk: Buffer) => reader.push(chunk));
+    this.child.stdout?.on("data", (chunk: Buffer) => {
+      this.pipedBytes += chunk.length;
+      reader.push(chunk);
+    });
     this.child.stderr?.on("data", (chunk: Buffer) => {
+      this.pipedBytes += chunk.length;
       this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-4096);
     });
     this.child.stdin?.on("error", () => {});
@@ -176,6 +184,22 @@ export class DenoProcess {
       // Fields after the command name (which may hold spaces): state is [0], utime [11], stime [12], rss [21] pages.
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       return { cpuNs: (BigInt(fields[11]) + BigInt(fields[12])) * CLOCK_TICK_NS, rssBytes: Number(fields[21]) * PAGE_BYTES };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Bytes the process has written other than to its pipes: its files (and Deno's own cache
+   * writes), from /proc/<pid>/io. An upper bound on what it can have added to its directory
+   * (frames still in the pipe count until the host reads them). Undefined when unreadable.
+   */
+  writtenBytes(): number | undefined {
+    try {
+      const io = readFileSync(`/proc/${this.pid}/io`, "latin1");
+      const at = io.indexOf("wchar: ");
+      if (at < 0) return undefined;
+      return Number.parseInt(io.slice(at + 7, io.indexOf("\n", at)), 10) - this.pipedBytes;
     } catch {
       return undefined;
     }

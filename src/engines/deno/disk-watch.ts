@@ -1,0 +1,125 @@
+import { type Dir, lstatSync, opendirSync } from "node:fs";
+import { join } from "node:path";
+
+/** What a function's private directory may hold by default (`deno.diskMb`): its module files and what it writes. */
+export const DEFAULT_DISK_MB = 64;
+/** Files and directories a function's private directory may hold, its module files included. */
+export const MAX_DISK_ENTRIES = 10_000;
+/** A process that used this much CPU since the last measurement is measured again (files cost CPU to make, not bytes)... */
+const WALK_CPU_NS = 100_000_000n;
+/** ...at most this often. */
+const WALK_EVERY_MS = 250;
+
+export interface DiskReading {
+  /** Bytes the process has written to anything but its protocol pipes (/proc/<pid>/io `wchar` less them); undefined when unreadable. */
+  writtenBytes: number | undefined;
+  cpuNs: bigint;
+}
+
+/**
+ * The bound on a Deno process's private directory, the one place it may write. Linux has no
+ * per-directory accounting without root (quotas, a tmpfs mount), so the directory is measured:
+ * walked whenever the bytes the process wrote since the last walk could have taken it past its
+ * limit (a copy counts: the kernel adds copy_file_range to `wchar`), and whenever it used CPU
+ * (empty files and directories cost no bytes to write, only the system calls that make them).
+ * Between two polls a guest can still write what the disk takes in that time: see the README.
+ */
+export class DiskWatch {
+  /** `writtenBytes` when the last walk started, and what that walk measured. */
+  private writtenAtWalk = 0;
+  private measuredBytes = 0;
+  private cpuAtWalk = 0n;
+  private lastWalk = -Infinity;
+  private walking = false;
+  stopped = false;
+
+  constructor(
+    private readonly dir: string,
+    readonly limitBytes: number,
+    /** Called once, with why, when the directory is over its limit. */
+    private readonly over: (why: string) => void,
+  ) {}
+
+  /** Called on every poll of the process (the RSS watchdog's). */
+  poll(reading: DiskReading, now: number): void {
+    if (this.walking || this.stopped) return;
+    const written = reading.writtenBytes ?? this.writtenAtWalk;
+    const mayHold = this.measuredBytes + (written - this.writtenAtWalk);
+    const busy = reading.cpuNs - this.cpuAtWalk >= WALK_CPU_NS && now - this.lastWalk >= WALK_EVERY_MS;
+    if (mayHold <= this.limitBytes && !busy) return;
+    this.walking = true;
+    this.writtenAtWalk = written;
+    this.cpuAtWalk = reading.cpuNs;
+    this.lastWalk = now;
+    measureDir(this.dir, this.limitBytes, MAX_DISK_ENTRIES).then(
+      (measured) => {
+        this.walking = false;
+        if (this.stopped) return;
+        this.measuredBytes = measured.bytes;
+        if (measured.bytes > this.limitBytes) {
+          this.stopped = true;
+          this.over(`over its disk limit (its private directory holds more than ${mb(this.limitBytes)} MB)`);
+        } else if (measured.entries > MAX_DISK_ENTRIES) {
+          this.stopped = true;
+          this.over(`over its disk limit (its private directory holds more than ${MAX_DISK_ENTRIES} files and directories)`);
+        }
+      },
+      // The directory went away with its process; nothing to bound.
+      () => {
+        this.walking = false;
+      },
+    );
+  }
+}
+
+/**
+ * Bytes on disk (allocated blocks: a sparse file costs what it holds) and entries under `dir`,
+ * a hard-linked file counted once. Stops early past either bound: a directory of a million empty
+ * files must not cost the host a million `lstat`s. Synchronous calls in slices of SLICE entries
+ * with a turn of the event loop between them: ~3 us an entry where the promise API's thread-pool
+ * round trip took ~55 us, and no slice holds the host's thread for long.
+ */
+export async function measureDir(dir: string, maxBytes: number, maxEntries: number): Promise<{ bytes: number; entries: number }> {
+  let bytes = 0;
+  let entries = 0;
+  const seen = new Set<string>();
+  const pending = [dir];
+  while (pending.length > 0) {
+    const current = pending.pop() as string;
+    let handle: Dir;
+    try {
+      handle = opendirSync(current, { bufferSize: SLICE });
+    } catch (error) {
+      // Removed by the guest during the walk; the top directory missing is the caller's to know.
+      if (current === dir) throw error;
+      continue;
+    }
+    try {
+      for (let entry = handle.readSync(); entry !== null; entry = handle.readSync()) {
+        entries++;
+        if (entries > maxEntries) return { bytes, entries };
+        if (entries % SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+        const path = join(current, entry.name);
+        const stat = lstatSync(path, { throwIfNoEntry: false });
+        if (stat === undefined) continue; // removed since it was listed
+        if (stat.nlink > 1) {
+          const id = `${stat.dev}:${stat.ino}`;
+          if (seen.has(id)) continue;
+          seen.add(id);
+        }
+        bytes += stat.blocks * 512;
+        if (bytes > maxBytes) return { bytes, entries };
+        if (stat.isDirectory()) pending.push(path);
+      }
+    } finally {
+      handle.closeSync();
+    }
+  }
+  return { bytes, entries };
+}
+
+const SLICE = 256;
+
+function mb(bytes: number): number {
+  return Math.round(bytes / 1048576);
+}
