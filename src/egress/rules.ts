@@ -236,6 +236,35 @@ function pathMatches(pattern: readonly string[], path: readonly string[]): boole
 }
 
 /**
+ * The first segment of a path that an upstream may read as a dot segment, or "". Routes compare
+ * segments still escaped, but servers decode before they route: nginx decodes `..%2f` and then
+ * resolves the `..`; Tomcat and Spring drop `;params`, so `..;` is `..`; some decode twice, and
+ * some read `\` as `/`. `/public/..%2fadmin` matched `/public/**` and reached `/admin` (found by
+ * review). A segment is refused, for rules with routes, when its ASCII escapes decoded (up to
+ * three rounds) and split at `/` and `\` hold a piece that is `.` or `..` once its `;` parameters
+ * are dropped, or a NUL. An encoded separator alone stays allowed (an id such as npm's
+ * `@scope%2fname`); WHATWG URL has already resolved plain and `%2e` dot segments.
+ */
+function ambiguousSegment(path: readonly string[]): string {
+  for (const segment of path) {
+    let text = segment;
+    for (let round = 0; round < 4; round++) {
+      if (text.includes("\0")) return segment;
+      for (const piece of text.split(/[/\\]/)) {
+        const bare = piece.split(";")[0];
+        if (bare === "." || bare === "..") return segment;
+      }
+      const decoded = text.replace(ASCII_ESCAPE, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+      if (decoded === text) break;
+      text = decoded;
+    }
+  }
+  return "";
+}
+
+const ASCII_ESCAPE = /%([0-7][0-9a-f])/gi;
+
+/**
  * Find the rule that allows `method` on `url`. On refusal, the reason names what failed: the host,
  * the port, the path or the method, and the rule that came closest.
  */
@@ -247,6 +276,8 @@ export function matchRule(rules: readonly NetRule[] | CompiledRules, url: URL, m
   const path = url.pathname.slice(1).split("/");
   let reason = `host ${JSON.stringify(host)} is not in the allow list`;
   let closeness = 0;
+  /** The first segment a route must not judge (ambiguousSegment), once a rule with routes needs it. */
+  let ambiguous: string | undefined;
   for (const rule of compiled) {
     if (!hostMatches(rule.host, host)) continue;
     if (!portMatches(rule.port, url)) {
@@ -258,6 +289,14 @@ export function matchRule(rules: readonly NetRule[] | CompiledRules, url: URL, m
       continue;
     }
     if (rule.routes === null) return { ok: true, rule };
+    ambiguous ??= ambiguousSegment(path);
+    if (ambiguous !== "") {
+      if (closeness < 2) {
+        closeness = 2;
+        reason = `path ${JSON.stringify(url.pathname)} is not allowed on host ${JSON.stringify(host)}: its segment ${JSON.stringify(ambiguous)} holds a dot segment once decoded, which servers resolve (rule ${describe(rule.source)} has routes)`;
+      }
+      continue;
+    }
     for (const route of rule.routes) {
       if (!pathMatches(route.segments, path)) continue;
       if (route.methods === null || route.methods.has(verb)) return { ok: true, rule };

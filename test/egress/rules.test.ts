@@ -171,6 +171,37 @@ describe("matchRule: routes", () => {
     expect(allowed(rules, `https://api.test${path}`)).toBe(expected);
   });
 
+  // Servers decode before they route (nginx resolves `..%2f`, Tomcat reads `..;` as `..`): a
+  // segment that is a dot segment once decoded never matches a route.
+  it.each([
+    "/users/..%2fadmin",
+    "/users/..%2Fadmin",
+    "/users/..;/admin",
+    "/users/..;x=1/admin",
+    "/users/.;/../admin",
+    "/users/..%5cadmin",
+    "/users/..%5Cadmin",
+    "/users/%2e%2e%2fadmin",
+    "/users/.%2e%2fadmin",
+    "/users/a%2f..%2f..%2fadmin",
+    "/users/%252e%252e%252fadmin",
+    "/users/..%252fadmin",
+    "/users/..%3b/admin",
+    "/users/x%00",
+    "/items/..%2f..%2fadmin",
+    "/items/%2e%2e%2fadmin",
+    "/items/..;",
+  ])("refuses %s: a dot segment once decoded", (path) => {
+    expect(allowed(rules, `https://api.test${path}`)).toBe(false);
+    expect(reason(rules, `https://api.test${path}`)).toMatch(/holds a dot segment once decoded, which servers resolve/);
+  });
+
+  it("keeps allowing escapes that are no dot segment, and leaves rules without routes alone", () => {
+    for (const path of ["/users/%40scope%2fname", "/items/a%3Bb", "/users/..x", "/users/x..", "/users/...", "/items/%E2%82%AC"])
+      expect(allowed(rules, `https://api.test${path}`)).toBe(true);
+    expect(allowed(["api.test"], "https://api.test/users/..%2fadmin")).toBe(true);
+  });
+
   it("does not decode %2F into a separator", () => {
     const literal: NetRule[] = [{ host: "api.test", routes: [{ path: "/a/b" }] }];
     expect(allowed(literal, "https://api.test/a/b")).toBe(true);
