@@ -40,6 +40,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "v8/inprocess":
       'An object that is no Error, thrown by a module-form module\'s top level (one with imports or top-level await) or rejecting a promise nothing handled, reaches the host only through isolated-vm, which copies primitives and Errors and replaces any other object with a text of its own: no guest code can catch such a throw to report it first. cordon says so ("Uncaught object (not an Error: …)"); its contents are lost. Script-form modules, calls and timers name the value as the other engines do.',
   },
+  "clone-transfer": {
+    "v8/inprocess":
+      "structuredClone's `transfer` detaches the buffers it moves, and the V8 of Node 20 (isolated-vm's) has no ArrayBuffer.prototype.transfer, nor any other way for guest code to detach a buffer: a transfer list is refused with a DataCloneError that says so, and the buffer stays whole. A clone without `transfer` copies, as everywhere.",
+  },
   "prepare-stack-trace": {
     "quickjs/inprocess":
       "Error.prepareStackTrace and CallSite objects are V8 APIs. QuickJS has neither: a stack is a string, so no CallSite can hand out a function or a receiver, and the hook is never called.",

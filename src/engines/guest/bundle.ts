@@ -6,6 +6,7 @@ import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
 import { CHANNEL_LAYOUT, createServe } from "./serve.js";
+import { createStructuredClone } from "./structured-clone.js";
 import { installWebApis } from "./web-apis.js";
 
 /** The filename guest stack traces show for runtime frames; the host strips these frames. */
@@ -24,6 +25,19 @@ export const HOST_CALLBACK_NAMES = {
   setUrlPart: "__cordon_set_url_part",
   randomBytes: "__cordon_random_bytes",
 } as const;
+
+/** Globals the runtime defines whose instances hold state no clone could copy. */
+const PLATFORM_CLASSES = [
+  "URL",
+  "URLSearchParams",
+  "TextEncoder",
+  "TextDecoder",
+  "Headers",
+  "Request",
+  "Response",
+  "AbortController",
+  "AbortSignal",
+];
 
 let cached: string | undefined;
 
@@ -44,7 +58,12 @@ const host = { log: ${take(n.log)}, call: ${take(n.call)}, timer: ${take(n.timer
 const parseUrl = ${take(n.parseUrl)}, setUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
 const atomics = g.Atomics;
 const codec = (${createCodec.toString()})();
-const clone = (value) => codec.decode(codec.encode(value, "value"));
+const platformPrototypes = [];
+const isPrototypeOf = Function.prototype.call.bind(Object.prototype.isPrototypeOf);
+const clone = (${createStructuredClone.toString()})((value) => {
+  for (let i = 0; i < platformPrototypes.length; i++) if (isPrototypeOf(platformPrototypes[i], value)) return true;
+  return false;
+});
 (${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone });
 const wire = (${installFetchTypes.toString()})(g);
 codec.extend({
@@ -57,6 +76,8 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 (${installAbort.toString()})(g);
+// The runtime's own classes, whose state lives in its closures: structuredClone refuses them, as browsers do.
+for (const name of ${JSON.stringify(PLATFORM_CLASSES)}) if (typeof g[name] === "function") platformPrototypes[platformPrototypes.length] = g[name].prototype;
 Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });
 return internals;
 })()`;

@@ -18,8 +18,8 @@ export interface WebApiDeps {
   setUrlPart(href: string, part: string, value: string): string;
   /** n cryptographically random bytes from the host (n <= 65536). */
   randomBytes(n: number): Uint8Array;
-  /** Round-trips a value through the data codec; throws a TypeError (with .code "ERR_NOT_SERIALIZABLE") for values that cannot be cloned. */
-  clone(value: unknown): unknown;
+  /** The structured clone algorithm (structured-clone.ts). */
+  clone(value: unknown, options?: unknown): unknown;
 }
 
 /** The URL components with setters, in the order Node's URL lists them. */
@@ -852,9 +852,10 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
   }
 
   // ---------------------------------------------------------------- structuredClone / crypto
+  // `options` read from `arguments`: WebIDL gives structuredClone a length of 1.
   function structuredClone(value: unknown): unknown {
     requireArgs(arguments.length, 1, "structuredClone");
-    return deps.clone(value);
+    return deps.clone(value, arguments[1]);
   }
 
   const MAX_RANDOM_BYTES = 65536;
