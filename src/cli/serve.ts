@@ -1,13 +1,15 @@
 import { parseArgs } from "node:util";
 import { createExecutor, type Executor } from "../executor/server.js";
 
-export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--max-connections 4096] [--grace-ms 10000] [--callback-origin URL]...
+export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--max-connections 4096] [--max-connections-per-address N] [--grace-ms 10000] [--callback-origin URL]...
 
   Runs the executor service: POST /run and POST /host (authorization: Bearer <secret>), GET /health.
   --port N          the port to listen on (default 8787; 0 picks a free one)
   --host H          the address to listen on (default 127.0.0.1: this machine only)
   --max-body-mb N   request bodies over this are refused with 413 (default 32)
   --max-connections N  open client connections at most; past it new ones are closed (default 4096)
+  --max-connections-per-address N  of those, from one client address (an IPv6 /64) at most
+                    (default: half of --max-connections)
   --grace-ms N      on SIGTERM or SIGHUP, in-flight runs get this long before they are aborted (default 10000)
   --callback-origin O  an origin remote hosts may name for their callbacks, besides their own
                     address and loopback (repeatable)
@@ -42,6 +44,7 @@ export async function serve(args: string[]): Promise<number> {
       host: parsed.host,
       maxBodyMb: parsed.maxBodyMb,
       maxConnections: parsed.maxConnections,
+      maxConnectionsPerAddress: parsed.maxConnectionsPerAddress,
       shutdownGraceMs: parsed.graceMs,
       callbackOrigins: parsed.callbackOrigins,
     });
@@ -109,6 +112,7 @@ function parseServeArgs(args: string[]) {
       host: { type: "string" },
       "max-body-mb": { type: "string" },
       "max-connections": { type: "string" },
+      "max-connections-per-address": { type: "string" },
       "grace-ms": { type: "string" },
       "callback-origin": { type: "string", multiple: true },
     },
@@ -129,6 +133,7 @@ function parseServeArgs(args: string[]) {
     host: values.host,
     maxBodyMb: number("max-body-mb", values["max-body-mb"]),
     maxConnections: number("max-connections", values["max-connections"]),
+    maxConnectionsPerAddress: number("max-connections-per-address", values["max-connections-per-address"]),
     graceMs: number("grace-ms", values["grace-ms"], { zero: true }),
     callbackOrigins: values["callback-origin"],
   };

@@ -15,6 +15,7 @@ import { engineOf, type Sandbox } from "../sandbox.js";
 import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
 import { createCallbackCheck } from "./callback-targets.js";
+import { limitConnections, requestTimeouts } from "./connections.js";
 import { InFlight } from "./inflight.js";
 import { RemotePrefixes } from "./remote-prefixes.js";
 import { createServiceLogger } from "./log.js";
@@ -36,6 +37,11 @@ export interface ExecutorOptions {
    * holds a file descriptor: without a cap, idle or slow clients exhaust them. Default 4096.
    */
   maxConnections?: number;
+  /**
+   * Open connections from one client address (an IPv6 /64) at most: one peer cannot take every
+   * connection. Default: half of `maxConnections` (rounded up).
+   */
+  maxConnectionsPerAddress?: number;
   /** Prepared modules kept warm (an LRU). Default 256. */
   warmModules?: number;
   /** How long `close()` lets in-flight runs finish before aborting them. Default 10 000 ms. */
@@ -73,6 +79,7 @@ const OPTION_KEYS = [
   "port",
   "maxBodyMb",
   "maxConnections",
+  "maxConnectionsPerAddress",
   "sandbox",
   "warmModules",
   "shutdownGraceMs",
@@ -81,8 +88,6 @@ const OPTION_KEYS = [
 ];
 /** Open connections at most, by default: far below the descriptors Node raises its limit to. */
 const DEFAULT_MAX_CONNECTIONS = 4096;
-/** Connections refused at the cap are logged at most this often (a flood is one line, with its count). */
-const DROP_LOG_EVERY_MS = 10_000;
 /** After the grace period, aborted runs get this long to send their (aborted) results. */
 const ABORT_SETTLE_MS = 2_000;
 
@@ -98,9 +103,8 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     throw new TypeError(`cordon: executor options.port must be an integer from 0 to 65535, got ${String(port)}`);
   const maxBodyMb = positive(options.maxBodyMb, "maxBodyMb", 32);
   const warmModules = positive(options.warmModules, "warmModules", 256);
-  const maxConnections = positive(options.maxConnections, "maxConnections", DEFAULT_MAX_CONNECTIONS);
-  if (!Number.isInteger(maxConnections))
-    throw new TypeError(`cordon: executor options.maxConnections must be a whole number, got ${maxConnections}`);
+  const maxConnections = whole(options.maxConnections, "maxConnections", DEFAULT_MAX_CONNECTIONS);
+  const perAddress = whole(options.maxConnectionsPerAddress, "maxConnectionsPerAddress", Math.ceil(maxConnections / 2));
   const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : nonNegative(options.shutdownGraceMs, "shutdownGraceMs");
   const logger = options.logger === false ? pino({ enabled: false }) : (options.logger ?? createServiceLogger());
 
@@ -144,20 +148,13 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   });
   // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and
   // Response, which the sandbox's own fetch wire recognises by class.
-  const server = createAdaptorServer({ fetch: app.fetch, overrideGlobalObjects: false }) as Server;
+  const server = createAdaptorServer({
+    fetch: app.fetch,
+    overrideGlobalObjects: false,
+    serverOptions: requestTimeouts(maxBodyMb),
+  }) as Server;
   server.on("clientError", answerClientError);
-  server.maxConnections = maxConnections;
-  let dropped = 0;
-  let droppedLogged = 0;
-  server.on("drop", () => {
-    dropped++;
-    if (performance.now() - droppedLogged < DROP_LOG_EVERY_MS && droppedLogged !== 0) return;
-    droppedLogged = performance.now();
-    logger.warn(
-      { event: "connections-full", maxConnections: server.maxConnections, dropped },
-      "connection refused: at maxConnections",
-    );
-  });
+  limitConnections(server, { maxConnections, perAddress }, logger);
   try {
     await listen(server, port, host);
   } catch (error) {
@@ -252,6 +249,12 @@ function positive(value: unknown, name: string, fallback: number): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0)
     throw new TypeError(`cordon: executor options.${name} must be a positive number, got ${String(value)}`);
   return value;
+}
+
+function whole(value: unknown, name: string, fallback: number): number {
+  const n = positive(value, name, fallback);
+  if (!Number.isInteger(n)) throw new TypeError(`cordon: executor options.${name} must be a whole number, got ${n}`);
+  return n;
 }
 
 function nonNegative(value: unknown, name: string): number {
