@@ -112,7 +112,8 @@ export interface RemoteCallback {
  * requests, one per HTTP request, with the engine to run them on. The answer to run, prefix-run
  * and prefix-call is the RunResult as codec text; to prepare, the same with the prefix's handle in
  * the `cordon-prefix` header when it evaluated. Bridge calls travel the other way, as callbacks.
- * Closing the HTTP request aborts an `abortable` request.
+ * Closing the HTTP request drops a request still waiting for a run slot, and aborts a started one
+ * when it is `abortable`.
  */
 export type RemoteRequest = { engine: "v8" | "quickjs"; callback?: RemoteCallback } & (
   | ({ t: "run" } & RunBody)

@@ -24,8 +24,9 @@ export type HostAnswer = { result: RunResult; prefix?: string; load?: string } |
 /**
  * One remote-host request on this executor: the same Engine seam the sandbox drives locally,
  * with bindings that call back to the client's host. `signal` is the HTTP request's: a client
- * that goes away aborts its run — when it said the run may be aborted (calls that cannot be
- * aborted may coalesce in the engine).
+ * that goes away drops its run while it waits for a slot (nobody would read its answer, and it
+ * would hold the slot from everyone else), and aborts a started one only when it said the run may
+ * be aborted (calls that cannot be aborted may coalesce in the engine).
  */
 export async function answerHostRequest(deps: HostRouteDeps, request: RemoteRequest, signal: AbortSignal): Promise<HostAnswer> {
   if (request.t === "prefix-dispose") {
@@ -70,7 +71,7 @@ async function answerWith(
       const bindings = new CallbackBindings(request.bindingsText, request.callback);
       const { source, sourceImports, inputText, mode } = request;
       try {
-        const result = await withSlot(deps.slots, engine, runSignal, started, () =>
+        const result = await withSlot(deps.slots, engine, signal, started, () =>
           engine.run({ source, sourceImports, bindings, inputText, limits, signal: runSignal, host: "remote", mode }),
         );
         return { result };
@@ -86,7 +87,7 @@ async function answerWith(
       const { source, sourceImports, partitionKey } = request;
       // The prefix's evaluation is guest code like a run's: it holds a run slot too.
       let prepared: Awaited<ReturnType<Engine["prepare"]>> | undefined;
-      const result = await withSlot(deps.slots, engine, runSignal, started, async () => {
+      const result = await withSlot(deps.slots, engine, signal, started, async () => {
         prepared = await engine.prepare({ key, partitionKey, source, sourceImports, bindings, limits, host: "remote" });
         return prepared.result;
       });
@@ -100,7 +101,7 @@ async function answerWith(
     case "prefix-run": {
       const answer = await deps.prefixes.use(request.prefix, (held) => {
         held.bindings.renew(request.callback);
-        return withSlot(deps.slots, engine, runSignal, started, () =>
+        return withSlot(deps.slots, engine, signal, started, () =>
           held.prefix.run({ source: request.source, sourceImports: {}, inputText: request.inputText, limits, signal: runSignal }),
         );
       });
@@ -116,17 +117,18 @@ async function answerWith(
   }
 }
 
+/** `work` once a slot is held; `signal` (the HTTP request's) drops the run while it waits for one. */
 async function withSlot(
   slots: Slots,
   engine: Engine,
-  signal: AbortSignal | undefined,
+  signal: AbortSignal,
   started: number,
   work: () => Promise<RunResult>,
 ): Promise<RunResult> {
   const held = await slots.acquire(signal);
   if (!held) {
     const wallMs = performance.now() - started;
-    if (signal?.aborted) return abortedResult(engine.name, "remote", "the client went away while the run was queued", wallMs);
+    if (signal.aborted) return abortedResult(engine.name, "remote", "the client went away while the run was queued", wallMs);
     return failedResult(
       engine.name,
       "remote",
