@@ -27,6 +27,8 @@ export interface AppDeps {
   /** Where guests run: "process" (the service's default) or "inprocess". */
   hostName: string;
   draining: () => boolean;
+  /** Runs waiting for a slot: every sandbox's queue (one per engine in use) and `/host`'s. */
+  queueDepth: () => number;
   /** The remote host's requests (`POST /host`). */
   host: HostRouteDeps;
   /** Why a callback URL is refused (undefined: allowed), given the requester's address. */
@@ -54,15 +56,14 @@ export function createApp(deps: AppDeps): Hono<Env> {
   const app = new Hono<Env>();
 
   app.get("/health", (c) => {
-    const stats = deps.sandbox.stats();
     const body = {
       status: deps.draining() ? "draining" : "ok",
       engine: deps.sandbox.engineName,
       host: deps.hostName,
       version: deps.version,
       // activeRuns: requests being answered, a module's first preparation included (the sandbox
-      // counts only calls and runs); queueDepth: of those, runs waiting for a sandbox slot.
-      load: { activeRuns: deps.inflight.size, queueDepth: stats.queueDepth },
+      // counts only calls and runs); queueDepth: of those, runs waiting for a slot, /host's included.
+      load: { activeRuns: deps.inflight.size, queueDepth: deps.queueDepth() },
     };
     // 503 while draining, so a load balancer stops sending work here.
     return c.json(body, deps.draining() ? 503 : 200);

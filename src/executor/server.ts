@@ -115,13 +115,17 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   const hostName = options.sandbox?.host === "inprocess" ? "inprocess" : "process";
   // Remote hosts name their engine; the other one is made on first use, on the same host.
   const others = new Map<string, Promise<Sandbox>>();
+  const othersMade = new Set<Sandbox>();
   const engineFor = async (name: "v8" | "quickjs"): Promise<Engine> => {
     if (name === sandbox.engineName) return engineOf(sandbox);
     let other = others.get(name);
     if (!other) {
       other = createSandbox({ ...options.sandbox, host: hostName, engine: name, policy });
       others.set(name, other);
-      other.catch(() => others.delete(name));
+      other.then(
+        (made) => othersMade.add(made),
+        () => others.delete(name),
+      );
     }
     return engineOf(await other);
   };
@@ -143,6 +147,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     version: packageVersion(),
     hostName,
     draining: () => draining,
+    queueDepth: () => [sandbox, ...othersMade].reduce((sum, s) => sum + s.stats().queueDepth, slots.queueDepth),
     host: { engine: engineFor, policy, prefixes, slots },
     checkCallback: createCallbackCheck(checkOrigins(options.callbackOrigins)),
   });

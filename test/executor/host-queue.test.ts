@@ -52,3 +52,15 @@ describe("/host runs waiting for a slot", () => {
     expect(JSON.parse(await (await holder).text())).toMatchObject({ ok: true, value: "slept" });
   }, 30_000);
 });
+
+describe("/health", () => {
+  it("counts /host runs waiting for a slot in queueDepth", async () => {
+    const runs = [hostRun(sleeps(2_000))];
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    runs.push(hostRun(sleeps(10)), hostRun(sleeps(10)), hostRun(sleeps(10)));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const health = (await (await fetch(`${service.url}/health`)).json()) as { load: { activeRuns: number; queueDepth: number } };
+    expect(health.load).toEqual({ activeRuns: 4, queueDepth: 3 });
+    for (const run of runs) expect(JSON.parse(await (await run).text())).toMatchObject({ ok: true, value: "slept" });
+  }, 30_000);
+});
