@@ -195,6 +195,30 @@ describe("an executor that is down, refuses or stalls", () => {
     expect(!result.ok && result.error.message).toMatch(/not a run result/);
   });
 
+  it("answers more than a run with these limits can: the client stops reading at the cap", async () => {
+    // 200 MiB of JSON whitespace before a valid result: read whole, it took the client's RSS from
+    // 55 to 471 MiB (400 MiB sent). An executor is trusted with the guest, not with the host.
+    let sent = 0;
+    const url = await fakeExecutor(async (_req, _body, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      const chunk = Buffer.alloc(1 << 20, 0x20);
+      for (let i = 0; i < 200 && !res.destroyed; i++) {
+        sent += chunk.length;
+        if (!res.write(chunk)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
+      }
+      res.end(JSON.stringify({ status: "completed", ok: true, value: 1, exports: {}, skippedExports: [], logs: [] }));
+    });
+    await using sandbox = await createSandbox({ engine: "v8", host: "remote", remote: { url, secret: SECRET } });
+    const result = await sandbox.run({
+      code: "export default 1",
+      limits: { maxOutputBytes: 1024, maxLogBytes: 1024, maxLogEntries: 10 },
+    });
+    expect(!result.ok && result.error.code).toBe("ERR_EXECUTOR_UNREACHABLE");
+    expect(!result.ok && result.error.message).toMatch(/answered with more than \d+ bytes/);
+    // What the client took before it closed the connection: its cap plus what the sockets buffered.
+    expect(sent).toBeLessThan(64 * 1024 * 1024);
+  });
+
   it("stalls: the request ends at the run's wall time + 10 s", async () => {
     const url = await fakeExecutor(() => {});
     await using sandbox = await createSandbox({ engine: "v8", host: "remote", remote: { url, secret: SECRET } });

@@ -1,6 +1,8 @@
 import { Pool } from "undici";
 import { abortReason } from "../../core/abort-reason.js";
 import { sharedCodec } from "../../core/bindings.js";
+import type { ResolvedLimits } from "../../core/limits.js";
+import { readCapped } from "../../core/read-capped.js";
 import { isRunResult } from "../../core/result-shape.js";
 import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult } from "../../core/results.js";
@@ -8,6 +10,20 @@ import type { RunResult } from "../../core/types.js";
 
 /** The request deadline past the run's own wall time: queueing, transfer and a cold prepare. */
 export const DEADLINE_SLACK_MS = 10_000;
+
+/** Room in an answer besides its value and logs: the envelope, stats, an error's name and stack. */
+const ANSWER_SLACK_BYTES = 1024 * 1024;
+
+/**
+ * The most bytes an executor's answer to a request with these limits can hold: the result is
+ * bounded by `maxOutputBytes` and the logs by `maxLogBytes` and `maxLogEntries`, all counted in
+ * UTF-16 code units. UTF-8 takes at most 3 bytes for one; a log message is escaped after it is
+ * counted, so one of its code units may become 6 bytes (`\u0001`). Past it the executor is not
+ * answering a run (a hostile one could otherwise fill this process's memory).
+ */
+export function answerCapBytes(limits: ResolvedLimits): number {
+  return 3 * limits.maxOutputBytes + 6 * limits.maxLogBytes + 128 * limits.maxLogEntries + ANSWER_SLACK_BYTES;
+}
 
 export type ExecutorAnswer = { result: RunResult; prefix?: string } | { gone: true };
 
@@ -56,7 +72,8 @@ export class ExecutorClient {
     });
     let status: number;
     let prefix: string | undefined;
-    let text: string;
+    let text: string | undefined;
+    const capBytes = "limits" in request ? answerCapBytes(request.limits) : ANSWER_SLACK_BYTES;
     try {
       const response = await this.pool.request({
         path: this.hostPath,
@@ -70,7 +87,7 @@ export class ExecutorClient {
       prefix = typeof header === "string" ? header : undefined;
       const load = response.headers[LOAD_HEADER];
       if (typeof load === "string") this.load = load.split(",").map((n) => Number(n) || 0);
-      text = await response.body.text();
+      text = await readCapped(response.body, capBytes);
     } catch (error) {
       if (signal?.aborted) {
         return { result: abortedResult(request.engine, "remote", abortReason(signal.reason), performance.now() - started) };
@@ -79,6 +96,8 @@ export class ExecutorClient {
         return unreachable(`did not answer within ${deadlineMs} ms (the run's wall time + ${DEADLINE_SLACK_MS} ms)`);
       return unreachable(`could not be reached: ${describeFailure(error)}`);
     }
+    if (text === undefined)
+      return unreachable(`answered with more than ${capBytes} bytes, more than any answer to a run with these limits`);
     if (status === 404 && text.includes(PREFIX_GONE)) return { gone: true };
     if (status !== 200) return unreachable(`refused the request: ${status} ${refusalText(text)}`);
     let result: RunResult;
