@@ -85,6 +85,17 @@ describe("the remote host against a real executor", () => {
     expect(result.stats).toMatchObject({ engine: "v8", host: "remote", bridgeCalls: 2 });
   });
 
+  it("calls the right host function when two have the same label, as in process", async () => {
+    // Both are labelled globals.a.b.c: the remote host called the second for both.
+    const globals = { a: { "b.c": async () => "f1", b: { c: async () => "f2" } } };
+    const code = `export default async () => [await a["b.c"](), await a.b.c()]`;
+    const { url } = await executor();
+    await using remote = await createSandbox({ engine: "v8", host: "remote", remote: { url, secret: SECRET } });
+    await using local = await createSandbox({ engine: "v8", host: "inprocess" });
+    expect(await local.run({ code, globals })).toMatchObject({ ok: true, value: ["f1", "f2"] });
+    expect(await remote.run({ code, globals })).toMatchObject({ ok: true, value: ["f1", "f2"] });
+  });
+
   it("an abort ends the run on the executor too", async () => {
     const service = await executor();
     await using sandbox = await createSandbox({ engine: "v8", host: "remote", remote: { url: service.url, secret: SECRET } });

@@ -45,10 +45,15 @@ export class Callbacks {
   async register(bindings: BindingsLike, subject: string, ttlMs: number, scoped = false): Promise<Registration | undefined> {
     if (!(bindings instanceof Bindings) || bindings.size === 0) return undefined;
     const url = this.options.rpc ? (this.options.url as string) : (await this.start()).url;
+    // The name a function is called back by: its label, made unique. Labels can repeat
+    // (`{ "b.c": f1, b: { c: f2 } }` are both `globals.a.b.c`), and a repeated one would call
+    // the last function of that label for every one of them.
     const names = new Map<string, number>();
     const list = bindings.functions.map((f, fnId) => {
-      names.set(f.label, fnId);
-      return f.label;
+      let name = f.label;
+      for (let n = 1; names.has(name); n++) name = `${f.label}#${n}`;
+      names.set(name, fnId);
+      return name;
     });
     const { run, grant, unregister } = this.rpc.register(bindings, names, { subject, ttlMs, scoped });
     return {
