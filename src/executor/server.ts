@@ -134,7 +134,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     options.sandbox?.maxConcurrentRuns ?? availableParallelism() * 4,
     options.sandbox?.maxQueuedRuns ?? 10_000,
   );
-  const runner = new WarmRunner(sandbox, warmModules);
+  const runner = new WarmRunner(sandbox, warmModules, { policy, host: hostName });
   const inflight = new InFlight();
   let draining = false;
   const app = createApp({

@@ -1,5 +1,7 @@
 import { createHash } from "node:crypto";
-import type { RunResult } from "../core/types.js";
+import { resolveLimits } from "../core/limits.js";
+import { abortedResult, failedResult } from "../core/results.js";
+import type { RunResult, RunStats, SandboxPolicy } from "../core/types.js";
 import { type Prefix, PrepareError } from "../prefix.js";
 import type { Sandbox } from "../sandbox.js";
 import type { RunRequest } from "./schema.js";
@@ -26,6 +28,11 @@ interface Entry {
  * warm-instance platform (Workers, Lambda). Requests with different `partitionKey`s never share a
  * warm instance; requests without one (everyone holding the admission secret) share by code.
  *
+ * Requests that arrive while a module is being prepared share that preparation, which runs to the
+ * first request's limits. Each waits for it no longer than its own wall time, reports its own
+ * wall time, and when the shared preparation failed on a limit (the first request's, say 100 ms
+ * where its own is 10 s) it prepares once more, to its own limits.
+ *
  * A module whose default export is not a function (`ERR_CALL_TARGET_NOT_FOUND`) is remembered as
  * such and runs with `sandbox.run`, whose `value` is then the default export itself. A request
  * with `call` calls the named export (`handlers.onEvent`) on the warm instances instead.
@@ -36,13 +43,19 @@ export class WarmRunner {
   constructor(
     private readonly sandbox: Sandbox,
     private readonly maxEntries = 256,
+    /** The sandbox's ceilings and host: a request waiting for a preparation is bounded by its own wall time. */
+    private readonly service: { policy: SandboxPolicy; host: RunStats["host"] } = { policy: {}, host: "process" },
   ) {}
 
   get size(): number {
     return this.entries.size;
   }
 
-  async run(request: RunRequest, signal: AbortSignal): Promise<RunResult> {
+  run(request: RunRequest, signal: AbortSignal): Promise<RunResult> {
+    return this.attempt(request, signal, false);
+  }
+
+  private async attempt(request: RunRequest, signal: AbortSignal, retried: boolean): Promise<RunResult> {
     const { code, input, call, filename, imports, limits, partitionKey } = request;
     const key = createHash("sha256")
       .update(
@@ -57,6 +70,8 @@ export class WarmRunner {
       .digest("hex");
     let entry = this.entries.get(key);
     const cold = entry === undefined;
+    // Another request is preparing the module, to its own limits: this one waits for it.
+    const joined = entry !== undefined && !entry.settled;
     const started = performance.now();
     if (entry) {
       // Most recently used last: Map keeps insertion order.
@@ -77,12 +92,16 @@ export class WarmRunner {
     try {
       let prefix: Prefix;
       try {
-        prefix = await entry.prefix;
+        const ready = joined ? await this.waitFor(entry.prefix, request, signal, started) : await entry.prefix;
+        if (!("run" in ready)) return ready;
+        prefix = ready;
       } catch (error) {
         // A failed prefix is never cached: the next request tries again (a time limit may differ).
         if (this.entries.get(key) === entry) this.entries.delete(key);
-        if (error instanceof PrepareError) return error.result;
-        throw error;
+        if (!(error instanceof PrepareError)) throw error;
+        // Failed on the limits of the request that prepared it: once more, to this one's.
+        if (joined && !retried && isLimitFailure(error.result)) return await this.attempt(request, signal, true);
+        return error.result;
       }
       let result: RunResult;
       if (call) {
@@ -103,8 +122,9 @@ export class WarmRunner {
         result.exports = prefix.exports;
         result.skippedExports = prefix.skippedExports;
       }
-      if (cold) {
-        // The request that prepared the module paid for its evaluation: say so.
+      if (cold || joined) {
+        // The request that prepared the module paid for its evaluation, and one that waited for it
+        // for the wait: say so.
         result.stats.warm = false;
         result.stats.wallMs = Math.round((performance.now() - started) * 1000) / 1000;
       }
@@ -112,6 +132,32 @@ export class WarmRunner {
     } finally {
       entry.users--;
       if (entry.retired && entry.users === 0) void disposeEntry(entry);
+    }
+  }
+
+  /**
+   * A preparation another request started, waited for no longer than this request's own wall
+   * time (or until its client goes): a RunResult when the wait ended first.
+   */
+  private async waitFor(prefix: Promise<Prefix>, request: RunRequest, signal: AbortSignal, started: number) {
+    const wallTimeMs = resolveLimits(request.limits ?? {}, {}, this.service.policy).wallTimeMs;
+    const engine = this.sandbox.engineName;
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const ended = new Promise<RunResult>((resolve) => {
+      const wallMs = () => performance.now() - started;
+      timer = setTimeout(() => {
+        const message = `the run exceeded its wall time limit of ${wallTimeMs} ms (waiting for its module to be prepared)`;
+        resolve(failedResult(engine, this.service.host, { code: "ERR_WALL_TIMEOUT", name: "CordonError", message }, wallMs()));
+      }, wallTimeMs);
+      onAbort = () => resolve(abortedResult(engine, this.service.host, "the client closed the connection", wallMs()));
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      return await Promise.race([prefix, ended]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) signal.removeEventListener("abort", onAbort);
     }
   }
 
@@ -142,3 +188,17 @@ async function disposeEntry(entry: Entry): Promise<void> {
   const prefix = await entry.prefix.catch(() => undefined);
   await prefix?.dispose();
 }
+
+/** A preparation that failed on a limit a request may set differently (compiling counts against wall time). */
+function isLimitFailure(result: RunResult & { ok: false }): boolean {
+  const { code, name } = result.error;
+  return LIMIT_CODES.has(code) || (code === "ERR_COMPILE" && name === "TimeoutError");
+}
+
+const LIMIT_CODES = new Set([
+  "ERR_WALL_TIMEOUT",
+  "ERR_CPU_TIMEOUT",
+  "ERR_OUTPUT_TOO_LARGE",
+  "ERR_BRIDGE_CALL_LIMIT",
+  "ERR_BRIDGE_PAYLOAD_TOO_LARGE",
+]);

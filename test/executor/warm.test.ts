@@ -62,3 +62,43 @@ describe("warm reuse: a module is prepared once and its default export called pe
     expect(await t.runResult({ code })).toMatchObject({ status: "completed", value: "ready" });
   });
 });
+
+describe("requests that arrive while their module is being prepared (they share that preparation)", () => {
+  let t: TestExecutor;
+  beforeAll(async () => {
+    t = await startExecutor();
+  });
+  afterAll(() => t.executor.close({ graceMs: 0 }));
+
+  /** A module whose evaluation spins for `ms`: unique per test, so each starts cold. */
+  const slowModule = (ms: number) =>
+    `// ${Math.random()}\nconst t = Date.now(); while (Date.now() - t < ${ms}) {}\nexport default () => "ok";`;
+
+  it("one whose wall time the shared preparation's limit cut prepares again, to its own", async () => {
+    const code = slowModule(400);
+    const first = t.runResult({ code, limits: { wallTimeMs: 100 } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const second = t.runResult({ code, limits: { wallTimeMs: 10_000 } });
+    expect(await first).toMatchObject({ ok: false, error: { code: "ERR_WALL_TIMEOUT" } });
+    // It failed with the first request's 100 ms.
+    expect(await second).toMatchObject({ ok: true, value: "ok" });
+  }, 30_000);
+
+  it("one waits no longer than its own wall time, and reports its own wall time", async () => {
+    const code = slowModule(1_500);
+    const first = t.runResult({ code, limits: { wallTimeMs: 10_000 } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const started = performance.now();
+    const second = await t.runResult({ code, limits: { wallTimeMs: 200 } });
+    // It "completed" after 3.3 s, reporting wallMs 1.9.
+    expect(second).toMatchObject({ ok: false, error: { code: "ERR_WALL_TIMEOUT", message: expect.stringContaining("200 ms") } });
+    expect(performance.now() - started).toBeLessThan(1_300);
+    expect(second.stats.wallMs).toBeGreaterThanOrEqual(190);
+    const third = t.runResult({ code, limits: { wallTimeMs: 10_000 } });
+    expect(await first).toMatchObject({ ok: true, stats: { warm: false } });
+    // A request that waited (for what remained of the preparation) reports the wait as its own.
+    const waited = await third;
+    expect(waited).toMatchObject({ ok: true, stats: { warm: false } });
+    expect(waited.stats.wallMs).toBeGreaterThan(100);
+  }, 30_000);
+});
