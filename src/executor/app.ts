@@ -13,6 +13,7 @@ import { answerHostRequest, type HostRouteDeps } from "./host-route.js";
 import type { InFlight } from "./inflight.js";
 import { logRefusal, logRun } from "./log.js";
 import { encodeResult } from "./result-text.js";
+import { destroyWhenStalled, RESPONSE_STALL_MS } from "./stalled-response.js";
 import { parseRunRequest } from "./schema.js";
 import type { WarmRunner } from "./warm.js";
 
@@ -133,7 +134,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
 /**
  * The steps every run route takes before its own: refuse while draining, admit by the bearer
  * secret before a byte of the body is read, read the body under the cap, and count the request
- * in flight until its response is out — a client that goes away aborts its run.
+ * in flight until its response is out — a client that goes away aborts its run, and one that
+ * stops reading its answer loses the connection (src/executor/stalled-response.ts).
  */
 async function admitted(c: Context<Env>, deps: AppDeps): Promise<{ body: Buffer; signal: AbortSignal }> {
   const { incoming, outgoing } = c.env;
@@ -144,6 +146,12 @@ async function admitted(c: Context<Env>, deps: AppDeps): Promise<{ body: Buffer;
   const body = await readCappedBody(incoming, deps.maxBodyBytes);
   const controller = new AbortController();
   const release = deps.inflight.add(controller);
+  destroyWhenStalled(outgoing, () =>
+    deps.logger.warn(
+      { event: "response-stalled", path: c.req.path },
+      `answer abandoned: the client read none of it for ${RESPONSE_STALL_MS} ms`,
+    ),
+  );
   outgoing.once("close", () => {
     if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
     release();
