@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { MAX_TIME_MS } from "../core/limits.js";
 import { createExecutor, type Executor } from "../executor/server.js";
 
 export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--max-connections 4096] [--max-connections-per-address N] [--grace-ms 10000] [--callback-origin URL]...
@@ -117,11 +118,12 @@ function parseServeArgs(args: string[]) {
       "callback-origin": { type: "string", multiple: true },
     },
   });
-  const number = (name: string, text: string | undefined, { zero = false } = {}) => {
+  const number = (name: string, text: string | undefined, { zero = false, max = Number.MAX_VALUE } = {}) => {
     if (text === undefined) return undefined;
     const n = Number(text);
     if (text.trim() === "" || !Number.isFinite(n) || n < 0 || (n === 0 && !zero))
       throw new Error(`--${name} must be a ${zero ? "non-negative" : "positive"} number, got ${JSON.stringify(text)}`);
+    if (n > max) throw new Error(`--${name} must be at most ${max}, got ${JSON.stringify(text)}`);
     return n;
   };
   const port = number("port", values.port, { zero: true });
@@ -134,7 +136,8 @@ function parseServeArgs(args: string[]) {
     maxBodyMb: number("max-body-mb", values["max-body-mb"]),
     maxConnections: number("max-connections", values["max-connections"]),
     maxConnectionsPerAddress: number("max-connections-per-address", values["max-connections-per-address"]),
-    graceMs: number("grace-ms", values["grace-ms"], { zero: true }),
+    // Past Node's longest timer the grace would end at once.
+    graceMs: number("grace-ms", values["grace-ms"], { zero: true, max: MAX_TIME_MS }),
     callbackOrigins: values["callback-origin"],
   };
 }

@@ -9,6 +9,7 @@ import { pino } from "pino";
 import { checkKnownKeys, checkObject } from "../core/options.js";
 import type { SandboxOptions } from "../core/types.js";
 import type { Engine } from "../core/engine.js";
+import { MAX_TIME_MS } from "../core/limits.js";
 import { Slots } from "../core/slots.js";
 import { createSandbox } from "../create-sandbox.js";
 import { engineOf, type Sandbox } from "../sandbox.js";
@@ -105,7 +106,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   const warmModules = positive(options.warmModules, "warmModules", 256);
   const maxConnections = whole(options.maxConnections, "maxConnections", DEFAULT_MAX_CONNECTIONS);
   const perAddress = whole(options.maxConnectionsPerAddress, "maxConnectionsPerAddress", Math.ceil(maxConnections / 2));
-  const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : nonNegative(options.shutdownGraceMs, "shutdownGraceMs");
+  const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : graceMs(options.shutdownGraceMs, "shutdownGraceMs");
   const logger = options.logger === false ? pino({ enabled: false }) : (options.logger ?? createServiceLogger());
 
   if (options.sandbox?.host === "remote" || options.sandbox?.remote !== undefined)
@@ -178,13 +179,13 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   const close = (closeOptions: { graceMs?: number } = {}): Promise<void> => {
     // Closing already, and now without grace: abort what is still running.
     if (closing && closeOptions.graceMs === 0) inflight.abortAll("the executor is shutting down");
+    const grace = closeOptions.graceMs === undefined ? defaultGraceMs : graceMs(closeOptions.graceMs, "close() graceMs");
     closing ??= (async () => {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
-      const graceMs = closeOptions.graceMs ?? defaultGraceMs;
-      logger.info({ event: "draining", inFlight: inflight.size, graceMs }, "draining");
-      if (!(await inflight.idle(graceMs))) {
+      logger.info({ event: "draining", inFlight: inflight.size, graceMs: grace }, "draining");
+      if (!(await inflight.idle(grace))) {
         logger.warn({ event: "aborting", inFlight: inflight.size }, "aborting runs past the grace period");
         inflight.abortAll("the executor is shutting down");
         await inflight.idle(ABORT_SETTLE_MS);
@@ -262,9 +263,10 @@ function whole(value: unknown, name: string, fallback: number): number {
   return n;
 }
 
-function nonNegative(value: unknown, name: string): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0)
-    throw new TypeError(`cordon: executor options.${name} must be a number ≥ 0, got ${String(value)}`);
+/** A grace period: 0 up to MAX_TIME_MS (Node's timers take no longer: past 2^31 − 1 one fires at once). */
+function graceMs(value: unknown, name: string): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > MAX_TIME_MS)
+    throw new TypeError(`cordon: executor options.${name} must be a number from 0 to ${MAX_TIME_MS} (ms), got ${String(value)}`);
   return value;
 }
 

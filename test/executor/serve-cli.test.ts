@@ -1,7 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { createExecutor } from "../../src/executor/server.js";
 import { alive, childPids, SECRET } from "./helpers.js";
 
 /**
@@ -122,5 +123,19 @@ describe("cordon serve", () => {
     expect(await response.json()).toMatchObject({ status: "aborted", error: { code: "ERR_ABORTED" } });
     expect(await served.exited).toBe(0);
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("refuses a grace period past Node's longest timer at start-up (it meant no grace at all)", async () => {
+    // 2^31 ms: Node warned (TimeoutOverflowWarning) and waited 1 ms instead.
+    const out = spawnSync(process.execPath, [BIN, "serve", "--port", "0", "--grace-ms", "2147483648"], {
+      encoding: "utf8",
+      timeout: 20_000,
+      env: { ...process.env, CORDON_EXEC_SECRET: SECRET },
+    });
+    expect(out.status).toBe(2);
+    expect(out.stderr).toContain("--grace-ms must be at most 2000000000");
+    await expect(createExecutor({ port: 0, shutdownGraceMs: 2 ** 31, logger: false })).rejects.toThrow(
+      /shutdownGraceMs must be a number from 0 to 2000000000/,
+    );
   });
 });
