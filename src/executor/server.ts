@@ -1,9 +1,8 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Duplex } from "node:stream";
-import { createAdaptorServer } from "@hono/node-server";
+import { getRequestListener } from "@hono/node-server";
 import type { Logger } from "pino";
 import { pino } from "pino";
 import { checkKnownKeys, checkObject } from "../core/options.js";
@@ -17,6 +16,7 @@ import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
 import { createCallbackCheck } from "./callback-targets.js";
 import { limitConnections, requestTimeouts } from "./connections.js";
+import { answerClientError, answerRequestError } from "./refusals.js";
 import { InFlight } from "./inflight.js";
 import { RemotePrefixes } from "./remote-prefixes.js";
 import { createServiceLogger } from "./log.js";
@@ -153,12 +153,10 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     checkCallback: createCallbackCheck(checkOrigins(options.callbackOrigins)),
   });
   // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and
-  // Response, which the sandbox's own fetch wire recognises by class.
-  const server = createAdaptorServer({
-    fetch: app.fetch,
-    overrideGlobalObjects: false,
-    serverOptions: requestTimeouts(maxBodyMb),
-  }) as Server;
+  // Response, which the sandbox's own fetch wire recognises by class. Not createAdaptorServer:
+  // it passes no errorHandler, and the adapter's own refusals were bare 400s.
+  const listener = getRequestListener(app.fetch, { overrideGlobalObjects: false, errorHandler: answerRequestError });
+  const server = createServer(requestTimeouts(maxBodyMb), listener);
   server.on("clientError", answerClientError);
   limitConnections(server, { maxConnections, perAddress }, logger);
   try {
@@ -277,30 +275,4 @@ function packageVersion(): string {
     (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: unknown }).version,
   );
   return version;
-}
-
-/**
- * What Node's HTTP parser refuses before any route sees it (malformed, headers over its 16 KB
- * limit, too slow to arrive) gets the service's refusal form too, with Node's status.
- */
-function answerClientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-  // A response owed on this connection for a request read whole (a run in flight, with garbage
-  // pipelined behind it), or already begun: a 400 written now would be read as that answer, or
-  // inside it. The connection just ends. A request that is itself broken (a bad chunk, a body
-  // that stalls) gets its 400 or 408 as before: Node made its response object, unsent.
-  const owed = (socket as Duplex & { _httpMessage?: { _headerSent?: boolean; req?: { complete?: boolean } } })._httpMessage;
-  if (error.code === "ECONNRESET" || !socket.writable || owed?._headerSent || owed?.req?.complete) {
-    socket.destroy();
-    return;
-  }
-  const [status, reason, message] =
-    error.code === "HPE_HEADER_OVERFLOW"
-      ? [431, "Request Header Fields Too Large", "the request's headers are larger than 16 KB"]
-      : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
-        ? [408, "Request Timeout", "the request did not arrive in time"]
-        : [400, "Bad Request", "the request is not valid HTTP/1.1"];
-  const body = JSON.stringify({ error: { code: "ERR_BAD_REQUEST", message } });
-  socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
 }

@@ -47,7 +47,7 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
     expect((await slow).status).toBe(200);
   });
 
-  it("answers what Node's HTTP parser refuses in the refusal form too (malformed, headers too large)", async () => {
+  it("answers what Node's HTTP parser or hono's adapter refuses in the refusal form too (malformed, headers too large, no host)", async () => {
     const { port } = new URL(t.url);
     const raw = (request: string) =>
       new Promise<string>((resolve, reject) => {
@@ -64,6 +64,10 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
       // The request itself is broken after its headers (Node has made its response, unsent): still a 400.
       [`POST /run HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${SECRET}\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n`, 400],
       [`GET /health HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(100_000)}\r\n\r\n`, 431],
+      // Refused by hono's adapter, not Node's parser: these were bare 400s.
+      [`POST /run HTTP/1.0\r\nauthorization: Bearer ${SECRET}\r\ncontent-length: 2\r\n\r\n{}`, 400],
+      [`POST /run HTTP/1.1\r\nhost: a b@c\r\nauthorization: Bearer ${SECRET}\r\ncontent-length: 2\r\n\r\n{}`, 400],
+      ["OPTIONS * HTTP/1.1\r\nhost: x\r\n\r\n", 400],
     ];
     for (const [request, status] of cases) {
       const answer = await raw(request);
