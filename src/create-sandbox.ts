@@ -7,6 +7,7 @@ import { DEFAULT_BUSY_POLL_MS } from "./core/busy-poll.js";
 import type { Engine } from "./core/engine.js";
 import { CordonError } from "./core/errors.js";
 import { checkPolicy, checkPositiveNumber, MAX_TIME_MS, resolveLimits } from "./core/limits.js";
+import { isHeaderSafeSecret, MIN_SECRET_BYTES } from "./core/secret-shape.js";
 import { checkKnownKeys, checkObject, checkOneOf, checkString } from "./core/options.js";
 import { ENGINES, environmentDefaults, HOSTS } from "./core/selection.js";
 import type { EngineName, HostName, RemoteOptions, SandboxOptions } from "./core/types.js";
@@ -172,9 +173,18 @@ function checkRemote(value: unknown, env: { execUrl?: string; execSecret?: strin
   }
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
     throw new TypeError(`cordon: options.remote.url must be an http(s) URL, got ${JSON.stringify(url.slice(0, 80))}`);
-  if (typeof value.secret !== "string" || Buffer.byteLength(value.secret) < 32) {
+  if (typeof value.secret !== "string" || Buffer.byteLength(value.secret) < MIN_SECRET_BYTES) {
     // Never the secret itself in the message: it may end up in a log.
-    throw new TypeError("cordon: options.remote.secret (or CORDON_EXEC_SECRET) must be the executor's secret, at least 32 bytes");
+    throw new TypeError(
+      `cordon: options.remote.secret (or CORDON_EXEC_SECRET) must be the executor's secret, at least ${MIN_SECRET_BYTES} bytes`,
+    );
+  }
+  // The executor's own rule: such a secret was refused (or mangled) on every request, as
+  // ERR_EXECUTOR_UNREACHABLE or a 401, instead of at start-up.
+  if (!isHeaderSafeSecret(value.secret)) {
+    throw new TypeError(
+      "cordon: options.remote.secret (or CORDON_EXEC_SECRET) must be visible ASCII characters only (no spaces, line breaks or other characters); trim a secret read from a file",
+    );
   }
   if (value.callback !== undefined) {
     checkObject(value.callback, "options.remote.callback");

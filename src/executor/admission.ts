@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { isHeaderSafeSecret, MIN_SECRET_BYTES } from "../core/secret-shape.js";
 
-/** The shortest admission secret accepted, in bytes of UTF-8: guessing it must be hopeless. */
-export const MIN_SECRET_BYTES = 32;
+export { MIN_SECRET_BYTES };
 
 /** A fresh secret for one run of the service: 32 random bytes, base64url (43 characters). */
 export function generateSecret(): string {
@@ -22,7 +22,7 @@ export function checkSecret(secret: unknown): string {
   }
   // A header value is trimmed and holds visible ASCII only: a secret with a trailing newline (read
   // from a file) or other characters would start a service that refuses every client.
-  if (!/^[\x21-\x7e]+$/.test(secret)) {
+  if (!isHeaderSafeSecret(secret)) {
     throw new TypeError(
       "cordon: the executor secret must be visible ASCII characters only (no spaces, line breaks or other characters); trim a secret read from a file",
     );

@@ -342,6 +342,13 @@ describe("selecting the remote host", () => {
     await expect(
       createSandbox({ host: "remote", remote: { url: "http://127.0.0.1:1", secret: "short-secret" } }),
     ).rejects.not.toThrow(/short-secret/);
+    // Secrets the executor refuses to start with: each failed every run instead (a trailing
+    // newline as ERR_EXECUTOR_UNREACHABLE "invalid authorization header", an inner space as a 401).
+    for (const secret of [`${SECRET}\n`, `${SECRET.slice(0, 20)} ${SECRET.slice(20)}`, "é".repeat(40)]) {
+      const refused = createSandbox({ host: "remote", remote: { url: "http://127.0.0.1:1", secret } });
+      await expect(refused).rejects.toThrow(TypeError);
+      await expect(refused).rejects.toThrow(/options\.remote\.secret .*visible ASCII/);
+    }
     await expect(createSandbox({ host: "remote", remote: { url: "file:///etc/passwd", secret: SECRET } })).rejects.toThrow(
       /http\(s\) URL/,
     );
