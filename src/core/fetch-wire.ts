@@ -51,6 +51,12 @@ export function createFetchWire(): FetchWire {
   const now = () => performance.now();
   /** How long a body read may keep the thread before it lets timers run. */
   const YIELD_EVERY_MS = 5;
+  /**
+   * Longer arrays are not searched for messages: each item encodes to at least two characters,
+   * past the default output and host-call limits, so the codec refuses them anyway. Searched, a
+   * sparse array of 2**32-1 holes held a deno guest past its wall time before that refusal.
+   */
+  const MAX_SEARCHED_ITEMS = 1 << 24;
 
   function visit(value: unknown, depth: number, found: (message: Request | Response) => void): void {
     if (value === null || typeof value !== "object") return;
@@ -65,6 +71,7 @@ export function createFetchWire(): FetchWire {
     }
     if (depth >= 2) return;
     const items = isArray(value) ? value : values(value);
+    if (items.length > MAX_SEARCHED_ITEMS) return;
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
       if (item !== null && typeof item === "object") visit(item, depth + 1, found);

@@ -56,6 +56,8 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
     if (isMemoryExhaustion(name, message)) code = "ERR_MEMORY_LIMIT";
     else if (fields.code === "ERR_NOT_SERIALIZABLE" && typeof fields.path === "string") code = "ERR_NOT_SERIALIZABLE";
     else if (fields.code === "ERR_CAPABILITY_DENIED" && typeof fields.check === "string") code = "ERR_CAPABILITY_DENIED";
+    // The runtime's refusal of a host call's arguments over maxBridgeCallBytes (runtime.ts argsTooLarge).
+    else if (fields.code === "ERR_BRIDGE_PAYLOAD_TOO_LARGE" && fields.path === "args") code = "ERR_BRIDGE_PAYLOAD_TOO_LARGE";
     const error: RunError = { code, name, message };
     if (typeof value.stack === "string") error.stack = sanitizeStack(value.stack, guestFiles);
     if (Object.hasOwn(value, "cause"))

@@ -179,7 +179,7 @@ export class Execution implements InstanceListener, Watched {
       .evaluate(
         {
           ...request,
-          caps: [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes],
+          caps: [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes, limits.maxBridgeCallBytes],
           // Made when read (a source import's compile): `ended` is an AbortController, and making
           // and aborting one cost 10-15 µs of a one-off run here (Node 20's abort dispatches an Event).
           get compile() {

@@ -35,8 +35,8 @@ export class FailedAfterReturning extends Error {
   }
 }
 
-/** Caps the guest runtime enforces itself: maxOutputBytes, maxLogEntries, maxLogBytes. */
-export type RuntimeCaps = [number, number, number];
+/** Caps the guest runtime enforces itself: maxOutputBytes, maxLogEntries, maxLogBytes, maxBridgeCallBytes. */
+export type RuntimeCaps = [number, number, number, number];
 
 export interface EvaluateRequest {
   /** Installed on a fresh instance; undefined on a warm one (it keeps its prefix's bindings). */

@@ -8,7 +8,7 @@ import { BlockingBudget } from "./blocking-budget.js";
 import { CallQueue, type Queued } from "./call-queue.js";
 import { Execution, type RunningExecutions } from "./execution.js";
 import { instanceFailure } from "./pooled-engine.js";
-import { type EngineInstance, fence } from "./instance.js";
+import { type EngineInstance, type RuntimeCaps, fence } from "./instance.js";
 import type { Spares } from "./spares.js";
 
 /** Calls with arguments up to this long wait for their tick's twins (a longer one pays for its own crossing). */
@@ -196,7 +196,7 @@ export class WarmPool implements EnginePrefix {
     });
     const blockForMs = this.mayBlock(path, limits, signal) ? limits.cpuTimeMs : undefined;
     execution.startCpu();
-    const caps: [number, number, number] = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes];
+    const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes, limits.maxBridgeCallBytes];
     // Warming up an instance for these calls can outlast the sandbox: running.run checks.
     let pending = false;
     let returned = false;

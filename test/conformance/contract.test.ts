@@ -363,6 +363,32 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(called).toBe(false);
     });
 
+    it("a host call's arguments past maxBridgeCallBytes are refused in the guest, at once, before they are copied", async () => {
+      // Unbounded, the sparse array ran QuickJS and Deno into the wall time and V8 into its
+      // memory limit; the string was copied whole to the host, which then ended the run.
+      let called = false;
+      const take = async () => {
+        called = true;
+      };
+      const limits = { maxBridgeCallBytes: 1 << 20, wallTimeMs: 4000 };
+      for (const arg of ["new Array(2 ** 32 - 1)", "'x'.repeat(2e6)"]) {
+        const result = failed(await sandbox.run({ code: `export default () => take(${arg})`, globals: { take }, limits }));
+        expect(result.error, arg).toMatchObject({ code: "ERR_BRIDGE_PAYLOAD_TOO_LARGE", fields: { path: "args" } });
+        // The guest's own CPU time: a cold start on a busy machine does not count.
+        expect(result.stats.cpuMs, arg).toBeLessThan(1500);
+      }
+      const code = `export default async () => { try { await take("x".repeat(2e6)) } catch (e) { return [e.name, e.code] } }`;
+      expect(completed(await sandbox.run({ code, globals: { take }, limits })).value).toEqual([
+        "RangeError",
+        "ERR_BRIDGE_PAYLOAD_TOO_LARGE",
+      ]);
+      // A prefix call carries the limit too (its caps cross apart from a run's).
+      const prefix = await sandbox.prepare({ code: "export const send = (n) => take(new Array(n))", globals: { take } });
+      const calls = await Promise.all([1, 2].map(() => prefix.call({ export: "send", args: [2 ** 32 - 1], limits })));
+      for (const call of calls) expect(failed(call).error.code).toBe("ERR_BRIDGE_PAYLOAD_TOO_LARGE");
+      expect(called).toBe(false);
+    });
+
     it("source-text imports and host modules", async () => {
       const imports = {
         "lib/math": "export const square = (x: number) => x * x; export default 'math';",

@@ -251,10 +251,10 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   async function evaluate(message: Any): Promise<void> {
     if (message.reset && !resetGlobals()) send({ t: "dirty" });
     served = undefined;
-    const [maxOutput, maxEntries, maxBytes] = message.caps as [number, number, number];
+    const [maxOutput, maxEntries, maxBytes, maxBridge] = message.caps as [number, number, number, number];
     if (message.bindingsText !== null)
-      internals.start(message.bindingsText, message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
-    else internals.begin(message.mode, message.inputText, maxOutput, maxEntries, maxBytes);
+      internals.start(message.bindingsText, message.mode, message.inputText, maxOutput, maxEntries, maxBytes, maxBridge);
+    else internals.begin(message.mode, message.inputText, maxOutput, maxEntries, maxBytes, maxBridge);
     let ns: Record<string, unknown>;
     if (typeof message.script === "string") {
       try {
@@ -300,7 +300,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       return Array.from({ length: count }, () => missing).join("\u0001");
     }
     return message.caps
-      ? internals.call(path, message.joined, message.caps[0], message.caps[1], message.caps[2])
+      ? internals.call(path, message.joined, message.caps[0], message.caps[1], message.caps[2], message.caps[3])
       : internals.call(path, message.joined);
   }
 
@@ -403,7 +403,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       bindingsText: '{"globals":{},"modules":{}}',
       mode: "run",
       inputText: '{"$":"u"}',
-      caps: [1 << 20, 10, 1 << 16],
+      caps: [1 << 20, 10, 1 << 16, 1 << 20],
       script: '(function () { "use strict"; return { default: () => ({ warm: [new Date(0), new Map([[1, 2n]])] }) }; })',
       filename: "<warm-up>",
     });

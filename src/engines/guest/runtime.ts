@@ -45,7 +45,14 @@ type GuestSignal = { aborted: boolean; reason: unknown; addEventListener(type: s
 /** What the host holds references to. */
 export interface GuestInternals {
   /** Start a run: per-run input and caps; clears what earlier runs left pending. */
-  begin(mode: RunMode, inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void;
+  begin(
+    mode: RunMode,
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+    maxBridgeCallChars: number,
+  ): void;
   /** Install bindings: `{ globals: {name: Desc}, modules: {specifier: Desc} }` as JSON text. */
   install(bindingsText: string): void;
   /**
@@ -59,6 +66,7 @@ export interface GuestInternals {
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
+    maxBridgeCallChars: number,
     code: string,
     filename: string,
   ): void;
@@ -74,6 +82,7 @@ export interface GuestInternals {
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
+    maxBridgeCallChars: number,
   ): void;
   /** install + begin in one crossing: how a run on a fresh instance starts. */
   start(
@@ -83,6 +92,7 @@ export interface GuestInternals {
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
+    maxBridgeCallChars: number,
   ): void;
   settle(callId: number, ok: boolean, text: string): void;
   fire(timerId: number): void;
@@ -93,7 +103,14 @@ export interface GuestInternals {
    * U+0001), one call after another. Returns the outcomes joined by U+0001 ("p" for one that will
    * arrive through host.done). The caps are sent only when they changed.
    */
-  call(path: string, joinedArgs: string, maxOutputChars?: number, maxLogEntries?: number, maxLogBytes?: number): string;
+  call(
+    path: string,
+    joinedArgs: string,
+    maxOutputChars?: number,
+    maxLogEntries?: number,
+    maxLogBytes?: number,
+    maxBridgeCallChars?: number,
+  ): string;
   /**
    * The outcomes the latest `call` returned, once (then undefined). When the crossing that made
    * them failed as it ended (isolated-vm throws what rejected a promise nothing handled, after
@@ -265,6 +282,8 @@ export function installRuntime(
     maxOutputChars: 0,
     maxLogEntries: 0,
     maxLogBytes: 0,
+    /** The run's maxBridgeCallBytes: a host call's encoded arguments are refused past it, before they are copied. */
+    maxBridgeCallChars: 0,
     logEntries: 0,
     logBytes: 0,
     entered: false,
@@ -299,8 +318,12 @@ export function installRuntime(
     if (signal?.aborted) return PromiseReject(signal.reason);
     let text: string;
     try {
-      text = codec.encode(args, "args");
+      // Capped: unbounded, a sparse array of 2**32-1 items ran into the wall time (QuickJS, Deno)
+      // or the memory limit (V8) before the host could refuse the text.
+      text = codec.encode(args, "args", run.maxBridgeCallChars);
     } catch (error) {
+      if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE")
+        return PromiseReject(argsTooLarge());
       return PromiseReject(error);
     }
     if (pendingCalls.size >= config.maxPendingCalls) {
@@ -314,6 +337,17 @@ export function installRuntime(
         if (pendingCalls.get(id)) host.call(id, -1 /* CANCEL_CALL */, "");
       });
     });
+  }
+
+  /** A host call's arguments over the run's maxBridgeCallBytes: the guest can catch it; uncaught, it is the run's code. */
+  function argsTooLarge(): Error {
+    const error = new RangeErrorCtor(
+      `ERR_BRIDGE_PAYLOAD_TOO_LARGE: a host call's arguments are larger than the limit of ${run.maxBridgeCallChars} bytes (maxBridgeCallBytes)`,
+    );
+    // Defined, not assigned: a setter a guest put on Object.prototype must not swallow them.
+    define(error, "code", "ERR_BRIDGE_PAYLOAD_TOO_LARGE", true);
+    define(error, "path", "args", true);
+    return error;
   }
 
   type Desc = { f: number; n: string } | { d: string } | { o: Record<string, Desc> };
@@ -572,12 +606,20 @@ export function installRuntime(
     return { target, owner };
   }
 
-  function begin(mode: string, inputText: string, maxOutputChars: number, maxLogEntries: number, maxLogBytes: number): void {
+  function begin(
+    mode: string,
+    inputText: string,
+    maxOutputChars: number,
+    maxLogEntries: number,
+    maxLogBytes: number,
+    maxBridgeCallChars: number,
+  ): void {
     run.mode = mode;
     run.inputText = inputText;
     run.maxOutputChars = maxOutputChars;
     run.maxLogEntries = maxLogEntries;
     run.maxLogBytes = maxLogBytes;
+    run.maxBridgeCallChars = maxBridgeCallChars;
     run.logEntries = 0;
     run.logBytes = 0;
     run.entered = false;
@@ -701,17 +743,18 @@ export function installRuntime(
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
+    maxBridgeCallChars: number,
   ): void {
     if (bindingsText !== null) install(bindingsText);
-    begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+    begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
   }
 
   return {
     helpers,
     begin,
     install,
-    runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, code, filename) {
-      start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+    runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars, code, filename) {
+      start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
       try {
         runScript(code, filename);
       } catch (error) {
@@ -722,8 +765,8 @@ export function installRuntime(
         reportOutcome(thrownOutcome(error));
       }
     },
-    runFactory(factory, bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes) {
-      start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes);
+    runFactory(factory, bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars) {
+      start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
       entry(factory(helpers));
     },
     start,
@@ -750,10 +793,11 @@ export function installRuntime(
       }
     },
     entry,
-    call(path, joinedArgs, maxOutputChars, maxLogEntries, maxLogBytes) {
+    call(path, joinedArgs, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars) {
       lastCall = undefined;
-      if (maxOutputChars !== undefined) begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries as number, maxLogBytes as number);
-      else begin("run", '{"$":"u"}', run.maxOutputChars, run.maxLogEntries, run.maxLogBytes);
+      if (maxOutputChars !== undefined)
+        begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries as number, maxLogBytes as number, maxBridgeCallChars as number);
+      else begin("run", '{"$":"u"}', run.maxOutputChars, run.maxLogEntries, run.maxLogBytes, run.maxBridgeCallChars);
       const argsTexts = split(joinedArgs, "\u0001");
       const { target, owner } = resolvePath(prefix, path);
       let out = "";
@@ -834,7 +878,7 @@ export function installRuntime(
     warmUp(modulesJson) {
       const modules = parse(modulesJson) as { code: string; inputText: string; filename: string }[];
       for (let i = 0; i < modules.length; i++) {
-        begin("run", modules[i].inputText, 1024, 10, 1024);
+        begin("run", modules[i].inputText, 1024, 10, 1024, 1024);
         run.quiet = true;
         runScript(modules[i].code, modules[i].filename);
       }

@@ -14,12 +14,12 @@
 /**
  * The channel's layout, the one definition both sides use: the host imports it, and the guest
  * runtime gets it as createServe's argument (the stringified function cannot import). Int32
- * ctl[8] first: [0] the state, [1] "stay" (the host clears it to end the serving task), [2] the
+ * ctl[12] first: [0] the state, [1] "stay" (the host clears it to end the serving task), [2] the
  * path's length, [3] the arguments' (then the answer's) length, [4] whether caps follow in
- * [5..7]; UTF-16 text from `headerBytes` on.
+ * [5..8] (RuntimeCaps), [9..11] unused; UTF-16 text from `headerBytes` on.
  */
 export const CHANNEL_LAYOUT = {
-  headerBytes: 32,
+  headerBytes: 48,
   state: { idle: 0, request: 1, answer: 2, closed: 4, tooBig: 5, answerClosed: 6 },
 } as const;
 
@@ -29,6 +29,7 @@ export type CallFn = (
   maxOutputChars?: number,
   maxLogEntries?: number,
   maxLogBytes?: number,
+  maxBridgeCallChars?: number,
 ) => string;
 
 export function createServe(
@@ -80,7 +81,7 @@ export function createServe(
   }
 
   return function serve(memory, windowMs, capacity) {
-    const ctl = new Int32(memory, 0, 8);
+    const ctl = new Int32(memory, 0, layout.headerBytes >> 2);
     const data = new Uint16(memory, layout.headerBytes, capacity);
     let idleSince = now();
     let spins = 0;
@@ -90,7 +91,7 @@ export function createServe(
         const pathLength = ctl[2];
         const path = read(data, 0, pathLength);
         const joined = read(data, pathLength, ctl[3]);
-        const out = ctl[4] ? call(path, joined, ctl[5], ctl[6], ctl[7]) : call(path, joined);
+        const out = ctl[4] ? call(path, joined, ctl[5], ctl[6], ctl[7], ctl[8]) : call(path, joined);
         const length = out.length;
         if (length > capacity) {
           store(ctl, 0, S.tooBig);

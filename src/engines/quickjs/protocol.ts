@@ -1,4 +1,5 @@
 import type { RunMode } from "../../core/engine.js";
+import type { RuntimeCaps } from "../instance.js";
 
 /**
  * Messages between the host and a QuickJS worker thread. Every message names the instance
@@ -22,7 +23,7 @@ export type ToWorker =
       bindingsText: string | null;
       mode: RunMode;
       inputText: string;
-      caps: [number, number, number];
+      caps: RuntimeCaps;
       /** A module without imports or top-level await, as a script that returns its exports. */
       script?: { code: string; filename: string };
       /**
@@ -31,7 +32,7 @@ export type ToWorker =
        */
       module?: { code: string; filename: string; imports: Record<string, string>; notFound: string };
     }
-  | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: [number, number, number] }
+  | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: RuntimeCaps }
   | { t: "settle"; id: number; callId: number; ok: boolean; text: string }
   | { t: "fire"; id: number; timerId: number }
   | { t: "ping"; id: number; seq: number }

@@ -565,14 +565,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       release(compiled.error);
       return;
     }
-    const [out, entries, bytes] = message.caps;
     try {
-      callInternal(
-        inst,
-        "runFactory",
-        [message.bindingsText, message.mode, message.inputText, out, entries, bytes],
-        compiled.value,
-      );
+      callInternal(inst, "runFactory", [message.bindingsText, message.mode, message.inputText, ...message.caps], compiled.value);
     } finally {
       compiled.value.dispose();
     }
@@ -673,11 +667,10 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
             evaluateScript(inst, message);
             return;
           }
-          const [out, entries, bytes] = message.caps;
           if (message.bindingsText !== null) {
-            callInternal(inst, "start", [message.bindingsText, message.mode, message.inputText, out, entries, bytes]);
+            callInternal(inst, "start", [message.bindingsText, message.mode, message.inputText, ...message.caps]);
           } else {
-            callInternal(inst, "begin", [message.mode, message.inputText, out, entries, bytes]);
+            callInternal(inst, "begin", [message.mode, message.inputText, ...message.caps]);
           }
           evaluateModule(inst, message);
         });

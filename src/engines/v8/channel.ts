@@ -38,7 +38,7 @@ let servingTasks = 0;
 
 export class CallChannel {
   private readonly memory = new SharedArrayBuffer(MEMORY_BYTES);
-  private readonly ctl = new Int32Array(this.memory, 0, 8);
+  private readonly ctl = new Int32Array(this.memory, 0, CHANNEL_LAYOUT.headerBytes / 4);
   private readonly bytes = Buffer.from(this.memory);
   /** The serving task, while it runs; it settles with an answer too big for the memory. */
   private task: Promise<string | undefined> | undefined;
@@ -138,6 +138,7 @@ export class CallChannel {
       this.ctl[5] = caps[0];
       this.ctl[6] = caps[1];
       this.ctl[7] = caps[2];
+      this.ctl[8] = caps[3];
     }
     // The task may be closing at this very moment: only a request written while it is idle counts.
     return Atomics.compareExchange(this.ctl, 0, S.idle, S.request) === S.idle;

@@ -57,7 +57,7 @@ export class V8Instance implements EngineInstance {
   lastUsed = performance.now();
   heapUsedBytes = 0;
   uses = 0;
-  private lastCaps: [number, number, number] | undefined;
+  private lastCaps: RuntimeCaps | undefined;
   /** Calls in a stream go through shared memory (./channel.ts), made on the first such call. */
   private channel: CallChannel | undefined;
   private lastCallEnd = Number.NEGATIVE_INFINITY;
@@ -153,7 +153,7 @@ export class V8Instance implements EngineInstance {
       return;
     }
     if (bindings) await this.start(bindings, mode, inputText, caps);
-    else await this.begin(mode, inputText, ...caps);
+    else await this.begin(mode, inputText, caps);
     // Only source imports are compiled within the run's bound: without them, no bound is made.
     const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
     const driver = await this.link(source, sourceImports, bound);
@@ -168,7 +168,7 @@ export class V8Instance implements EngineInstance {
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
-  start(bindings: BindingsLike, mode: RunMode, inputText: string, caps: [number, number, number]): Promise<unknown> {
+  start(bindings: BindingsLike, mode: RunMode, inputText: string, caps: RuntimeCaps): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
     return this.cross("start", [flat(bindings.text), mode, flat(inputText), ...caps]);
@@ -182,7 +182,7 @@ export class V8Instance implements EngineInstance {
     bindings: BindingsLike | undefined,
     mode: RunMode,
     inputText: string,
-    caps: [number, number, number],
+    caps: RuntimeCaps,
     source: GuestSource & { script: NonNullable<GuestSource["script"]> },
   ): Promise<unknown> {
     if (bindings) this.bindings = bindings;
@@ -200,9 +200,9 @@ export class V8Instance implements EngineInstance {
   }
 
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
-  begin(mode: RunMode, inputText: string, maxOutputBytes: number, maxLogEntries: number, maxLogBytes: number): Promise<unknown> {
-    this.lastCaps = [maxOutputBytes, maxLogEntries, maxLogBytes];
-    return this.cross("begin", [mode, flat(inputText), maxOutputBytes, maxLogEntries, maxLogBytes]);
+  begin(mode: RunMode, inputText: string, caps: RuntimeCaps): Promise<unknown> {
+    this.lastCaps = caps;
+    return this.cross("begin", [mode, flat(inputText), ...caps]);
   }
 
   settle(id: number, ok: boolean, text: string): Promise<unknown> {
@@ -223,7 +223,7 @@ export class V8Instance implements EngineInstance {
     this.lastCaps = caps;
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
     const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
-    const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2]];
+    const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2], caps[3]];
     // On this thread when allowed (process workers); in a stream of calls, through shared memory
     // (./channel.ts); else one crossing.
     if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(args, blockForMs);
