@@ -46,6 +46,26 @@ describe("value codec", () => {
     expect(out.cause.message).toBe("root");
   });
 
+  it("a builtin is known by its brand: the prototype chain only picks which brand to check", () => {
+    class Registry extends Map<number, number> {}
+    class HttpError extends Error {}
+    const cases: [unknown, unknown][] = [
+      [new Registry([[1, 2]]), new Map([[1, 2]])],
+      [Object.setPrototypeOf(new Map([[1, 2]]), Set.prototype), new Map([[1, 2]])],
+      [Object.setPrototypeOf(new Set([1]), Date.prototype), new Set([1])],
+      [Object.setPrototypeOf(new Date(5), ArrayBuffer.prototype), new Date(5)],
+      [Object.setPrototypeOf(new Map([[1, 2]]), Error.prototype), new Map([[1, 2]])],
+      [Object.setPrototypeOf(new Uint8Array([3]).buffer, Map.prototype), new Uint8Array([3]).buffer],
+    ];
+    for (const [value, expected] of cases) expect(roundTrip(value)).toEqual(expected);
+    expect(roundTrip(new HttpError("x"))).toBeInstanceOf(Error);
+    // An object that only borrowed Error.prototype has no own stack; it still crosses as an Error.
+    expect((roundTrip(Object.create(Error.prototype)) as Error).name).toBe("Error");
+    // A look-alike is not the builtin; a Proxy is no builtin at all.
+    expect(() => codec.encode(Object.create(Map.prototype))).toThrow(/is an instance of Map/);
+    expect(() => codec.encode(new Proxy(new Set([1]), {}))).toThrow(/ERR_NOT_SERIALIZABLE|is an instance of Set/);
+  });
+
   it("names the path of a value that cannot cross", () => {
     const owner = class Owner {};
     const bad = { items: [{ ok: 1 }, { owner: new owner() }] };
