@@ -417,6 +417,17 @@ export function createCodec(trusted = false): Codec {
       if (proto === ObjectProto || proto === null) return walkPlain(value);
       if (isView(value)) {
         const tag = typedArrayTag(value) ?? "DataView";
+        // Only the kinds every realm has: the host (Node 20) has no Float16Array, and revived as
+        // raw bytes one came back a Uint8Array.
+        if (!hasOwn(typedCtors, tag)) {
+          if (lenient) return str(`[not serializable: a ${tag}]`);
+          const path = pathOf();
+          fail(
+            "ERR_NOT_SERIALIZABLE",
+            path,
+            `${shown(path)} is a ${tag}, a kind of typed array that does not cross (the others do)`,
+          );
+        }
         // Indexed, not destructured: destructuring runs the guest-replaceable array iterator.
         const parts = tag === "DataView" ? viewParts.data : viewParts.typed;
         const byteLength = parts[2](value);
@@ -547,12 +558,13 @@ export function createCodec(trusted = false): Codec {
         if (typeof stackText === "string") out += `,"s":${quoted(stackText, 5)}`;
         if (hasOwn(error, "cause")) out += `,"c":${at((error as { cause?: unknown }).cause, "cause")}`;
         const nested = (error as { errors?: unknown }).errors;
-        if (isArray(nested)) out += `,"a":${at(nested, "errors")}`;
+        const listed = isArray(nested);
+        if (listed) out += `,"a":${at(nested, "errors")}`;
         let fields = "";
         const keys = ownKeys(error);
         for (let i = 0; i < keys.length; i++) {
           const key = keys[i];
-          if (key === "stack" || key === "message" || key === "cause" || key === "errors") continue;
+          if (key === "stack" || key === "message" || key === "cause" || (key === "errors" && listed)) continue;
           fields += `${fields ? "," : ""}${str(key)}:${at((error as unknown as Record<string, unknown>)[key], key)}`;
         }
         if (fields) out += `,"f":{${fields}}`;
@@ -605,8 +617,10 @@ export function createCodec(trusted = false): Codec {
         return bytes.buffer.byteLength === bytes.byteLength ? bytes.buffer : new ArrayBufferCtor(0);
       }
       case "t": {
+        if (!hasOwn(typedCtors, tagged.t as string))
+          fail("ERR_NOT_SERIALIZABLE", "value", `a ${StringCtor(tagged.t)} cannot be read here`);
         const bytes = fromBase64(v as string);
-        const ctor = hasOwn(typedCtors, tagged.t as string) ? typedCtors[tagged.t as string] : typedCtors.Uint8Array;
+        const ctor = typedCtors[tagged.t as string];
         if (ctor === typedCtors.DataView) return new ctor(bytes.buffer);
         return new ctor(bytes.buffer, 0, bytes.byteLength / (ctor.BYTES_PER_ELEMENT as number));
       }
@@ -645,6 +659,9 @@ export function createCodec(trusted = false): Codec {
       const ctor = hasOwn(errorCtors, name) ? errorCtors[name] : ErrorCtor;
       error = new ctor(message);
       if (error.name !== name) defineProperty(error, "name", { value: name, writable: true, configurable: true });
+      // Any error's `errors` list crosses as "a", not only an AggregateError's.
+      if (isArray(tagged.a))
+        defineProperty(error, "errors", { value: revive(tagged.a), enumerable: true, writable: true, configurable: true });
     }
     defineProperty(error, "stack", {
       value: typeof tagged.s === "string" ? tagged.s : `${name}: ${message}`,

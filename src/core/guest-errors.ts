@@ -60,8 +60,15 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
     else if (fields.code === "ERR_BRIDGE_PAYLOAD_TOO_LARGE" && fields.path === "args") code = "ERR_BRIDGE_PAYLOAD_TOO_LARGE";
     const error: RunError = { code, name, message };
     if (typeof value.stack === "string") error.stack = sanitizeStack(value.stack, guestFiles);
-    if (Object.hasOwn(value, "cause"))
-      Object.defineProperty(fields, "cause", { value: value.cause, enumerable: true, writable: true, configurable: true });
+    // Own but not enumerable on the errors that have them natively (an AggregateError's errors).
+    for (const key of ["cause", "errors"])
+      if (Object.hasOwn(value, key) && !Object.hasOwn(fields, key))
+        Object.defineProperty(fields, key, {
+          value: (value as unknown as Record<string, unknown>)[key],
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
     if (Object.keys(fields).length > 0) error.fields = fields;
     return error;
   }

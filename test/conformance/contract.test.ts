@@ -119,6 +119,18 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.stats.cpuMs).toBeLessThan(1500);
     });
 
+    it("a typed array of a kind the host lacks (Float16Array) is refused by path, not turned into bytes", async () => {
+      // QuickJS and Deno have Float16Array, Node 20 none: it came back a Uint8Array of its raw bytes.
+      const code = "export default () => typeof Float16Array === 'function' ? { a: [new Float16Array([1.5])] } : 'none'";
+      const result = await sandbox.run({ code });
+      if (result.ok) expect(result.value).toBe("none");
+      else
+        expect(result.error).toMatchObject({
+          code: "ERR_NOT_SERIALIZABLE",
+          message: expect.stringContaining("value.a[0] is a Float16Array"),
+        });
+    });
+
     it("a guest-defined toJSON cannot forge a codec tag", async () => {
       const code = `Object.prototype.toJSON = function () { return { $: "t", t: "constructor", v: "AAAA" } };
         Array.prototype.toJSON = () => ({ $: "d", v: 0 });
@@ -141,6 +153,30 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       });
       expect(result.error.stack).toContain("tenant.js:1");
       expect(result.error.stack).not.toMatch(/node_modules|file:|data:|\/work\/|<cordon>|isolated-vm/);
+    });
+
+    it("an error's `errors` list crosses, returned or thrown, AggregateError or not", async () => {
+      // A plain Error's list was written where only an AggregateError's is read; a thrown
+      // AggregateError's (own, not enumerable) was left out of error.fields.
+      const returned = completed(
+        await sandbox.run({ code: "export default () => Object.assign(new Error('m'), { errors: [1, 2], code: 'E' })" }),
+      ).value as Error & { errors: unknown; code: unknown };
+      expect([returned.errors, returned.code]).toEqual([[1, 2], "E"]);
+      const thrown = failed(
+        await sandbox.run({
+          code: "export default () => { throw Object.assign(new Error('m'), { errors: [1, 2], code: 'E' }) }",
+        }),
+      );
+      expect(thrown.error.fields).toEqual({ errors: [1, 2], code: "E" });
+      const aggregate = failed(
+        await sandbox.run({ code: "export default () => { throw new AggregateError([new RangeError('inner'), 2], 'agg') }" }),
+      );
+      expect(aggregate.error).toMatchObject({ name: "AggregateError", message: "agg" });
+      const errors = aggregate.error.fields?.errors as unknown[];
+      expect(errors).toHaveLength(2);
+      expect(errors[0]).toBeInstanceOf(RangeError);
+      expect((errors[0] as Error).message).toBe("inner");
+      expect(errors[1]).toBe(2);
     });
 
     it("a value that is no Error, thrown while the module evaluates or by a call, is named in the message", async () => {

@@ -66,6 +66,17 @@ describe("value codec", () => {
     expect(() => codec.encode(new Proxy(new Set([1]), {}))).toThrow(/ERR_NOT_SERIALIZABLE|is an instance of Set/);
   });
 
+  it("refuses a typed array kind this realm cannot make, rather than reviving its bytes as another", () => {
+    expect(() => codec.decode('{"$":"t","t":"Float16Array","v":"AAA="}')).toThrow(/Float16Array cannot be read/);
+    expect(codec.decode('{"$":"t","t":"Int16Array","v":"AQA="}')).toEqual(new Int16Array([1]));
+  });
+
+  it("an array crosses as its elements, as in JSON: its other own properties stay behind (README)", () => {
+    const match = "a1".match(/(?<digit>\d)/) as RegExpMatchArray;
+    expect(Object.keys(roundTrip(match) as object)).toEqual(["0", "1"]);
+    expect(roundTrip(Object.assign([1, 2], { x: 1 }))).toStrictEqual([1, 2]);
+  });
+
   it("names the path of a value that cannot cross", () => {
     const owner = class Owner {};
     const bad = { items: [{ ok: 1 }, { owner: new owner() }] };
