@@ -430,9 +430,14 @@ export function createCodec(trusted = false): Codec {
         }
         // Indexed, not destructured: destructuring runs the guest-replaceable array iterator.
         const parts = tag === "DataView" ? viewParts.data : viewParts.typed;
-        const byteLength = parts[2](value);
-        spend(byteLength * 1.4 + 16);
-        return `{"$":"t","t":"${tag}","v":"${toBase64(new Uint8(parts[0](value), parts[1](value), byteLength))}"}`;
+        let bytes: Uint8Array;
+        try {
+          bytes = new Uint8(parts[0](value), parts[1](value), parts[2](value));
+        } catch {
+          return detached("a view on a detached ArrayBuffer");
+        }
+        spend(typedLength(bytes) * 1.4 + 16);
+        return `{"$":"t","t":"${tag}","v":"${toBase64(bytes)}"}`;
       }
       // Brand checks decide, the prototype chain only picks which to try first: subclasses are
       // recognised, and a look-alike object with a borrowed prototype is not.
@@ -457,6 +462,16 @@ export function createCodec(trusted = false): Codec {
       return notSerializable(pathOf(), value);
     }
 
+    /**
+     * A buffer whose memory was transferred away (structuredClone's transfer, `transfer()`), or a
+     * view on one: viewing it throws. Its engine's TypeError named no path and no code.
+     */
+    function detached(what: string): string {
+      if (lenient) return str(`[not serializable: ${what}]`);
+      const path = pathOf();
+      return fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is ${what}; its bytes are gone`);
+    }
+
     /** The BRAND_* index of the first builtin prototype on the chain from `proto`, else -1. */
     function brandByChain(proto: object | null): number {
       // Bounded: a longer chain is left to the brand checks, which stay correct.
@@ -476,8 +491,14 @@ export function createCodec(trusted = false): Codec {
           byteLength = byteLengthOf(value);
         } catch {}
         if (byteLength < 0) return undefined;
+        let bytes: Uint8Array;
+        try {
+          bytes = new Uint8(value as ArrayBuffer);
+        } catch {
+          return detached("a detached ArrayBuffer");
+        }
         spend(byteLength * 1.4 + 16);
-        return `{"$":"a","v":"${toBase64(new Uint8(value as ArrayBuffer))}"}`;
+        return `{"$":"a","v":"${toBase64(bytes)}"}`;
       }
       if (brand === 1) {
         let time: number | undefined;

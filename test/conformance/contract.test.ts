@@ -131,6 +131,36 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
         });
     });
 
+    it("a detached ArrayBuffer, or a view on one, is refused by path, returned or passed to the host", async () => {
+      // The engine's own TypeError escaped instead ("ArrayBuffer is detached"), with no path and,
+      // as a host call's argument, no code.
+      const detach = `function detach(b) {
+        if (typeof b.transfer === "function") b.transfer();
+        else try { structuredClone(b, { transfer: [b] }) } catch {}
+        return b.byteLength === 0;
+      }`;
+      const take = async () => "taken";
+      const cases: [string, string][] = [
+        ["return { b }", "value.b is a detached ArrayBuffer"],
+        ["return { u }", "value.u is a view on a detached ArrayBuffer"],
+        [
+          "try { return await take(1, v) } catch (e) { return [e.code, e.message] }",
+          "args[1] is a view on a detached ArrayBuffer",
+        ],
+      ];
+      for (const [body, message] of cases) {
+        const code = `${detach}; export default async () => {
+          const b = new ArrayBuffer(8); const v = new DataView(b); const u = new Uint8Array(b, 2);
+          if (!detach(b)) return "cannot detach";
+          ${body} }`;
+        const result = await sandbox.run({ code, globals: { take } });
+        // V8 under isolated-vm has no transfer() and cordon's structuredClone copies: nothing detaches there.
+        if (combo.engine === "v8") expect(completed(result).value).toBe("cannot detach");
+        else if (result.ok) expect(result.value).toEqual(["ERR_NOT_SERIALIZABLE", expect.stringContaining(message)]);
+        else expect(result.error).toMatchObject({ code: "ERR_NOT_SERIALIZABLE", message: expect.stringContaining(message) });
+      }
+    });
+
     it("a guest-defined toJSON cannot forge a codec tag", async () => {
       const code = `Object.prototype.toJSON = function () { return { $: "t", t: "constructor", v: "AAAA" } };
         Array.prototype.toJSON = () => ({ $: "d", v: 0 });
