@@ -537,6 +537,21 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.logs.every((l) => l.atMs >= 0)).toBe(true);
     });
 
+    it("a log line is cut with the runtime's own methods: a guest's String.prototype.slice never sees it", async () => {
+      // The cut called the guest-replaceable slice: replaced by one that returns the whole
+      // string, a 50 MB line crossed whole to the host on every log call.
+      const code = `export default () => {
+        let calls = 0;
+        String.prototype.slice = function () { calls++; return String(this) };
+        Array.prototype.slice = function () { calls++; return Array.from(this) };
+        console.log("x".repeat(2e6), ["y".repeat(2e6)]);
+        return calls;
+      }`;
+      const result = completed(await sandbox.run({ code, limits: { maxLogBytes: 1000 } }));
+      expect(result.value).toBe(0);
+      expect(result.logs[0].message.length).toBeLessThanOrEqual(1000);
+    });
+
     it("caps truncate and say so, never fail the run", async () => {
       const result = completed(
         await sandbox.run({

@@ -13,6 +13,12 @@ export function createInspect(): FormatLogArgs {
   const isArray = Array.isArray;
   const StringCtor = String;
   const stringify = JSON.stringify;
+  // Captured before any guest code: the line's cap cuts with these. With String.prototype.slice
+  // replaced, a 50 MB string crossed whole to the host on every log call.
+  const callOf = Function.prototype.call;
+  const sliceOf = callOf.bind(String.prototype.slice) as (text: string, start: number, end?: number) => string;
+  const charCodeOf = callOf.bind(String.prototype.charCodeAt) as (text: string, index: number) => number;
+  const itemsOf = callOf.bind(Array.prototype.slice) as <T>(list: ArrayLike<T>, start: number, end: number) => T[];
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
   const MAX_ITEMS = 100;
   const MAX_DEPTH = 4;
@@ -37,8 +43,8 @@ export function createInspect(): FormatLogArgs {
       case "string":
         if (value.length > left) {
           // Never between the halves of a surrogate pair.
-          const code = value.charCodeAt(left - 1);
-          const cut = value.slice(0, code >= 0xd800 && code <= 0xdbff ? left - 1 : left);
+          const code = charCodeOf(value, left - 1);
+          const cut = sliceOf(value, 0, code >= 0xd800 && code <= 0xdbff ? left - 1 : left);
           return depth === 0 ? cut : `${stringify(cut)}…`;
         }
         return depth === 0 ? value : stringify(value);
@@ -69,7 +75,7 @@ export function createInspect(): FormatLogArgs {
     seen.push(value);
     try {
       if (isArray(value)) {
-        const items = value.slice(0, MAX_ITEMS).map((v) => inspect(v, depth + 1, seen));
+        const items = itemsOf(value, 0, MAX_ITEMS).map((v) => inspect(v, depth + 1, seen));
         if (value.length > MAX_ITEMS) items.push(`... ${value.length - MAX_ITEMS} more items`);
         return `[ ${items.join(", ")} ]`;
       }
@@ -92,13 +98,13 @@ export function createInspect(): FormatLogArgs {
       if (ArrayBuffer.isView(value)) {
         const view = value as unknown as ArrayLike<unknown>;
         const name = getProto(value)?.constructor?.name ?? "TypedArray";
-        const shown = Array.prototype.slice.call(view, 0, MAX_ITEMS).map((v) => inspect(v, depth + 1, seen));
+        const shown = itemsOf(view, 0, MAX_ITEMS).map((v) => inspect(v, depth + 1, seen));
         return `${name}(${view.length}) [ ${shown.join(", ")} ]`;
       }
       const proto = getProto(value);
       const prefix = proto === ObjectProto || proto === null ? "" : `${proto?.constructor?.name ?? "Object"} `;
       const keys = ownKeys(value as object);
-      const parts = keys.slice(0, MAX_ITEMS).map((k) => {
+      const parts = itemsOf(keys, 0, MAX_ITEMS).map((k) => {
         const name = IDENT.test(k) ? k : stringify(k);
         return `${name}: ${inspect((value as Record<string, unknown>)[k], depth + 1, seen)}`;
       });
@@ -122,7 +128,7 @@ export function createInspect(): FormatLogArgs {
         part = "[Uninspectable]";
       }
       out += i === 0 ? part : ` ${part}`;
-      if (out.length > maxChars) return out.slice(0, maxChars);
+      if (out.length > maxChars) return sliceOf(out, 0, maxChars);
     }
     return out;
   };
