@@ -161,6 +161,16 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       }
     });
 
+    it("a BigInt past 100,000 digits is refused by its size, before its decimal text is made", async () => {
+      // Made first, its text took QuickJS 4 s of CPU for 1n << 1000000n.
+      const result = failed(await sandbox.run({ code: "export default () => ({ big: 1n << 1000000n })" }));
+      expect(result.error).toMatchObject({
+        code: "ERR_NOT_SERIALIZABLE",
+        message: expect.stringContaining("value.big is a BigInt"),
+      });
+      expect(result.stats.cpuMs).toBeLessThan(1000);
+    });
+
     it("a guest-defined toJSON cannot forge a codec tag", async () => {
       const code = `Object.prototype.toJSON = function () { return { $: "t", t: "constructor", v: "AAAA" } };
         Array.prototype.toJSON = () => ({ $: "d", v: 0 });

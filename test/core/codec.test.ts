@@ -77,6 +77,14 @@ describe("value codec", () => {
     expect(roundTrip(Object.assign([1, 2], { x: 1 }))).toStrictEqual([1, 2]);
   });
 
+  it("BigInts cross up to 100,000 characters; the bit-length bound refuses nothing under it", () => {
+    const largest = 2n ** 332192n; // 100,000 digits
+    expect(roundTrip(largest)).toBe(largest);
+    expect(roundTrip(-(10n ** 99998n))).toBe(-(10n ** 99998n));
+    for (const over of [-largest, 10n ** 100000n, 2n ** 332193n, 1n << 1000000n])
+      expect(() => codec.encode({ big: over })).toThrow(/value\.big is a BigInt of more than 100000 digits/);
+  });
+
   it("names the path of a value that cannot cross", () => {
     const owner = class Owner {};
     const bad = { items: [{ ok: 1 }, { owner: new owner() }] };
