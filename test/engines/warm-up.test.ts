@@ -35,7 +35,7 @@ describe("spare instances' warm-up (guest runtime, v8 and quickjs)", () => {
     // why: each report is a round trip to the host's thread, which may be busy making another isolate.
     expect(done).toEqual([]);
     const guest = (await normalizeSource("export default () => 42")).script?.code;
-    internals.runScript(null, "run", '{"$":"u"}', 1e6, 100, 1e6, guest, "<guest>");
+    internals.runScript(null, "run", '{"$":"u"}', 1e6, 100, 1e6, 1e6, guest, "<guest>");
     await settle();
     expect(done).toEqual([["o", '{"v":42,"x":{},"k":[]}']]);
   });
