@@ -81,3 +81,49 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
   }
   return { code: "ERR_USER_CODE", name: "Error", message: `Uncaught ${shown}`, fields: { thrown: value } };
 }
+
+/** What the caller sees of one guest stack (sanitized, at the caller's own lines). */
+export type StackCleaner = (stack: string) => string;
+
+/** The codec's tag for an Error in encoded text: without it, a decoded value holds no Error. */
+export const ERROR_TAG = '"$":"e"';
+
+/** Errors past this many objects of one value keep their stacks as they are (a bound on the walk). */
+const MAX_OBJECTS_WALKED = 100_000;
+
+/**
+ * Give every Error inside a decoded guest value (returned, exported, thrown, a cause, a field, a
+ * Map's entry) the stack a caller may see: `clean`'s (guest frames only, mapped back to the lines
+ * the caller wrote), with the `Name: message` header V8 writes and QuickJS does not. Before, only
+ * a thrown error's own stack was cleaned; the others kept runtime frames (`<cordon>:2932:49`)
+ * and the compiled module's lines (found by review). The value is the host's own decoded copy:
+ * its errors' stacks are data properties the codec made.
+ */
+export function cleanErrorStacks(value: unknown, clean: StackCleaner): void {
+  const seen = new Set<object>();
+  const pending: unknown[] = [value];
+  while (pending.length > 0 && seen.size < MAX_OBJECTS_WALKED) {
+    const item = pending.pop();
+    if (item === null || typeof item !== "object" || seen.has(item)) continue;
+    seen.add(item);
+    if (item instanceof Error) {
+      const stack = Object.getOwnPropertyDescriptor(item, "stack")?.value;
+      if (typeof stack === "string") {
+        let cleaned = clean(stack);
+        if (cleaned === "" || /^\s+at /.test(cleaned)) cleaned = `${item.name}: ${item.message}${cleaned ? `\n${cleaned}` : ""}`;
+        Object.defineProperty(item, "stack", { value: cleaned, writable: true, configurable: true });
+      }
+      const cause = Object.getOwnPropertyDescriptor(item, "cause")?.value;
+      if (cause !== undefined) pending.push(cause);
+    }
+    if (item instanceof Map) {
+      for (const [key, entry] of item) pending.push(key, entry);
+    } else if (item instanceof Set) {
+      for (const entry of item) pending.push(entry);
+    } else if (Array.isArray(item)) {
+      for (let i = 0; i < item.length && pending.length + seen.size < MAX_OBJECTS_WALKED; i++) pending.push(item[i]);
+    } else if (!ArrayBuffer.isView(item) && !(item instanceof Date)) {
+      for (const key of Object.keys(item)) pending.push((item as Record<string, unknown>)[key]);
+    }
+  }
+}

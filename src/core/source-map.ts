@@ -63,14 +63,30 @@ export function originalPosition(map: LineMap, line: number, column: number): { 
   return { line: segments[best + 1] + 1, column: segments[best + 2] + 1 };
 }
 
-/** Rewrite `file:line:col` positions of `filename` in a stack through the map. */
+/**
+ * Rewrite `file:line:col` positions of `filename` in a stack through the map. A frame line at a
+ * position the map does not cover is dropped: it is code the guest did not write (the script
+ * form's wrapper, esbuild's helpers), and its line number (32 for a 4-line module) only misleads.
+ */
 export function remapStack(stack: string, filename: string, map: LineMap): string {
   const escaped = filename.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   // QuickJS frames may carry a line without a column. Not inside a longer name: frames of
   // "mylib" or "a/lib" are not frames of "lib" (they were remapped through its map twice).
-  return stack.replace(new RegExp(`(?<![\\w$./-])${escaped}:(\\d+)(?::(\\d+))?`, "g"), (whole, line: string, column?: string) => {
-    const position = originalPosition(map, Number(line), Number(column ?? 1));
-    if (!position) return whole;
-    return column === undefined ? `${filename}:${position.line}` : `${filename}:${position.line}:${position.column}`;
-  });
+  const position = new RegExp(`(?<![\\w$./-])${escaped}:(\\d+)(?::(\\d+))?`, "g");
+  const lines = stack.split("\n");
+  const out: string[] = [];
+  for (const line of lines) {
+    let unmapped = false;
+    const mapped = line.replace(position, (whole, lineText: string, column?: string) => {
+      const found = originalPosition(map, Number(lineText), Number(column ?? 1));
+      if (!found) {
+        unmapped = true;
+        return whole;
+      }
+      return column === undefined ? `${filename}:${found.line}` : `${filename}:${found.line}:${found.column}`;
+    });
+    if (unmapped && /^\s+at /.test(line)) continue;
+    out.push(mapped);
+  }
+  return out.join("\n");
 }

@@ -2,7 +2,7 @@ import { abortReason } from "../core/abort-reason.js";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
-import { guestThrown, sanitizeStack } from "../core/guest-errors.js";
+import { cleanErrorStacks, ERROR_TAG, guestThrown, sanitizeStack } from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
@@ -296,12 +296,15 @@ export class Execution implements InstanceListener, Watched {
     try {
       if (kind === "o") {
         const parsed = JSON.parse(text) as { v: unknown; x: Record<string, unknown>; k: string[] };
+        const value = codec.revive(parsed.v);
+        // A call's outcome has no exports: nothing to revive.
+        const exports = isEmptyRecord(parsed.x) ? {} : (codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>);
+        if (text.includes(ERROR_TAG)) cleanErrorStacks([value, exports], this.cleanStack);
         this.settleOne(index, {
           status: "completed",
           ok: true,
-          value: codec.revive(parsed.v),
-          // A call's outcome has no exports: nothing to revive.
-          exports: isEmptyRecord(parsed.x) ? {} : (codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>),
+          value,
+          exports,
           skippedExports: parsed.k.length === 0 ? [] : parsed.k.map(String),
           logs: this.logs[index],
           stats: this.stats(),
@@ -324,7 +327,9 @@ export class Execution implements InstanceListener, Watched {
         this.fail({ code: "ERR_CALL_TARGET_NOT_FOUND", name: "CordonError", message }, index);
         return;
       }
-      this.fail(guestThrown(codec.decode(text), this.options.guestFiles), index);
+      const thrown = codec.decode(text);
+      cleanErrorStacks(thrown, this.cleanStack);
+      this.fail(guestThrown(thrown, this.options.guestFiles), index);
     } catch {
       // The text comes from the guest's realm, where the guest can reach the runtime's builtins:
       // what cannot be read is the guest's doing, not a fault of the host.
@@ -372,6 +377,7 @@ export class Execution implements InstanceListener, Watched {
     this.instance.tainted = true;
     // What a module's evaluation or a timer threw counts against the output limit too, as an
     // error thrown from a call does (Execution.finish).
+    cleanErrorStacks(error, this.cleanStack);
     const thrown = guestThrown(error, this.options.guestFiles);
     const tooLarge = JSON.stringify(thrown).length > this.options.limits.maxOutputBytes + 64;
     for (const i of waiting) {
@@ -379,6 +385,13 @@ export class Execution implements InstanceListener, Watched {
       else this.fail({ ...thrown }, i);
     }
   }
+
+  /** A guest stack as a caller may see it: the guest's own frames, at the lines the caller wrote. */
+  private readonly cleanStack = (stack: string): string => {
+    let cleaned = sanitizeStack(this.instance.guestNames?.(stack) ?? stack, this.options.guestFiles);
+    for (const [file, map] of this.instance.lineMaps) cleaned = remapStack(cleaned, file, map);
+    return cleaned;
+  };
 
   /** An outcome over maxOutputBytes: `what` it was, for the message. */
   private failTooLarge(what: string, index?: number): void {
@@ -390,11 +403,6 @@ export class Execution implements InstanceListener, Watched {
   private fail(error: RunError, index?: number): void {
     // A fired limit taints the instance: it is discarded, never reused.
     if (LIMIT_CODES.has(error.code)) this.instance.tainted = true;
-    if (error.stack) {
-      let stack = sanitizeStack(error.stack, this.options.guestFiles);
-      for (const [file, map] of this.instance.lineMaps) stack = remapStack(stack, file, map);
-      error.stack = stack;
-    }
     const failed = (at: number): RunResult => ({
       status: "failed",
       ok: false,

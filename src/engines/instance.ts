@@ -73,6 +73,8 @@ export interface EngineInstance {
   readonly memoryMb: number;
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps: Map<string, LineMap>;
+  /** A stack from this instance with its modules under the guest's own names (deno: paths in its private directory). */
+  guestNames?(stack: string): string;
   heapUsedBytes: number;
   uses: number;
   lastUsed: number;

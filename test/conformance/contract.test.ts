@@ -154,7 +154,7 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
           if (!detach(b)) return "cannot detach";
           ${body} }`;
         const result = await sandbox.run({ code, globals: { take } });
-        // V8 under isolated-vm has no transfer() and cordon's structuredClone copies: nothing detaches there.
+        // V8 under isolated-vm has no transfer(), and cordon's structuredClone refuses a transfer list there: nothing detaches.
         if (combo.engine === "v8") expect(completed(result).value).toBe("cannot detach");
         else if (result.ok) expect(result.value).toEqual(["ERR_NOT_SERIALIZABLE", expect.stringContaining(message)]);
         else expect(result.error).toMatchObject({ code: "ERR_NOT_SERIALIZABLE", message: expect.stringContaining(message) });
@@ -193,6 +193,31 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       });
       expect(result.error.stack).toContain("tenant.js:1");
       expect(result.error.stack).not.toMatch(/node_modules|file:|data:|\/work\/|<cordon>|isolated-vm/);
+    });
+
+    it("every error that crosses has the same stack a thrown one has: a header, guest frames only, the caller's lines", async () => {
+      // A returned error, its cause, an exported one and a thrown error's cause kept the runtime's
+      // frames (`<cordon>:2932:49`) and the compiled module's lines (24 for line 2), and QuickJS's
+      // had no `Name: message` line: only a thrown error's own stack was cleaned.
+      const code = `// line 1
+        const made = () => new TypeError("boom", { cause: new RangeError("under") });
+        export const kept = made();
+        export default (input) => { if (input === "throw") throw made(); return { e: made(), list: new Map([[1, made()]]) } }`;
+      const expectClean = (stack: unknown, header: string) => {
+        expect(typeof stack === "string" && stack.startsWith(`${header}\n    at `)).toBe(true);
+        expect(stack).toContain("tenant.js:2:");
+        // Only the module's own four lines; no runtime frame, no path.
+        expect(stack).not.toMatch(/<cordon>|tenant\.js:(?:[05-9]|\d\d)|node_modules|file:|\/tmp\//);
+      };
+      const returned = completed(await sandbox.run({ code, filename: "tenant.js" }));
+      const value = returned.value as { e: Error; list: Map<number, Error> };
+      expectClean(value.e.stack, "TypeError: boom");
+      expectClean((value.e.cause as Error).stack, "RangeError: under");
+      expectClean(value.list.get(1)?.stack, "TypeError: boom");
+      expectClean((returned.exports.kept as Error).stack, "TypeError: boom");
+      const thrown = failed(await sandbox.run({ code, filename: "tenant.js", input: "throw" }));
+      expectClean(thrown.error.stack, "TypeError: boom");
+      expectClean((thrown.error.fields?.cause as Error | undefined)?.stack, "RangeError: under");
     });
 
     it("an error's `errors` list crosses, returned or thrown, AggregateError or not", async () => {

@@ -235,7 +235,7 @@ export class DenoInstance implements EngineInstance {
   }
 
   /** Module paths in the private directory read as the guest's own names (`<guest>`, `./lib/a.ts`, `db`). */
-  private guestNames(text: string): string {
+  guestNames(text: string): string {
     // Deno prints a frame of eval'd code as "(name, <anonymous>:line:column)": read it as V8 does.
     text = withoutEvalMarkers(text);
     const dir = this.process.dir;
