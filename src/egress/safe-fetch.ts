@@ -259,6 +259,16 @@ function redirected(hop: Hop, next: URL, status: number): Hop {
 }
 
 /**
+ * The reason phrase as a Response can carry it (RFC 9110: HTAB, SP, VCHAR, obs-text), else "".
+ * undici decodes the phrase as UTF-8, so an obs-text byte that is not UTF-8 (legal on the wire)
+ * arrives as U+FFFD, which the Response constructor refuses as no ByteString. The phrase is
+ * informational only (HTTP/2 has none): an empty one beats refusing the response.
+ */
+function reasonPhrase(text: string): string {
+  return /^[\t\x20-\x7e\x80-\xff]*$/.test(text) ? text : "";
+}
+
+/**
  * Hand back a real `Response` (this Node's own class, the one `instanceof Response` sees) whose
  * body is counted against the cap as the caller reads it.
  */
@@ -279,10 +289,14 @@ function toResponse(
   const body = empty ? null : cappedBody(response.body as ReadableStream<Uint8Array>, maxBytes, settle);
   let result: Response;
   try {
-    result = new Response(body, { status: response.status, statusText: response.statusText, headers });
-  } catch {
+    result = new Response(body, { status: response.status, statusText: reasonPhrase(response.statusText), headers });
+  } catch (error) {
     void body?.cancel().catch(() => {});
-    throw new EgressError("response", `the upstream answered status ${response.status}, which a Response cannot carry`);
+    // The constructor's RangeError is its status check (200 to 599); statusText was made safe above.
+    if (error instanceof RangeError) {
+      throw new EgressError("response", `the upstream answered status ${response.status}, which a Response cannot carry`);
+    }
+    throw error;
   }
   const url = new URL(hop.url);
   url.hash = "";

@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import type net from "node:net";
+import net from "node:net";
 import tls from "node:tls";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createSafeFetch, EgressError, type SafeFetchOptions } from "../../src/egress/index.js";
@@ -319,6 +319,55 @@ function optionsFor(): Partial<SafeFetchOptions> {
     resolve: async () => ["127.0.0.1"],
   };
 }
+
+describe("an upstream's status line", () => {
+  /** A raw TCP upstream that answers every request with `head` and a 2-byte body "ok". */
+  async function answering(head: Buffer) {
+    const server = net.createServer((socket) => {
+      socket.on("error", () => {});
+      socket.once("data", () => socket.end(Buffer.concat([head, Buffer.from("\r\ncontent-length: 2\r\n\r\nok")])));
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const port = (server.address() as net.AddressInfo).port;
+    const safeFetch = createSafeFetch({ rules: [`127.0.0.1:${port}`], internalOrigins: [`http://127.0.0.1:${port}`] });
+    return { url: `http://127.0.0.1:${port}/`, safeFetch, close: () => new Promise((resolve) => server.close(resolve)) };
+  }
+
+  it("with an obs-text byte in the reason phrase (legal, not UTF-8) is answered, the phrase read as empty", async () => {
+    const upstream = await answering(Buffer.concat([Buffer.from("HTTP/1.1 200 W"), Buffer.from([0xe9]), Buffer.from("ird")]));
+    try {
+      const response = await upstream.safeFetch(upstream.url);
+      expect(response.status).toBe(200);
+      expect(response.statusText).toBe("");
+      expect(await response.text()).toBe("ok");
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it("keeps a reason phrase a Response can carry, obs-text that decoded to latin1 included", async () => {
+    const upstream = await answering(Buffer.from("HTTP/1.1 201 Caf\u00c3\u00a9 ok", "latin1"));
+    try {
+      const response = await upstream.safeFetch(upstream.url);
+      expect([response.status, response.statusText]).toEqual([201, "Caf\u00e9 ok"]);
+      await response.body?.cancel();
+    } finally {
+      await upstream.close();
+    }
+  });
+
+  it("with a status a Response cannot carry is refused, naming the status", async () => {
+    const upstream = await answering(Buffer.from("HTTP/1.1 600 Beyond"));
+    try {
+      const { error } = await refusal(upstream.safeFetch(upstream.url));
+      expect(error.check).toBe("response");
+      expect(error.message).toContain("status 600");
+    } finally {
+      await upstream.close();
+    }
+  });
+});
 
 describe("header hygiene", () => {
   it.each([
