@@ -306,7 +306,10 @@ export class ImportProxy {
     }
     for (const { address, verdict } of addresses) {
       if (verdict !== "public" && !isExempt(this.internal, url)) {
-        throw new Refusal(403, `${host} resolves to ${address}, which is ${verdict}, not a public address`, host);
+        // As fetch's refusal: a name's address is not given. The tenant reads this (the import's
+        // error), and the host's view of internal names would be its oracle for private addresses.
+        const what = url.hostname.replace(/^\[|\]$/g, "") === address ? address : `${host} resolves to an address that`;
+        throw new Refusal(403, `${what} is ${verdict}, not a public address`, host);
       }
     }
     return addresses;
@@ -337,7 +340,7 @@ export class ImportProxy {
             socket.destroy();
             reject(error);
           };
-          socket.setTimeout(this.connectTimeoutMs, () => fail(new Error(`connecting to ${address} timed out`)));
+          socket.setTimeout(this.connectTimeoutMs, () => fail(Object.assign(new Error("timed out"), { code: "ETIMEDOUT" })));
           socket.once("error", fail);
           socket.once("connect", () => {
             socket.removeListener("error", fail);
@@ -350,7 +353,9 @@ export class ImportProxy {
         last = error;
       }
     }
-    throw new Refusal(502, `no address of ${host} accepted a connection (${(last as Error)?.message ?? "none"})`, host);
+    // The error's code only: its message names the address and port ("connect ECONNREFUSED 10.0.0.7:443").
+    const code = (last as NodeJS.ErrnoException | undefined)?.code ?? "failed";
+    throw new Refusal(502, `no address of ${host} accepted a connection (${code})`, host);
   }
 
   /** Copy bytes both ways until either side ends, errs or stays idle too long. */

@@ -118,10 +118,33 @@ describe("the import proxy: tunnels (https imports)", () => {
     ]) {
       const { status, refusal } = await connect(`${name}:${local.port}`);
       expect(status, name).toBe(403);
-      expect(refusal, name).toMatch(new RegExp(`${name} resolves to .*${verdict}`));
+      expect(refusal, name).toBe(`${name} resolves to an address that is ${verdict}, not a public address`);
     }
     expect(local.connections).toBe(before);
     expect(grant.refusals.map((r) => r.host)).toEqual(["inside.test", "mixed.test", "metadata.test", "mapped.test"]);
+    // The tenant reads these (its import's error): no address a name resolved to, public or not.
+    expect(JSON.stringify(grant.refusals)).not.toMatch(/127\.0\.0\.1|10\.0\.0\.7|93\.184|169\.254|ffff/);
+  });
+
+  it("names an address literal it refuses, the host being that address", async () => {
+    const literal = proxy.grant(["127.0.0.1", `[::1]:${local.port}`]);
+    expect((await connect(`127.0.0.1:${local.port}`, credentials(literal))).refusal).toBe(
+      "127.0.0.1 is loopback, not a public address",
+    );
+    expect((await connect(`[::1]:${local.port}`, credentials(literal))).refusal).toBe("::1 is loopback, not a public address");
+  });
+
+  it("says why a connection failed, never to which address and port", async () => {
+    const closed = net.createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    await proxy.close();
+    proxy = await ImportProxy.start({ resolve: resolver.resolve, internalOrigins: [`https://inside.test:${port}`] });
+    grant = proxy.grant([`inside.test:${port}`]);
+    const { status, refusal } = await connect(`inside.test:${port}`);
+    expect(status).toBe(502);
+    expect(refusal).toBe("no address of inside.test accepted a connection (ECONNREFUSED)");
   });
 
   it("refuses hosts and ports the grant does not name, before resolving them", async () => {
@@ -203,7 +226,7 @@ describe("the import proxy: plain-http imports", () => {
     const before = local.requests.length;
     const loopback = await viaProxy(`http://inside.test:${local.port}/echo`);
     expect(loopback.status).toBe(403);
-    expect(loopback.body).toMatch(/inside\.test resolves to 127\.0\.0\.1, which is loopback/);
+    expect(loopback.body).toBe("cordon: inside.test resolves to an address that is loopback, not a public address\n");
     expect((await viaProxy(`http://other.test:${local.port}/echo`)).status).toBe(403);
     expect((await viaProxy(`http://mod.test:${local.port}/echo`, { method: "POST" })).status).toBe(405);
     expect((await viaProxy(`https://mod.test:${local.port}/echo`)).status).toBe(400);
