@@ -58,11 +58,12 @@ export async function brokeredFetch(
   });
   const maxBridgeCallBytes = limits.maxBridgeCallBytes;
   // The whole Response must fit the host call that carries it, headers included: encoded, its
-  // headers and status text are JSON, its body base64, plus the wire's tags (~70 characters).
+  // headers, status text and URL are JSON, its body base64, plus the wire's tags (~80 characters).
   const checkFits = (response: Response, bodyBytes: number) => {
     const size =
       JSON.stringify([...response.headers]).length +
       JSON.stringify(response.statusText).length +
+      JSON.stringify(response.url).length +
       Math.ceil(bodyBytes / 3) * 4 +
       256;
     if (size > maxBridgeCallBytes) {

@@ -44,6 +44,7 @@ export function createFetchWire(): FetchWire {
   const isArray = Array.isArray;
   const values = Object.values;
   const getProto = Object.getPrototypeOf;
+  const defineProperty = Object.defineProperty;
   const ObjectProto = Object.prototype;
   const ArrayProto = Array.prototype;
   const Uint8ArrayCtor = Uint8Array;
@@ -170,7 +171,17 @@ export function createFetchWire(): FetchWire {
         }
         if (value instanceof ResponseCtor) {
           if (!bodies.has(value)) throw new TypeError(unread("Response"));
-          return { $: "R", s: value.status, t: value.statusText, h: [...value.headers], b: bodies.get(value) ?? null };
+          // url and redirected say where a fetched response came from (fetch's own, or one
+          // safe-fetch set); a Response made with the constructor has "" and false.
+          return {
+            $: "R",
+            s: value.status,
+            t: value.statusText,
+            u: value.url,
+            r: value.redirected,
+            h: [...value.headers],
+            b: bodies.get(value) ?? null,
+          };
         }
         return undefined;
       },
@@ -189,7 +200,11 @@ export function createFetchWire(): FetchWire {
             const status = Number(tagged.s);
             if (status === 0) return ResponseCtor.error();
             const nullBody = NULL_BODY_STATUS.includes(status);
-            return new ResponseCtor(nullBody ? null : body, { status, statusText: String(tagged.t ?? ""), headers });
+            const response = new ResponseCtor(nullBody ? null : body, { status, statusText: String(tagged.t ?? ""), headers });
+            // The constructor cannot set them: read-only own properties, as safe-fetch sets them.
+            if (typeof tagged.u === "string" && tagged.u !== "") defineProperty(response, "url", { value: tagged.u });
+            if (tagged.r === true) defineProperty(response, "redirected", { value: true });
+            return response;
           }
           default:
             return undefined;

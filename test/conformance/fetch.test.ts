@@ -26,6 +26,11 @@ beforeAll(async () => {
         body,
         auth: req.headers["x-token"] as string | undefined,
       });
+      if (req.url === "/hop") {
+        res.writeHead(302, { location: "/landed?x=1" });
+        res.end();
+        return;
+      }
       if (req.url === "/redirect") {
         res.writeHead(302, { location: "http://169.254.169.254/latest/meta-data/" });
         res.end();
@@ -123,6 +128,44 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
     const code = `export default async () => { const res = await fetch(${JSON.stringify(`${origin}/redirect`)}); return [res.status, res.headers.get("location")] }`;
     const value = completed(await sandbox.run({ code, capabilities: { net: [rule] } })).value;
     expect(value).toEqual([302, "http://169.254.169.254/latest/meta-data/"]);
+  });
+
+  it("a Response says where it came from (url, redirected), in the guest and back on the host", async () => {
+    const rule = origin.replace("http://", "");
+    await using follows = await createSandbox({
+      ...combo.options,
+      policy: { net: { internalOrigins: [origin], maxRedirects: 2 } },
+    });
+    const code = `export default async () => {
+      const hopped = await fetch(${JSON.stringify(`${origin}/hop`)});
+      const direct = await fetch(${JSON.stringify(`${origin}/direct#fragment`)});
+      const made = new Response("x");
+      let assigned = "kept";
+      try { hopped.url = "https://elsewhere.test/"; hopped.redirected = false } catch (e) { assigned = e.name }
+      return [hopped.url, hopped.redirected, direct.url, direct.redirected, made.url, made.redirected, assigned, hopped.url, hopped.redirected];
+    }`;
+    const value = completed(await follows.run({ code, capabilities: { net: [rule] } })).value;
+    expect(value).toEqual([
+      `${origin}/landed?x=1`,
+      true,
+      `${origin}/direct`,
+      false,
+      "",
+      false,
+      "TypeError",
+      `${origin}/landed?x=1`,
+      true,
+    ]);
+    // Returned to the host: a fetched Response keeps both, a constructed one has neither.
+    const fetched = completed(
+      await follows.run({
+        code: `export default () => fetch(${JSON.stringify(`${origin}/hop`)})`,
+        capabilities: { net: [rule] },
+      }),
+    ).value as Response;
+    expect([fetched instanceof Response, fetched.url, fetched.redirected]).toEqual([true, `${origin}/landed?x=1`, true]);
+    const made = completed(await follows.run({ code: `export default () => new Response("x")` })).value as Response;
+    expect([made instanceof Response, made.url, made.redirected]).toEqual([true, "", false]);
   });
 
   it('"*" needs the policy to allow it; a malformed rule throws a TypeError naming it', async () => {

@@ -531,7 +531,7 @@ describe("FetchWire", () => {
     ).toEqual({ ok: true });
     // A null body is never used, so such a Response can always cross.
     expect(await inRealm(`const r = new Response(); await r.text(); return __wire.toWire(r)`)).toEqual({
-      ok: { $: "R", s: 200, t: "", h: [], b: null },
+      ok: { $: "R", s: 200, t: "", u: "", r: false, h: [], b: null },
     });
   });
 
@@ -575,6 +575,39 @@ describe("FetchWire", () => {
     });
   });
 
+  it("carries a fetched Response's url and redirected, read-only, kept by clone; a constructed one has neither", async () => {
+    realm.ctx.__res = realm.wire.fromWire({ $: "R", s: 200, t: "", u: "http://a/x?y=1", r: true, h: [], b: null });
+    // A wire without them (another version's) reads as not fetched.
+    realm.ctx.__old = realm.wire.fromWire({ $: "R", s: 200, t: "", h: [], b: null });
+    expect(
+      await inRealm(`"use strict";
+        const r = __res, c = r.clone(), made = new Response("x");
+        let assigned = "kept";
+        try { r.url = "http://b/"; } catch (e) { assigned = e.name; }
+        const out = [r.url, r.redirected, c.url, c.redirected, __wire.toWire(r).u, __wire.toWire(r).r, assigned,
+          made.url, made.redirected, Response.json(1).url, Response.redirect("http://a/").url, Response.error().redirected,
+          __old.url, __old.redirected];
+        delete globalThis.__res; delete globalThis.__old; return out`),
+    ).toEqual({
+      ok: [
+        "http://a/x?y=1",
+        true,
+        "http://a/x?y=1",
+        true,
+        "http://a/x?y=1",
+        true,
+        "TypeError",
+        "",
+        false,
+        "",
+        "",
+        false,
+        "",
+        false,
+      ],
+    });
+  });
+
   const malformed = [
     `null`,
     `"H"`,
@@ -607,6 +640,9 @@ describe("FetchWire", () => {
     `{ $: "R", s: 200, t: "\\u0100", h: [], b: null }`,
     `{ $: "R", s: 200, h: [], b: null }`,
     `{ $: "R", s: 204, t: "", h: [], b: new Uint8Array([1]) }`,
+    `{ $: "R", s: 200, t: "", u: 1, h: [], b: null }`,
+    `{ $: "R", s: 200, t: "", u: "/relative", h: [], b: null }`,
+    `{ $: "R", s: 200, t: "", r: "yes", h: [], b: null }`,
   ];
 
   it.each(malformed)("refuses the malformed wire value %s with a TypeError", async (w) => {

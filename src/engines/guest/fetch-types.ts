@@ -26,6 +26,9 @@ export interface WireResponse {
   $: "R";
   s: number;
   t: string;
+  /** The response's URL ("" for one made in a realm, not fetched) and whether a redirect led to it. */
+  u?: string;
+  r?: boolean;
   h: WireHeaders;
   b: Uint8Array | null;
 }
@@ -575,6 +578,9 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     statusText: string;
     headers: Headers;
     type: string;
+    /** Where a fetched response came from; "" and false for one made here. */
+    url: string;
+    redirected: boolean;
   }
   let isResponse: (v: object) => boolean;
   let responseState: (v: unknown) => ResponseState;
@@ -594,7 +600,16 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       if (isNullBodyStatus(status)) throw typeError(`Response with null body status ${status} cannot have a body`);
       if (body.type !== null) addHeaderIfAbsent(headers, "content-type", body.type);
     }
-    return { status, statusText, headers, type: "default", bytes: body === null ? null : body.bytes, used: false };
+    return {
+      status,
+      statusText,
+      headers,
+      type: "default",
+      url: "",
+      redirected: false,
+      bytes: body === null ? null : body.bytes,
+      used: false,
+    };
   }
 
   function errorResponse(): Response {
@@ -603,6 +618,8 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       statusText: "",
       headers: makeHeaders([], true),
       type: "error",
+      url: "",
+      redirected: false,
       bytes: null,
       used: false,
     });
@@ -643,7 +660,16 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         throw new RangeErrorCtor(`Invalid status code ${code}`);
       }
       const headers = makeHeaders([["location", location]], true);
-      return new Response(INTERNAL, { status: code, statusText: "", headers, type: "default", bytes: null, used: false });
+      return new Response(INTERNAL, {
+        status: code,
+        statusText: "",
+        headers,
+        type: "default",
+        url: "",
+        redirected: false,
+        bytes: null,
+        used: false,
+      });
     }
 
     get type(): string {
@@ -651,13 +677,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     }
 
     get url(): string {
-      this.#s; // brand check; responses made in the guest have no URL
-      return "";
+      return this.#s.url;
     }
 
     get redirected(): boolean {
-      this.#s; // brand check
-      return false;
+      return this.#s.redirected;
     }
 
     get status(): number {
@@ -685,6 +709,8 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         statusText: s.statusText,
         headers,
         type: s.type,
+        url: s.url,
+        redirected: s.redirected,
         bytes: s.bytes,
         used: false,
       });
@@ -754,7 +780,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     if (isResponse(value)) {
       const s = responseState(value);
       const b = wireBody(s);
-      return { $: "R", s: s.status, t: s.statusText, h: wireHeaders(s.headers), b };
+      return { $: "R", s: s.status, t: s.statusText, u: s.url, r: s.redirected, h: wireHeaders(s.headers), b };
     }
     return undefined;
   }
@@ -789,7 +815,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     }
     const s = w.s;
     const t = w.t;
-    if (typeof s !== "number" || typeof t !== "string") throw malformed("response");
+    // Absent from a wire that predates them (a remote executor of another version): not fetched.
+    const u = w.u === undefined ? "" : w.u;
+    const r = w.r === undefined ? false : w.r;
+    if (typeof s !== "number" || typeof t !== "string" || typeof u !== "string" || typeof r !== "boolean")
+      throw malformed("response");
     if (s === 0) return errorResponse();
     if (!(s >= 200 && s <= 599) || trunc(s) !== s) throw malformed(`status ${s}`);
     toByteString(t, "Response");
@@ -799,7 +829,8 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       if (taByteLength(bytes) > 0) throw typeError(`Response with null body status ${s} cannot have a body`);
       bytes = null;
     }
-    return new Response(INTERNAL, { status: s, statusText: t, headers, type: "default", bytes, used: false });
+    const url = u === "" ? "" : urlHref(parseUrl(u));
+    return new Response(INTERNAL, { status: s, statusText: t, headers, type: "default", url, redirected: r, bytes, used: false });
   }
 
   // ---------------------------------------------------------------- install
