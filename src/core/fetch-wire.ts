@@ -50,6 +50,8 @@ export function createFetchWire(): FetchWire {
   const Uint8ArrayCtor = Uint8Array;
   const setTimeoutOf = setTimeout;
   const now = () => performance.now();
+  /** The longest array visit() indexes; a longer one may be sparse (see visit). */
+  const INDEXED_MAX = 1024;
   /** How long a body read may keep the thread before it lets timers run. */
   const YIELD_EVERY_MS = 5;
   /**
@@ -71,7 +73,11 @@ export function createFetchWire(): FetchWire {
       }
     }
     if (depth >= 2) return;
-    const items = isArray(value) ? value : values(value);
+    // Holes hold nothing: a long array is visited by its own elements only (indexing all of
+    // `new Array(2 ** 32 - 1)` took the whole wall time). A short one, nearly every one, is indexed.
+    const array = isArray(value);
+    if (array && value.length > MAX_SEARCHED_ITEMS) return;
+    const items = array && value.length <= INDEXED_MAX ? value : values(value);
     if (items.length > MAX_SEARCHED_ITEMS) return;
     for (let i = 0; i < items.length; i++) {
       const item = items[i];
