@@ -40,6 +40,12 @@ export function createFetchWire(): FetchWire {
   const ResponseCtor = Response;
   const HeadersCtor = Headers;
   const bodies = new WeakMap<object, Uint8Array | null>();
+  /**
+   * Messages decode() built: their bytes are in `bodies` from the start, so they cross again from
+   * any depth (the process host's worker passes on what its engine's guest returned). Unlike a
+   * read copy, the message's own body is that body: once it is read, it has none to pass on.
+   */
+  const decoded = new WeakSet<object>();
   const NULL_BODY_STATUS = [101, 204, 205, 304];
   const isArray = Array.isArray;
   const values = Object.values;
@@ -68,7 +74,7 @@ export function createFetchWire(): FetchWire {
     const proto = getProto(value);
     if (proto !== ObjectProto && proto !== ArrayProto && proto !== null) {
       if (value instanceof RequestCtor || value instanceof ResponseCtor) {
-        if (!bodies.has(value)) found(value);
+        if (!bodies.has(value) || (decoded.has(value) && value.bodyUsed)) found(value);
         return;
       }
     }
@@ -88,6 +94,22 @@ export function createFetchWire(): FetchWire {
   /** Why a message whose body was never read cannot cross: it sat where bodies are not read. */
   function unread(kind: string): string {
     return `a ${kind} crosses only in a call's arguments, a run's input or a returned value, at most 2 levels inside them (where its body is read first), never in globals`;
+  }
+
+  const USED = "its body was already read (bodyUsed): pass one whose body is unread";
+
+  /** The bytes a message crosses with, once its body was read (or it was decoded with them). */
+  function bodyOf(message: Request | Response, kind: string): Uint8Array | null {
+    if (!bodies.has(message)) throw new TypeError(unread(kind));
+    if (decoded.has(message) && message.bodyUsed) throw new TypeError(USED);
+    return bodies.get(message) ?? null;
+  }
+
+  /** A message decode() built, with the body it was built with. */
+  function rebuilt<T extends Request | Response>(message: T, body: Uint8Array | null): T {
+    bodies.set(message, body);
+    decoded.add(message);
+    return message;
   }
 
   /**
@@ -145,7 +167,7 @@ export function createFetchWire(): FetchWire {
       const pending: Promise<void>[] = [];
       const read = (message: Request | Response) => {
         // Named here: the clone's own error for it reads "unusable".
-        if (message.bodyUsed) throw new TypeError("its body was already read (bodyUsed): pass one whose body is unread");
+        if (message.bodyUsed) throw new TypeError(USED);
         const copy = message.clone();
         const reading =
           copy.body === null
@@ -172,11 +194,11 @@ export function createFetchWire(): FetchWire {
       encode(value) {
         if (value instanceof HeadersCtor) return { $: "H", h: [...value] };
         if (value instanceof RequestCtor) {
-          if (!bodies.has(value)) throw new TypeError(unread("Request"));
-          return { $: "Q", m: value.method, u: value.url, h: [...value.headers], b: bodies.get(value) ?? null };
+          const b = bodyOf(value, "Request");
+          return { $: "Q", m: value.method, u: value.url, h: [...value.headers], b };
         }
         if (value instanceof ResponseCtor) {
-          if (!bodies.has(value)) throw new TypeError(unread("Response"));
+          const b = bodyOf(value, "Response");
           // url and redirected say where a fetched response came from (fetch's own, or one
           // safe-fetch set); a Response made with the constructor has "" and false.
           return {
@@ -186,7 +208,7 @@ export function createFetchWire(): FetchWire {
             u: value.url,
             r: value.redirected,
             h: [...value.headers],
-            b: bodies.get(value) ?? null,
+            b,
           };
         }
         return undefined;
@@ -200,13 +222,19 @@ export function createFetchWire(): FetchWire {
           case "Q": {
             const method = String(tagged.m);
             const withBody = body !== null && method !== "GET" && method !== "HEAD";
-            return new RequestCtor(String(tagged.u), { method, headers, body: withBody ? body : null });
+            return rebuilt(
+              new RequestCtor(String(tagged.u), { method, headers, body: withBody ? body : null }),
+              withBody ? body : null,
+            );
           }
           case "R": {
             const status = Number(tagged.s);
-            if (status === 0) return ResponseCtor.error();
+            if (status === 0) return rebuilt(ResponseCtor.error(), null);
             const nullBody = NULL_BODY_STATUS.includes(status);
-            const response = new ResponseCtor(nullBody ? null : body, { status, statusText: String(tagged.t ?? ""), headers });
+            const response = rebuilt(
+              new ResponseCtor(nullBody ? null : body, { status, statusText: String(tagged.t ?? ""), headers }),
+              nullBody ? null : body,
+            );
             // The constructor cannot set them: read-only own properties, as safe-fetch sets them.
             if (typeof tagged.u === "string" && tagged.u !== "") defineProperty(response, "url", { value: tagged.u });
             if (tagged.r === true) defineProperty(response, "redirected", { value: true });

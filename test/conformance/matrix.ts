@@ -68,6 +68,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "The `Deno` namespace exists (its permission-gated operations throw NotCapable; `Deno.serve` only records the handler) and, in a module that imports something (loaded from a file), `import.meta` is Deno's: url, main, filename, dirname and resolve, naming the module's path in the function's private temporary directory. A module without imports runs in its script form, where `import.meta` is empty, as on the other engines.",
   },
+  "stream-bodies": {
+    "deno/inprocess":
+      "Deno's Request and Response are its own, with streamed bodies, read (asynchronously) before they cross only where cordon reads them: a call's arguments, a run's input or a returned value, at most 2 levels inside. Elsewhere (deeper, in a Map, in an export or an error's fields) one made in the guest cannot cross: an export is skipped, a value is refused naming the rule. The other engines' guest classes hold their bodies as bytes, so theirs cross from anywhere, as a Request or Response decoded from the wire does everywhere.",
+  },
   "callsite-files": {
     "deno/inprocess":
       "Guest modules are files in the function's private temporary directory, so a CallSite's getFileName() is that path (and an eval origin may name its file: URL); Deno's own web APIs (URL, structuredClone) are `ext:` modules; the runtime is an eval'd script, so its frames have no file name and the eval origin `<cordon>`. Error stacks that reach the caller are still renamed to the guest's own names (`<guest>`, the `imports` specifier).",

@@ -690,6 +690,37 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
       ["x-b", "2"],
     ]);
   });
+
+  it("a guest's Request or Response comes back at any depth: in exports, deep in a value, in a Map, in an error's fields", async () => {
+    // Before, on the process host: ERR_NOT_SERIALIZABLE ("crosses only … at most 2 levels"), and
+    // prepare and readExports threw; in-process they crossed.
+    await using sandbox = await createSandbox(combo.options);
+    const code = `export const r = new Response("exported");
+      export default () => ({ a: { b: { r: new Response("deep") } }, m: new Map([[1, new Request("https://x.test/", { method: "POST", body: "q" })]]) });
+      export function fail() { throw Object.assign(new Error("x"), { response: new Response("why", { status: 502 }) }) }`;
+    const read = await sandbox.readExports({ code });
+    const run = await sandbox.run({ code });
+    await using prefix = await sandbox.prepare({ code });
+    const thrown = await prefix.call({ export: "fail" });
+    if (differs(combo, "stream-bodies")) {
+      // Deno's bodies are streams, read before crossing only where the rule says.
+      expect([read.exports, read.skippedExports.sort()]).toEqual([{}, ["fail", "r"]]);
+      expect(prefix.skippedExports).toContain("r");
+      expect(run.ok ? "completed" : run.error.message).toMatch(/^a Response crosses only in a call's arguments/);
+      return;
+    }
+    expect(read.skippedExports).toEqual(["fail"]);
+    expect(await (read.exports.r as Response).text()).toBe("exported");
+    expect(prefix.skippedExports).toEqual(["fail"]);
+    const result = value(run) as { a: { b: { r: Response } }; m: Map<number, Request> };
+    expect(run.ok && (await (run.exports.r as Response).text())).toBe("exported");
+    expect(await result.a.b.r.text()).toBe("deep");
+    expect([result.m.get(1)?.method, await result.m.get(1)?.text()]).toEqual(["POST", "q"]);
+    expect(thrown.ok ? "completed" : thrown.error.message).toBe("x");
+    const response = !thrown.ok && (thrown.error.fields?.response as Response);
+    expect(response).toBeInstanceOf(Response);
+    expect(response && [response.status, await response.text()]).toEqual([502, "why"]);
+  });
 });
 
 describe.each(COMBINATIONS)("disposed prefixes on $name", (combo) => {

@@ -13,7 +13,6 @@ import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bi
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { pollForRequests } from "../../core/busy-poll.js";
 import { whenAborted } from "../../core/when-aborted.js";
-import { readBodies } from "../../core/fetch-wire.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
@@ -109,18 +108,10 @@ async function main(): Promise<void> {
       });
     });
 
-  /** A Response value's body is read before it is encoded. */
-  const readValueBodies = async (value: unknown): Promise<void> => {
-    if (value !== null && typeof value === "object") await readBodies([value]);
-  };
-  const encodeResult = async (result: RunResult): Promise<string> => {
-    if (result.ok) await readValueBodies(result.value);
-    return sharedCodec().encode(result, "result");
-  };
-  const encodeValue = async (value: unknown): Promise<string> => {
-    await readValueBodies(value);
-    return sharedCodec().encode(value, "result.value");
-  };
+  // Every Request and Response here was decoded from the engine's guest, with its body's bytes
+  // (fetch-wire.ts): it crosses on from any depth, with no body to read first.
+  const encodeResult = (result: RunResult): string => sharedCodec().encode(result, "result");
+  const encodeValue = (value: unknown): string => sharedCodec().encode(value, "result.value");
 
   /**
    * The engine's stats ride on an answer only when the host does not hold them already: when
@@ -179,7 +170,7 @@ async function main(): Promise<void> {
   /** The answer to request `id`: the bare value when that is all the result holds, else the whole result. */
   const answerEvent = async (id: number, result: RunResult): Promise<Extract<HostEvent, { t: "value" | "result" }>> => {
     if (result.ok && result.logs.length === 0 && result.skippedExports.length === 0 && isEmptyRecord(result.exports)) {
-      const valueText = await encodeValue(result.value);
+      const valueText = encodeValue(result.value);
       const { wallMs, cpuMs, heapUsedBytes, bridgeCalls, warm } = result.stats;
       // Finite numbers only: JSON would turn a NaN into null, which the host rejects.
       const run = [
@@ -191,7 +182,7 @@ async function main(): Promise<void> {
       ];
       return { t: "value", id, valueText, run };
     }
-    return { t: "result", id, resultText: await encodeResult(result) };
+    return { t: "result", id, resultText: encodeResult(result) };
   };
 
   const handle = (message: HostRequest) => {
@@ -213,12 +204,12 @@ async function main(): Promise<void> {
           .then(async ({ prefix, result }) => {
             let resultText: string;
             try {
-              resultText = await encodeResult(result);
+              resultText = encodeResult(result);
             } catch (error) {
               // Not held: a prefix whose result cannot reach the host is no prefix there.
               prefix.dispose();
               result = unencodable(error);
-              resultText = await encodeResult(result);
+              resultText = encodeResult(result);
             }
             let handle: number | undefined;
             if (result.ok) {

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { sharedCodec } from "../../src/core/bindings.js";
+import { readBodies } from "../../src/core/fetch-wire.js";
+
+/** The host's wire for Request and Response (src/core/fetch-wire.ts), through the host's codec. */
+const codec = sharedCodec();
+const UNREAD = /^a Response crosses only in a call's arguments, a run's input or a returned value, at most 2 levels inside/;
+const USED = "its body was already read (bodyUsed): pass one whose body is unread";
+
+/** A Response as the host gets one from a guest: decoded from the wire. */
+async function decodedResponse(body: string): Promise<Response> {
+  const made = new Response(body, { status: 201 });
+  await readBodies([made]);
+  return codec.decode(codec.encode(made, "value")) as Response;
+}
+
+describe("the host's fetch wire", () => {
+  it("passes a decoded message on from any depth, with the body it was decoded with", async () => {
+    // The process host's worker re-encodes what its engine decoded: from a Map, 3 levels deep.
+    const response = await decodedResponse("deep");
+    const again = codec.decode(codec.encode({ a: { b: { c: new Map([[1, response]]) } } }, "value")) as {
+      a: { b: { c: Map<number, Response> } };
+    };
+    const crossed = again.a.b.c.get(1) as Response;
+    expect([crossed.status, await crossed.text()]).toEqual([201, "deep"]);
+    // The original still has its own body.
+    expect(await response.text()).toBe("deep");
+  });
+
+  it("refuses a decoded message whose body was read since, as it refuses any other", async () => {
+    const response = await decodedResponse("once");
+    await response.text();
+    expect(() => codec.encode({ a: { b: { r: response } } }, "value")).toThrow(USED);
+    await expect(readBodies([response])).rejects.toThrow(USED);
+  });
+
+  it("still refuses a message made here, whose body was never read, where bodies are not read", () => {
+    expect(() => codec.encode({ a: { b: { r: new Response("x") } } }, "value")).toThrow(UNREAD);
+  });
+});
