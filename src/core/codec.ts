@@ -461,7 +461,15 @@ export function createCodec(trusted = false): Codec {
         if (out !== undefined) return out;
       }
       if (value instanceof ErrorCtor) return encodeErrorValue(value);
-      const extended = extension?.encode(value);
+      let extended: ReturnType<CodecExtension["encode"]>;
+      try {
+        extended = extension?.encode(value);
+      } catch (error) {
+        // A Request or Response with no body to send (read already, or never read where bodies
+        // are): in an error's fields it is described, as any field that cannot cross is.
+        if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+        throw error;
+      }
       if (extended !== undefined) return walkTagged(extended);
       if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
       return notSerializable(pathOf(), value);

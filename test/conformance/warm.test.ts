@@ -691,27 +691,34 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     ]);
   });
 
-  it("a guest's Request or Response comes back at any depth: in exports, deep in a value, in a Map, in an error's fields", async () => {
+  it("a guest's Request or Response comes back at any depth: in exports, deep in a value, in a Map, in an error's fields (described there when it cannot)", async () => {
     // Before, on the process host: ERR_NOT_SERIALIZABLE ("crosses only … at most 2 levels"), and
     // prepare and readExports threw; in-process they crossed.
     await using sandbox = await createSandbox(combo.options);
     const code = `export const r = new Response("exported");
       export default () => ({ a: { b: { r: new Response("deep") } }, m: new Map([[1, new Request("https://x.test/", { method: "POST", body: "q" })]]) });
-      export function fail() { throw Object.assign(new Error("x"), { response: new Response("why", { status: 502 }) }) }`;
+      export function fail() { throw Object.assign(new Error("x"), { response: new Response("why", { status: 502 }) }) }
+      export async function failUsed() { const r = new Response("read"); await r.text(); throw Object.assign(new Error("y"), { response: r }) }`;
     const read = await sandbox.readExports({ code });
     const run = await sandbox.run({ code });
     await using prefix = await sandbox.prepare({ code });
     const thrown = await prefix.call({ export: "fail" });
+    // A field that cannot cross (a body read already) is described; the error itself comes back.
+    const used = await prefix.call({ export: "failUsed" });
+    const unsendable = { message: "y", fields: { response: "[not serializable: an instance of Response]" } };
+    expect(used.ok ? "completed" : used.error).toMatchObject(unsendable);
     if (differs(combo, "stream-bodies")) {
       // Deno's bodies are streams, read before crossing only where the rule says.
-      expect([read.exports, read.skippedExports.sort()]).toEqual([{}, ["fail", "r"]]);
+      expect([read.exports, read.skippedExports.sort()]).toEqual([{}, ["fail", "failUsed", "r"]]);
+      // Before: "Uncaught exception (the thrown value could not be read)", its message lost.
+      expect(thrown.ok ? "completed" : thrown.error).toMatchObject({ ...unsendable, message: "x" });
       expect(prefix.skippedExports).toContain("r");
       expect(run.ok ? "completed" : run.error.message).toMatch(/^a Response crosses only in a call's arguments/);
       return;
     }
-    expect(read.skippedExports).toEqual(["fail"]);
+    expect(read.skippedExports.sort()).toEqual(["fail", "failUsed"]);
     expect(await (read.exports.r as Response).text()).toBe("exported");
-    expect(prefix.skippedExports).toEqual(["fail"]);
+    expect(prefix.skippedExports.sort()).toEqual(["fail", "failUsed"]);
     const result = value(run) as { a: { b: { r: Response } }; m: Map<number, Request> };
     expect(run.ok && (await (run.exports.r as Response).text())).toBe("exported");
     expect(await result.a.b.r.text()).toBe("deep");
