@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { CordonError } from "./errors.js";
+import { onAbort } from "./abort-listeners.js";
 
 type Esbuild = typeof import("esbuild");
 
@@ -140,14 +141,15 @@ export function firstErrorText(error: unknown): string | undefined {
 function within<T>(work: Promise<T>, deadline: number, bound: CompileBound): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const signals = (bound.signals ?? []).filter((signal) => signal !== undefined);
+    const stops: (() => void)[] = [];
     const end = (settle: () => void) => {
       clearTimeout(timer);
-      for (const signal of signals) signal.removeEventListener("abort", aborted);
+      for (const stop of stops) stop();
       settle();
     };
     const aborted = () => end(() => reject(overrunAt(Number.POSITIVE_INFINITY, bound)));
     const timer = setTimeout(() => end(() => reject(overrunAt(0, bound))), Math.max(0, deadline - performance.now()));
-    for (const signal of signals) signal.addEventListener("abort", aborted, { once: true });
+    for (const signal of signals) stops.push(onAbort(signal, aborted));
     work.then(
       (value) => end(() => resolve(value)),
       (error) => end(() => reject(error)),

@@ -1,3 +1,5 @@
+import { onAbort } from "./abort-listeners.js";
+
 /**
  * Slots: at most `max` holders at once, at most `maxQueued` waiting, in order. A request past the
  * queue is refused at once (for runs the caller turns that into ERR_QUEUE_FULL), never left to
@@ -32,9 +34,10 @@ export class Slots {
     }
     if (this.waiting.length >= this.maxQueued) return false;
     return new Promise<boolean>((resolve) => {
+      let stopWatching: (() => void) | undefined;
       const waiter = {
         grant: () => {
-          signal?.removeEventListener("abort", waiter.refuse);
+          stopWatching?.();
           this.active++;
           resolve(true);
         },
@@ -44,7 +47,7 @@ export class Slots {
           resolve(false);
         },
       };
-      signal?.addEventListener("abort", waiter.refuse, { once: true });
+      if (signal) stopWatching = onAbort(signal, waiter.refuse);
       this.waiting.push(waiter);
     });
   }

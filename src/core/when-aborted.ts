@@ -1,3 +1,5 @@
+import { onAbort as watchAbort } from "./abort-listeners.js";
+
 /**
  * Call `onAbort` once, when the first of `signals` aborts (at once if one already has). Returns
  * what takes the listeners off again, for when the work they watch is done. Listeners on the
@@ -12,11 +14,12 @@ export function whenAborted(signals: readonly (AbortSignal | undefined)[], onAbo
     onAbort();
   };
   const watched = signals.filter((signal): signal is AbortSignal => signal !== undefined);
+  const stops: (() => void)[] = [];
   for (const signal of watched) {
     if (signal.aborted) fire();
-    else signal.addEventListener("abort", fire, { once: true });
+    else stops.push(watchAbort(signal, fire));
   }
   return () => {
-    for (const signal of watched) signal.removeEventListener("abort", fire);
+    for (const stop of stops) stop();
   };
 }

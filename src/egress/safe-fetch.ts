@@ -7,6 +7,7 @@ import { pinnedAgent } from "./pinned.js";
 import { createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
 import { type CompiledRules, compileRules, matchRule, type NetRule } from "./rules.js";
 import { isExempt, originOf, parseInternalOrigins, parseTarget } from "./target.js";
+import { onAbort } from "../core/abort-listeners.js";
 
 export interface SafeFetchOptions {
   /** The net rules of this grant (see rules.ts). With `allow`, narrowed by it first. */
@@ -208,8 +209,7 @@ class Exchange {
       abort();
       return;
     }
-    signal.addEventListener("abort", abort, { once: true });
-    this.unfollow = () => signal.removeEventListener("abort", abort);
+    this.unfollow = onAbort(signal, abort);
   }
 
   private unfollow: (() => void) | undefined;

@@ -1,6 +1,7 @@
 import { abortReason } from "../core/abort-reason.js";
 import type { PrefixCallRequest } from "../core/engine.js";
 import type { RunResult } from "../core/types.js";
+import { onAbort } from "../core/abort-listeners.js";
 
 /** A call waiting for an instance of its prefix. */
 export interface Queued {
@@ -36,14 +37,12 @@ export class CallQueue {
     return new Promise<RunResult>((resolve) => {
       const queued: Queued = { request, resolve, limitsKey: limitsKey(request) };
       if (signal) {
-        const onAbort = () => {
+        const leave = onAbort(signal, () => {
           const index = this.entries.indexOf(queued);
           if (index < 0) return;
           this.entries.splice(index, 1);
           resolve(this.aborted(abortReason(signal.reason)));
-        };
-        signal.addEventListener("abort", onAbort, { once: true });
-        const leave = () => signal.removeEventListener("abort", onAbort);
+        });
         this.leaving.set(queued, leave);
         queued.resolve = (result) => {
           leave();

@@ -10,6 +10,7 @@ import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../cor
 import { CANCEL_CALL } from "./guest/runtime.js";
 import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
 import { type Watched, watchdog } from "./watchdog.js";
+import { onAbort } from "../core/abort-listeners.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
 
@@ -66,7 +67,8 @@ export class Execution implements InstanceListener, Watched {
   get outcome(): Promise<RunResult> {
     return this.outcomes.then((results) => results[0]);
   }
-  private readonly onAbort?: () => void;
+  /** Stops watching the caller's signal (abort-listeners.ts). */
+  private stopWatchingAbort?: () => void;
   /** Made when asked for (a compile of the source imports): most executions never need it. */
   private end: AbortController | undefined;
 
@@ -95,9 +97,9 @@ export class Execution implements InstanceListener, Watched {
     const { signal } = options;
     watchdog.watch(this);
     if (signal) {
-      this.onAbort = () => this.kill("ERR_ABORTED", abortReason(signal.reason));
-      if (signal.aborted) queueMicrotask(this.onAbort);
-      else signal.addEventListener("abort", this.onAbort, { once: true });
+      const aborted = () => this.kill("ERR_ABORTED", abortReason(signal.reason));
+      if (signal.aborted) queueMicrotask(aborted);
+      else this.stopWatchingAbort = onAbort(signal, aborted);
     }
   }
 
@@ -454,7 +456,7 @@ export class Execution implements InstanceListener, Watched {
     watchdog.unwatch(this);
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
-    if (this.onAbort) this.options.signal?.removeEventListener("abort", this.onAbort);
+    this.stopWatchingAbort?.();
     if (this.instance.listener === this) this.instance.listener = undefined;
     this.resolveOutcomes(this.results as RunResult[]);
   }

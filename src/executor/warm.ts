@@ -5,6 +5,7 @@ import type { RunResult, RunStats, SandboxPolicy } from "../core/types.js";
 import { type Prefix, PrepareError } from "../prefix.js";
 import type { Sandbox } from "../sandbox.js";
 import type { RunRequest } from "./schema.js";
+import { onAbort } from "../core/abort-listeners.js";
 
 interface Entry {
   prefix: Promise<Prefix>;
@@ -143,21 +144,22 @@ export class WarmRunner {
     const wallTimeMs = resolveLimits(request.limits ?? {}, {}, this.service.policy).wallTimeMs;
     const engine = this.sandbox.engineName;
     let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
+    let stopWatching: (() => void) | undefined;
     const ended = new Promise<RunResult>((resolve) => {
       const wallMs = () => performance.now() - started;
       timer = setTimeout(() => {
         const message = `the run exceeded its wall time limit of ${wallTimeMs} ms (waiting for its module to be prepared)`;
         resolve(failedResult(engine, this.service.host, { code: "ERR_WALL_TIMEOUT", name: "CordonError", message }, wallMs()));
       }, wallTimeMs);
-      onAbort = () => resolve(abortedResult(engine, this.service.host, "the client closed the connection", wallMs()));
-      signal.addEventListener("abort", onAbort, { once: true });
+      stopWatching = onAbort(signal, () =>
+        resolve(abortedResult(engine, this.service.host, "the client closed the connection", wallMs())),
+      );
     });
     try {
       return await Promise.race([prefix, ended]);
     } finally {
       clearTimeout(timer);
-      if (onAbort) signal.removeEventListener("abort", onAbort);
+      stopWatching?.();
     }
   }
 

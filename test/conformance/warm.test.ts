@@ -189,6 +189,42 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(value(await prefix.call({ export: "id2" }))).not.toBe(before);
   });
 
+  it("one signal given to many concurrent runs and calls: each is watched, and Node warns of no listener leak", async () => {
+    // Every layer listened on the caller's signal once per run: the eleventh made Node print
+    // "MaxListenersExceededWarning: Possible EventTarget memory leak detected".
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on("warning", onWarning);
+    try {
+      const controller = new AbortController();
+      await using prefix = await sandbox.prepare({
+        code: "export const f = async (n) => { await new Promise((r) => setTimeout(r, 5)); return n }",
+      });
+      const code = "export default async (n) => { await new Promise((r) => setTimeout(r, 5)); return n }";
+      const results = await Promise.all([
+        ...Array.from({ length: 24 }, (_, n) => sandbox.run({ code, input: n, signal: controller.signal })),
+        ...Array.from({ length: 24 }, (_, n) => prefix.call({ export: "f", args: [n], signal: controller.signal })),
+      ]);
+      expect(results.map(value)).toEqual([
+        ...Array.from({ length: 24 }, (_, n) => n),
+        ...Array.from({ length: 24 }, (_, n) => n),
+      ]);
+      // The same signal still ends what is running when it aborts.
+      const spinning = Array.from({ length: 12 }, () =>
+        sandbox.run({
+          code: "export default () => { for (;;) {} }",
+          signal: controller.signal,
+          limits: { wallTimeMs: 20_000, cpuTimeMs: 20_000 },
+        }),
+      );
+      setTimeout(() => controller.abort("enough"), 100);
+      for (const result of await Promise.all(spinning)) expect(result.status).toBe("aborted");
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.filter((w) => w.includes("MaxListeners"))).toEqual([]);
+  });
+
   it("different partition keys never share an instance", async () => {
     const prefixCode =
       "export function set(v) { globalThis.secret = v } export function get() { return globalThis.secret ?? null }";

@@ -17,6 +17,7 @@ import { CallLimitsSent, lostResult, resultOfAnswer, resultOfValue } from "./ans
 import { FloodGuard } from "./flood-guard.js";
 import { readRss } from "./rss.js";
 import type { WorkerConfig } from "./worker-main.js";
+import { onAbort } from "../../core/abort-listeners.js";
 
 /** The worker entry runs from dist/ (child processes run JavaScript; `npm test` builds first). */
 const WORKER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/worker-main.js", import.meta.url));
@@ -265,10 +266,9 @@ export class WorkerProcess {
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
       if (this.pending.size === 1) this.setHeld(true);
       if (signal) {
-        const onAbort = () => this.send({ t: "abort", id, reason: abortReason(signal.reason) });
-        signal.addEventListener("abort", onAbort, { once: true });
+        const stopWatching = onAbort(signal, () => this.send({ t: "abort", id, reason: abortReason(signal.reason) }));
         pending.resolve = (result) => {
-          signal.removeEventListener("abort", onAbort);
+          stopWatching();
           resolve(result);
         };
         message.abortable = true;
