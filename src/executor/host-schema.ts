@@ -5,7 +5,7 @@ import { checkModuleName } from "../core/options.js";
 import type { RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
-import { shortened } from "../core/limits.js";
+import { MAX_COUNT, MAX_TIME_MS, shortened } from "../core/limits.js";
 import { REQUEST_BOUNDS } from "./schema.js";
 
 /**
@@ -26,16 +26,19 @@ const source = z.strictObject({
   script: z.strictObject({ code, lineMap }).optional(),
 });
 
-const limit = z.number().positive().max(Number.MAX_SAFE_INTEGER);
+// The bounds a sandbox's own options have (core/limits.ts): past 2**31-1 the guest runtime and
+// v8's shared-memory calls, which hold counts and sizes as 32-bit integers, wrapped them.
+const time = z.number().positive().max(MAX_TIME_MS);
+const count = z.number().positive().max(MAX_COUNT);
 const limits = z.strictObject({
-  cpuTimeMs: limit,
-  wallTimeMs: limit,
-  memoryMb: limit,
-  maxOutputBytes: limit,
-  maxLogBytes: limit,
-  maxLogEntries: limit,
-  maxBridgeCalls: limit,
-  maxBridgeCallBytes: limit,
+  cpuTimeMs: time,
+  wallTimeMs: time,
+  memoryMb: count,
+  maxOutputBytes: count,
+  maxLogBytes: count,
+  maxLogEntries: count,
+  maxBridgeCalls: count,
+  maxBridgeCallBytes: count,
 });
 
 const sourceImports = z

@@ -66,6 +66,9 @@ describe("POST /host (the remote host's protocol)", () => {
       [{ ...body, extra: 1 }, /extra|Unrecognized/i],
       [{ ...body, engine: "deno" }, /engine/],
       [{ ...body, limits: { ...DEFAULT_LIMITS, wallTimeMs: -1 } }, /limits\.wallTimeMs/],
+      // Past 2**31-1 the guest runtime's 32-bit caps wrapped: the sandbox's own bounds apply.
+      [{ ...body, limits: { ...DEFAULT_LIMITS, maxLogBytes: 1e15 } }, /limits\.maxLogBytes/],
+      [{ ...body, limits: { ...DEFAULT_LIMITS, wallTimeMs: 3e9 } }, /limits\.wallTimeMs/],
       [{ ...body, bindingsText: "not json" }, /bindingsText/],
       // Each was a TypeError inside a worker, reported as the guest's own error (ERR_USER_CODE).
       [{ ...body, bindingsText: '{"modules":{"x":null}}' }, /bindingsText\.modules\["x"\]: must be \{ f, n \}/],
