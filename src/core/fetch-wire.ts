@@ -51,6 +51,7 @@ export function createFetchWire(): FetchWire {
   const values = Object.values;
   const getProto = Object.getPrototypeOf;
   const defineProperty = Object.defineProperty;
+  const callOf = Function.prototype.call;
   const ObjectProto = Object.prototype;
   const ArrayProto = Array.prototype;
   const Uint8ArrayCtor = Uint8Array;
@@ -103,6 +104,26 @@ export function createFetchWire(): FetchWire {
     if (!bodies.has(message)) throw new TypeError(unread(kind));
     if (decoded.has(message) && message.bodyUsed) throw new TypeError(USED);
     return bodies.get(message) ?? null;
+  }
+
+  /**
+   * A fetched response's url and redirected: the constructor cannot set them, so read-only own
+   * properties, as safe-fetch sets them; and a clone() that keeps them (the realm's own clone
+   * makes a Response without them: a Deno guest's clone of a fetched response had url "").
+   */
+  function withOrigin(response: Response, url: string, redirected: boolean): void {
+    defineProperty(response, "url", { value: url });
+    if (redirected) defineProperty(response, "redirected", { value: true });
+    const clone = response.clone;
+    defineProperty(response, "clone", {
+      value: function cloneWithOrigin(this: Response) {
+        const copy = callOf.call(clone, this) as Response;
+        withOrigin(copy, url, redirected);
+        return copy;
+      },
+      writable: true,
+      configurable: true,
+    });
   }
 
   /** A message decode() built, with the body it was built with. */
@@ -235,9 +256,7 @@ export function createFetchWire(): FetchWire {
               new ResponseCtor(nullBody ? null : body, { status, statusText: String(tagged.t ?? ""), headers }),
               nullBody ? null : body,
             );
-            // The constructor cannot set them: read-only own properties, as safe-fetch sets them.
-            if (typeof tagged.u === "string" && tagged.u !== "") defineProperty(response, "url", { value: tagged.u });
-            if (tagged.r === true) defineProperty(response, "redirected", { value: true });
+            if (typeof tagged.u === "string" && tagged.u !== "") withOrigin(response, tagged.u, tagged.r === true);
             return response;
           }
           default:

@@ -142,7 +142,8 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
       const made = new Response("x");
       let assigned = "kept";
       try { hopped.url = "https://elsewhere.test/"; hopped.redirected = false } catch (e) { assigned = e.name }
-      return [hopped.url, hopped.redirected, direct.url, direct.redirected, made.url, made.redirected, assigned, hopped.url, hopped.redirected];
+      const copy = hopped.clone();
+      return [hopped.url, hopped.redirected, direct.url, direct.redirected, made.url, made.redirected, assigned, hopped.url, hopped.redirected, copy.url, copy.redirected, await copy.text() === await hopped.text()];
     }`;
     const value = completed(await follows.run({ code, capabilities: { net: [rule] } })).value;
     expect(value).toEqual([
@@ -155,6 +156,10 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
       "TypeError",
       `${origin}/landed?x=1`,
       true,
+      // A clone says where it came from too (Deno's own clone() dropped both).
+      `${origin}/landed?x=1`,
+      true,
+      true,
     ]);
     // Returned to the host: a fetched Response keeps both, a constructed one has neither.
     const fetched = completed(
@@ -164,6 +169,7 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
       }),
     ).value as Response;
     expect([fetched instanceof Response, fetched.url, fetched.redirected]).toEqual([true, `${origin}/landed?x=1`, true]);
+    expect([fetched.clone().url, fetched.clone().redirected]).toEqual([`${origin}/landed?x=1`, true]);
     const made = completed(await follows.run({ code: `export default () => new Response("x")` })).value as Response;
     expect([made instanceof Response, made.url, made.redirected]).toEqual([true, "", false]);
   });
