@@ -40,18 +40,18 @@ export class DiskWatch {
     private readonly over: (why: string) => void,
   ) {}
 
-  /** Called on every poll of the process (the RSS watchdog's). */
-  poll(reading: DiskReading, now: number): void {
-    if (this.walking || this.stopped) return;
+  /** Called on every poll of the process (the RSS watchdog's). Returns the measurement it started, if any. */
+  poll(reading: DiskReading, now: number): Promise<void> | undefined {
+    if (this.walking || this.stopped) return undefined;
     const written = reading.writtenBytes ?? this.writtenAtWalk;
     const mayHold = this.measuredBytes + (written - this.writtenAtWalk);
     const busy = reading.cpuNs - this.cpuAtWalk >= WALK_CPU_NS && now - this.lastWalk >= WALK_EVERY_MS;
-    if (mayHold <= this.limitBytes && !busy) return;
+    if (mayHold <= this.limitBytes && !busy) return undefined;
     this.walking = true;
     this.writtenAtWalk = written;
     this.cpuAtWalk = reading.cpuNs;
     this.lastWalk = now;
-    measureDir(this.dir, this.limitBytes, MAX_DISK_ENTRIES).then(
+    return measureDir(this.dir, this.limitBytes, MAX_DISK_ENTRIES).then(
       (measured) => {
         this.walking = false;
         if (this.stopped) return;
