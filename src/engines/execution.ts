@@ -67,6 +67,8 @@ export class Execution implements InstanceListener, Watched {
   get outcome(): Promise<RunResult> {
     return this.outcomes.then((results) => results[0]);
   }
+  /** Settled, and its instance not yet free: see checkLingering. */
+  private lingering = false;
   /** Stops watching the caller's signal (abort-listeners.ts). */
   private stopWatchingAbort?: () => void;
   /** Made when asked for (a compile of the source imports): most executions never need it. */
@@ -114,7 +116,10 @@ export class Execution implements InstanceListener, Watched {
 
   /** Called by the watchdog. CPU counts only from startCpu; wall time from construction. */
   checkLimits(now: number): void {
-    if (this.settled) return;
+    if (this.settled) {
+      if (this.lingering) this.checkLingering(now);
+      return;
+    }
     // The guest is done and its answer waits for this thread, which was busy elsewhere: the
     // isolate's CPU time meanwhile is the serving task polling, not the guest's work (a trivial
     // served call with a 1 ms CPU limit failed 3 times in 400 when this loop stalled 10 ms).
@@ -125,6 +130,34 @@ export class Execution implements InstanceListener, Watched {
     else if (this.cpuStartNs !== undefined && this.cpuMs() >= cpuTimeMs) {
       this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${cpuTimeMs} ms`);
     }
+  }
+
+  /**
+   * What the guest left running once its outcomes were out (an unawaited chain, the rest of the
+   * task that made a promise's outcome) is still held to this execution's limits until its
+   * instance is free again (drained): past them, the instance is discarded. The outcomes already
+   * delivered stand. Unwatched, such a tail ran with no limit at all: a call with a 100 ms CPU
+   * limit returned in 14 ms and left its isolate spinning for as long as the guest liked (found
+   * by review).
+   */
+  private checkLingering(now: number): void {
+    const instance = this.instance;
+    if (instance.disposed || instance.tainted || (instance.listener !== undefined && instance.listener !== this)) {
+      this.drained();
+      return;
+    }
+    const { wallTimeMs, cpuTimeMs } = this.options.limits;
+    if (now - this.started < wallTimeMs && (this.cpuStartNs === undefined || this.cpuMs() < cpuTimeMs)) return;
+    this.drained();
+    instance.tainted = true;
+    instance.dispose();
+  }
+
+  /** The instance is free again (or discarded): what this execution left in it is over. */
+  drained(): void {
+    if (!this.lingering) return;
+    this.lingering = false;
+    watchdog.unwatch(this);
   }
 
   /**
@@ -453,7 +486,9 @@ export class Execution implements InstanceListener, Watched {
     // Host calls still in flight end with the run (a brokered fetch's exchange stops).
     for (const call of this.hostCalls.values()) call.abort();
     this.hostCalls.clear();
-    watchdog.unwatch(this);
+    // Still watched until the instance is free (checkLingering), unless it is already gone.
+    if (this.instance.disposed || this.instance.tainted) watchdog.unwatch(this);
+    else this.lingering = true;
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     this.stopWatchingAbort?.();

@@ -79,7 +79,10 @@ export class PooledEngine implements Engine {
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // a quarter of a millisecond on this thread, so it happens after the result is delivered.
     instance.listener = undefined;
-    setImmediate(() => instance.dispose());
+    setImmediate(() => {
+      instance.dispose();
+      execution.drained();
+    });
     return result;
   }
 

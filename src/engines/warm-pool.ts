@@ -111,11 +111,21 @@ export class WarmPool implements EnginePrefix {
       execution.evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', source, sourceImports });
     });
     if (!result.ok) {
+      execution.drained();
       instance.dispose();
       return { result: prefixFailure(result, limits) };
     }
-    // The residency budget needs the heap of a warm instance before it goes idle.
-    await instance.measureHeap();
+    // The residency budget needs the heap of a warm instance before it goes idle (and what the
+    // prefix's top level left running stays under its limits until then: Execution.drained).
+    try {
+      await instance.measureHeap();
+      // What the top level left running is over before the instance serves a call.
+      await fence(instance, limits.wallTimeMs);
+    } catch {
+      // A limit fired meanwhile (checkLingering): the instance is tainted, and discarded on release.
+    } finally {
+      execution.drained();
+    }
     return { instance, result };
   }
 
@@ -141,7 +151,7 @@ export class WarmPool implements EnginePrefix {
     instance.lineMaps.clear();
     for (const [file, map] of prefixMaps) instance.lineMaps.set(file, map);
     // The result is out; wait until the instance is idle before another run may own it.
-    this.releaseAfter(instance, fence(instance, limits.wallTimeMs));
+    this.releaseAfter(instance, fence(instance, limits.wallTimeMs), execution);
     return result;
   }
 
@@ -239,12 +249,17 @@ export class WarmPool implements EnginePrefix {
     // run in the isolate; released then, their logs, host calls and CPU time landed in the next
     // caller's call (a 30 ms tail made the next call fail ERR_CPU_TIMEOUT). Where the crossing's
     // return does not mean its microtasks ran (deno), a fence follows, as after a run.
-    if (returned && !pending) this.release(instance);
-    else {
-      const fenced = pending && !instance.drainedOnReturn;
+    // A pending outcome may have been made in a later task (a host call's answer, a timer), which
+    // can still be running when the call's own crossing has long returned: a fence always
+    // follows then (released at once, a 40 ms tail was charged to the next call, ERR_CPU_TIMEOUT).
+    if (returned && !pending) {
+      execution.drained();
+      this.release(instance);
+    } else {
       this.releaseAfter(
         instance,
-        crossing.then(() => (fenced ? fence(instance, limits.wallTimeMs) : undefined)),
+        crossing.then(() => (pending ? fence(instance, limits.wallTimeMs) : undefined)),
+        execution,
       );
     }
     return results;
@@ -255,8 +270,11 @@ export class WarmPool implements EnginePrefix {
    * and release discards it). Calls and runs that find no idle instance wait for these first
    * (acquire): an instance about to be free beats warming up another.
    */
-  private releaseAfter(instance: EngineInstance, idle: Promise<unknown>): void {
-    const fenced = idle.then(() => this.release(instance));
+  private releaseAfter(instance: EngineInstance, idle: Promise<unknown>, execution: Execution): void {
+    const fenced = idle.then(() => {
+      execution.drained();
+      this.release(instance);
+    });
     this.fencing.add(fenced);
     void fenced.finally(() => this.fencing.delete(fenced));
   }

@@ -189,6 +189,43 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(value(await prefix.call({ export: "id2" }))).not.toBe(before);
   });
 
+  it("what a call leaves running after its outcome (a later task's) stays under its limits and never reaches the next call", async () => {
+    // The outcome came from a host call's answer; the rest of that task ran with no limit at all
+    // (3 s of CPU under a 100 ms limit, an endless loop forever) and was charged to the next call.
+    const seen: string[] = [];
+    await using prefix = await sandbox.prepare({
+      code: `export async function f(tag) {
+        await note("start " + tag);
+        (async () => {
+          for (let i = 0; i < 20; i++) await null;
+          console.log("tail of " + tag);
+          if (tag === "spin") for (;;) {}
+          await note("tail " + tag);
+        })();
+        return tag;
+      }`,
+      globals: {
+        note: async (text: string) => {
+          seen.push(text);
+        },
+      },
+    });
+    const limits = { cpuTimeMs: 150, wallTimeMs: 1500 };
+    const spin = await prefix.call({ export: "f", args: ["spin"], limits });
+    // The outcome made before the tail overran stands; the instance is discarded.
+    expect(value(spin)).toBe("spin");
+    const next = await prefix.call({ export: "f", args: ["next"], limits });
+    expect(value(next)).toBe("next");
+    expect(next.logs.map((log) => log.message)).not.toContain("tail of spin");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(seen).not.toContain("tail spin");
+    // The endless tail was stopped: nothing keeps this process's CPU busy now.
+    const before = process.cpuUsage();
+    await new Promise((r) => setTimeout(r, 600));
+    const used = process.cpuUsage(before);
+    if (combo.host === "inprocess" && combo.engine !== "deno") expect((used.user + used.system) / 1000).toBeLessThan(400);
+  });
+
   it("one signal given to many concurrent runs and calls: each is watched, and Node warns of no listener leak", async () => {
     // Every layer listened on the caller's signal once per run: the eleventh made Node print
     // "MaxListenersExceededWarning: Possible EventTarget memory leak detected".
