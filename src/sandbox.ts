@@ -221,6 +221,15 @@ export class Sandbox implements AsyncDisposable {
         });
         if (!slotted.ok) throw new PrepareError(slotted);
         const { prefix } = evaluated as NonNullable<typeof evaluated>;
+        // Disposed while the engine prepared it (the remote executor, a Deno process, answered
+        // after): nothing may outlive the sandbox, and a prefix nothing could call is no success.
+        if (this.disposed) {
+          prefix.dispose();
+          const message = "the sandbox was disposed while the prefix was being prepared";
+          throw new PrepareError(
+            failedResult(this.engine.name, this.hostName, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }),
+          );
+        }
         return { pool: prefix, exports: slotted.exports, skippedExports: slotted.skippedExports };
       })();
       shared = { pool, handles: 0 };

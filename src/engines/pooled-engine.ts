@@ -92,6 +92,16 @@ export class PooledEngine implements Engine {
     const pool = new WarmPool(this.name, request, this.spares, this.residency, limits, maxQueued, this.running);
     pool.onDispose = () => this.pools.delete(pool);
     const { instance, result } = await pool.warmUp();
+    // Disposed while the prefix was warming up (its heap measured, its tail fenced): adopted, the
+    // instance outlived the sandbox, and prepare resolved with a prefix nothing could call.
+    if (this.running.ended) {
+      instance?.dispose();
+      const message = "the sandbox was disposed while the prefix was being prepared";
+      return {
+        prefix: pool,
+        result: failedResult(this.name, request.host, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }),
+      };
+    }
     if (instance) {
       pool.adopt(instance);
       this.pools.add(pool);

@@ -226,6 +226,21 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     if (combo.host === "inprocess" && combo.engine !== "deno") expect((used.user + used.system) / 1000).toBeLessThan(400);
   });
 
+  it("a sandbox disposed while a prefix is being prepared: prepare rejects and no instance outlives it", async () => {
+    // Disposed while the prepared instance's heap was measured (its top level left work running),
+    // the instance was adopted anyway: it outlived the sandbox, and prepare resolved.
+    const own = await createSandbox(combo.options);
+    await own.run({ code: "export default 1" });
+    const preparing = own.prepare({
+      code: "(async () => { for (let i = 0; i < 5; i++) await null; const t = Date.now(); while (Date.now() - t < 300) {} })();\nexport const f = () => 1;",
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    await own.dispose();
+    await expect(preparing).rejects.toMatchObject({ code: "ERR_INSTANCE_RESET" });
+    // On the remote host, stats are the executor's, every client's instances counted.
+    if (!differs(combo, "client-budget")) expect(own.stats()).toMatchObject({ warmInstances: 0, idleInstances: 0 });
+  });
+
   it("one signal given to many concurrent runs and calls: each is watched, and Node warns of no listener leak", async () => {
     // Every layer listened on the caller's signal once per run: the eleventh made Node print
     // "MaxListenersExceededWarning: Possible EventTarget memory leak detected".
