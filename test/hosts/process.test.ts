@@ -93,6 +93,17 @@ describe("process host", () => {
     expect(workerPids(s)).not.toContain(first);
   });
 
+  it("a worker takes no run past maxRunsPerWorker, however fast the runs come", async () => {
+    // Checked only on the once-a-second lifecycle timer, one worker took 20 back-to-back runs with a limit of 3.
+    const s = await sandbox({ workers: { maxRunsPerWorker: 3 } });
+    let most = 0;
+    for (let i = 0; i < 12; i++) {
+      expect((await s.run({ code: "export default 1" })).ok).toBe(true);
+      for (const worker of s.stats().workers ?? []) most = Math.max(most, worker.runs);
+    }
+    expect(most).toBeLessThanOrEqual(3);
+  });
+
   it("warm calls do not count toward recycling: they make nothing a worker must shed", async () => {
     const s = await sandbox({ workers: { maxRunsPerWorker: 3 } });
     await using prefix = await s.prepare({ code: "export const inc = (n) => n + 1" });

@@ -66,6 +66,9 @@ export class WorkerPool {
   async pick(partition: string): Promise<WorkerProcess> {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed");
     const key = this.options.isolateProcesses === "partition" ? partition : "";
+    // Here, not only on the lifecycle timer: checked once a second, one worker took 20 runs
+    // with maxRunsPerWorker 3 (a busy service, thousands past it).
+    for (const worker of this.workers) this.retireIfWornOut(worker);
     const mine = this.workers.filter((w) => w.usable && w.partition === key);
     let best = mine.reduce<WorkerProcess | undefined>((a, b) => (!a || b.busy < a.busy ? b : a), undefined);
     if (!best) best = this.spawn(key);
@@ -151,16 +154,20 @@ export class WorkerPool {
     }
   }
 
+  /** A worker past maxRunsPerWorker takes no new runs; it ends once idle (tend). */
+  private retireIfWornOut(worker: WorkerProcess): void {
+    if (worker.retiring || !worker.alive || worker.runs < this.options.maxRunsPerWorker) return;
+    worker.retiring = true;
+    if (worker.partition === "" && this.count("") < this.options.min) this.spawn("");
+  }
+
   /** Recycling, idle TTL and the soft cap. */
   private tend(): void {
     const now = performance.now();
     for (const worker of this.workers) {
       if (!worker.alive) continue;
       if (worker.pid) worker.pollStats();
-      if (worker.runs >= this.options.maxRunsPerWorker && !worker.retiring) {
-        worker.retiring = true;
-        if (worker.partition === "" && this.count("") < this.options.min) this.spawn("");
-      }
+      this.retireIfWornOut(worker);
       if (worker.retiring && worker.busy === 0) worker.kill("ERR_INSTANCE_RESET", "recycled after its maximum number of runs");
     }
     // Replacements that could not start earlier (backing off) are tried again here.
