@@ -104,6 +104,24 @@ describe("process host", () => {
     expect(most).toBeLessThanOrEqual(3);
   });
 
+  it("a prefix disposed while it is prepared again in a new worker leaves nothing there", async () => {
+    // dispose() found no worker to tell, and the new copy stayed in the new worker for good.
+    const s = await sandbox({ workers: { min: 1, max: 2 } });
+    const prefix = await s.prepare({
+      code: "await init(); export function get() { return 1 }",
+      globals: { init: () => new Promise((resolve) => setTimeout(resolve, 600)) },
+      limits: { wallTimeMs: 10_000 },
+    });
+    for (const pid of workerPids(s)) process.kill(pid, "SIGKILL");
+    await until(() => workerPids(s).every((pid) => !alive(pid)), 5000);
+    const call = prefix.call({ export: "get" }); // prepares it again in a new worker: 600 ms
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await prefix.dispose();
+    await call;
+    await until(() => s.stats().warmInstances === 0 && s.stats().prefixes.length === 0, 5000);
+    expect(s.stats()).toMatchObject({ warmInstances: 0, idleInstances: 0, prefixes: [] });
+  });
+
   it("warm calls do not count toward recycling: they make nothing a worker must shed", async () => {
     const s = await sandbox({ workers: { maxRunsPerWorker: 3 } });
     await using prefix = await s.prepare({ code: "export const inc = (n) => n + 1" });

@@ -155,6 +155,12 @@ class ProcessPrefix implements EnginePrefix {
       limits.wallTimeMs + BACKSTOP_MS,
     );
     if (answer.prefix !== undefined) {
+      // Disposed while it was prepared again (after its worker died or was recycled): dispose()
+      // found no worker to tell, and the new copy stayed in the worker for good (found by review).
+      if (this.disposed) {
+        worker.disposePrefix(answer.prefix, answer.owner as number);
+        return answer.result;
+      }
       this.worker = worker;
       this.handle = answer.prefix;
       this.owner = answer.owner;
