@@ -161,6 +161,23 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       }
     });
 
+    it("a large text result within maxOutputBytes completes under the default limits", async () => {
+      // Its escapes were counted by a loop of the runtime's: ~0.5 µs a character in QuickJS, so
+      // 12 MiB ran past the default 5 s wall time (15 MiB: ERR_WALL_TIMEOUT; 4 MiB: 1.6 s of CPU).
+      const result = completed(
+        await sandbox.run({ code: "export default () => 'x'.repeat(12 * 1024 * 1024)", limits: { memoryMb: 256 } }),
+      );
+      expect((result.value as string).length).toBe(12 * 1024 * 1024);
+    });
+
+    it("a guest that replaces RegExp.prototype.exec still cannot pass its output limit with escapes", async () => {
+      // 600,000 quotes are 1,200,002 characters once escaped: over 1 MB, though the text is not.
+      const code = `RegExp.prototype.exec = () => null; RegExp.prototype.test = () => false;
+        export default () => ({ text: '"'.repeat(600000) })`;
+      const result = failed(await sandbox.run({ code, limits: { maxOutputBytes: 1_000_000 } }));
+      expect(result.error.code).toBe("ERR_OUTPUT_TOO_LARGE");
+    });
+
     it("a BigInt past 100,000 digits is refused by its size, before its decimal text is made", async () => {
       // Made first, its text took QuickJS 4 s of CPU for 1n << 1000000n.
       const result = failed(await sandbox.run({ code: "export default () => ({ big: 1n << 1000000n })" }));

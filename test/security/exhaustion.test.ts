@@ -212,6 +212,8 @@ describe.each(COMBINATIONS.filter((c) => c.options.engine === "v8"))("copies of 
       // Under the ceiling as text, six times over it once escaped (\u0001 each).
       "export default async () => record('\\x01'.repeat(4 * 1024 * 1024 - 64))",
       "export default async () => record(new Map([['\\x01'.repeat(4 * 1024 * 1024 - 64), 1]]))",
+      // The escapes are found by a regular expression: one whose exec the guest replaced would say there are none.
+      "RegExp.prototype.exec = () => null;\nexport default async () => record(['\\x01'.repeat(4 * 1024 * 1024 - 64)])",
       // The refusal rethrown after other host calls (encodings) still names the limit.
       `export default async () => { try { await record(${big}) } catch (e) { await record(1); throw e } }`,
     ]) {
