@@ -187,7 +187,10 @@ export class Sandbox implements AsyncDisposable {
           bindings.text,
           bindings.identity,
           partitionKey,
-          limits.memoryMb,
+          // Every limit of the evaluation, not only its memory: two prepares differing only in
+          // their budget shared the first one's evaluation, and the generous caller was refused
+          // by the strict one's cpuTimeMs (found by review).
+          limits,
           options.capabilities ?? null,
         ]),
       )

@@ -226,6 +226,19 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     if (combo.host === "inprocess" && combo.engine !== "deno") expect((used.user + used.system) / 1000).toBeLessThan(400);
   });
 
+  it("concurrent prepares of the same code with different budgets are each judged by their own", async () => {
+    // They shared one evaluation, under the first caller's budget: the generous one was refused
+    // with the strict one's cpuTimeMs in its message.
+    const code = `const t = Date.now(); while (Date.now() - t < 150) {}\nexport const ready = ${Math.random()};`;
+    const [strict, generous] = await Promise.allSettled([
+      sandbox.prepare({ code, limits: { cpuTimeMs: 20, wallTimeMs: 20 } }),
+      sandbox.prepare({ code, limits: { cpuTimeMs: 5000, wallTimeMs: 5000 } }),
+    ]);
+    expect(strict.status).toBe("rejected");
+    expect(generous.status).toBe("fulfilled");
+    if (generous.status === "fulfilled") await generous.value.dispose();
+  });
+
   it("a sandbox disposed while a prefix is being prepared: prepare rejects and no instance outlives it", async () => {
     // Disposed while the prepared instance's heap was measured (its top level left work running),
     // the instance was adopted anyway: it outlived the sandbox, and prepare resolved.
