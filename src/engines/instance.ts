@@ -60,13 +60,6 @@ export interface EngineInstance {
   bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted: boolean;
-  /**
-   * A crossing returns only after the microtasks it queued have run (v8: isolated-vm's checkpoint
-   * at the end of the task; quickjs: the worker pumps jobs until none are left). Then an instance
-   * whose call returned a promise is free once the crossing returned; otherwise (deno answers
-   * before its microtasks run) only after a fence.
-   */
-  readonly drainedOnReturn?: boolean;
   /** A warm instance is replaced after this many uses (Deno: each prefix run adds a module instance it never frees). */
   readonly maxUses?: number;
   readonly disposed: boolean;

@@ -244,14 +244,12 @@ export class WarmPool implements EnginePrefix {
       }
     }
     // The instance is free once its crossing has returned, and, when an export returned a
-    // promise, once what that left behind (an unawaited chain, its microtasks) has run. A
-    // promise's outcome can arrive before its crossing returns, while microtasks it left still
-    // run in the isolate; released then, their logs, host calls and CPU time landed in the next
-    // caller's call (a 30 ms tail made the next call fail ERR_CPU_TIMEOUT). Where the crossing's
-    // return does not mean its microtasks ran (deno), a fence follows, as after a run.
-    // A pending outcome may have been made in a later task (a host call's answer, a timer), which
-    // can still be running when the call's own crossing has long returned: a fence always
-    // follows then (released at once, a 40 ms tail was charged to the next call, ERR_CPU_TIMEOUT).
+    // promise, once what that left behind (an unawaited chain, its microtasks) has run: a fence
+    // follows then, on every engine. The outcome may have been made in a later task (a host
+    // call's answer, a timer) still running long after the call's own crossing returned; released
+    // then, its logs, host calls and CPU time landed in the next caller's call (a 30-40 ms tail
+    // made the next call fail ERR_CPU_TIMEOUT). Until release the tail is held to the call's
+    // limits (Execution.drained).
     if (returned && !pending) {
       execution.drained();
       this.release(instance);

@@ -37,8 +37,6 @@ export class QuickJSInstance implements EngineInstance {
   listener: InstanceListener | undefined;
   bindings: BindingsLike | undefined;
   tainted = false;
-  /** A crossing's microtasks have run when it returns: the worker pumps the runtime's jobs until none are left before it replies. */
-  readonly drainedOnReturn = true;
   heapUsedBytes = 0;
   uses = 0;
   lastUsed = performance.now();

@@ -52,8 +52,6 @@ export class V8Instance implements EngineInstance {
   bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted = false;
-  /** A crossing's microtasks have run when it returns: isolated-vm runs the task's microtask checkpoint before an apply returns. */
-  readonly drainedOnReturn = true;
   lastUsed = performance.now();
   heapUsedBytes = 0;
   uses = 0;
