@@ -125,11 +125,17 @@ export class Execution implements InstanceListener, Watched {
     // served call with a 1 ms CPU limit failed 3 times in 400 when this loop stalled 10 ms).
     if (this.instance.answerReady?.()) return;
     const { wallTimeMs, cpuTimeMs } = this.options.limits;
-    if (now - this.started >= wallTimeMs)
-      this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${wallTimeMs} ms`);
-    else if (this.cpuStartNs !== undefined && this.cpuMs() >= cpuTimeMs) {
-      this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${cpuTimeMs} ms`);
-    }
+    const over = this.overLimit(now);
+    if (over === "wall") this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${wallTimeMs} ms`);
+    else if (over === "cpu") this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${cpuTimeMs} ms`);
+  }
+
+  /** Which time limit is past at `now`: the wall time counts from construction, CPU from startCpu. */
+  private overLimit(now: number): "wall" | "cpu" | undefined {
+    const { wallTimeMs, cpuTimeMs } = this.options.limits;
+    if (now - this.started >= wallTimeMs) return "wall";
+    if (this.cpuStartNs !== undefined && this.cpuMs() >= cpuTimeMs) return "cpu";
+    return undefined;
   }
 
   /**
@@ -146,8 +152,7 @@ export class Execution implements InstanceListener, Watched {
       this.drained();
       return;
     }
-    const { wallTimeMs, cpuTimeMs } = this.options.limits;
-    if (now - this.started < wallTimeMs && (this.cpuStartNs === undefined || this.cpuMs() < cpuTimeMs)) return;
+    if (this.overLimit(now) === undefined) return;
     this.drained();
     instance.tainted = true;
     instance.dispose();
