@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { pino } from "pino";
 import { sharedCodec } from "../../src/core/bindings.js";
+import { DEFAULT_LIMITS } from "../../src/core/limits.js";
+import { normalizeSource } from "../../src/core/source.js";
 import type { RunResult } from "../../src/core/types.js";
 import { createExecutor, type Executor, type ExecutorOptions } from "../../src/executor/server.js";
 
@@ -52,6 +54,19 @@ export async function startExecutor(options: ExecutorOptions = {}): Promise<Test
 }
 
 /** The error body of a refusal. */
+/** The body of a `/host` run of `code` as the remote host sends it: no bindings, no input, default limits. */
+export async function hostRunBody(code: string) {
+  return {
+    engine: "v8",
+    t: "run",
+    source: await normalizeSource(code, "<guest>"),
+    sourceImports: {},
+    bindingsText: JSON.stringify({ globals: {}, modules: {} }),
+    inputText: "null",
+    limits: DEFAULT_LIMITS,
+  };
+}
+
 export async function refusal(response: Response): Promise<{ status: number; code: string; message: string }> {
   const body = (await response.json()) as { error: { code: string; message: string } };
   return { status: response.status, code: body.error.code, message: body.error.message };

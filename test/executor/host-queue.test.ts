@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_LIMITS } from "../../src/core/limits.js";
-import { normalizeSource } from "../../src/core/source.js";
-import { SECRET, startExecutor, type TestExecutor } from "./helpers.js";
+import { hostRunBody, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
 
 // One run slot: what waits for it, and for whom.
 let service: TestExecutor;
@@ -15,12 +14,7 @@ afterAll(async () => {
 /** A `/host` run of `code` as a remote client without a signal sends it: not abortable. */
 async function hostRun(code: string, signal?: AbortSignal): Promise<Response> {
   const body = {
-    engine: "v8",
-    t: "run",
-    source: await normalizeSource(code, "<guest>"),
-    sourceImports: {},
-    bindingsText: JSON.stringify({ globals: {}, modules: {} }),
-    inputText: "null",
+    ...(await hostRunBody(code)),
     limits: { ...DEFAULT_LIMITS, wallTimeMs: 20_000, cpuTimeMs: 20_000 },
     abortable: false,
   };

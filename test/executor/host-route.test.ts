@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_LIMITS } from "../../src/core/limits.js";
-import { normalizeSource } from "../../src/core/source.js";
 import { createCallbackCheck } from "../../src/executor/callback-targets.js";
-import { refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
+import { hostRunBody, refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
 
 let service: TestExecutor;
 beforeAll(async () => {
@@ -23,21 +22,9 @@ function nested(levels: number): unknown {
   return levels === 0 ? { d: "1" } : { o: { k: nested(levels - 1) } };
 }
 
-async function runRequest(code: string) {
-  return {
-    engine: "v8",
-    t: "run",
-    source: await normalizeSource(code, "<guest>"),
-    sourceImports: {},
-    bindingsText: JSON.stringify({ globals: {}, modules: {} }),
-    inputText: "null",
-    limits: DEFAULT_LIMITS,
-  };
-}
-
 describe("POST /host (the remote host's protocol)", () => {
   it("runs an admitted, well-formed request", async () => {
-    const response = await post(await runRequest("export default 6 * 7"));
+    const response = await post(await hostRunBody("export default 6 * 7"));
     expect(response.status).toBe(200);
     expect(response.headers.get("cordon-load")).toMatch(/^\d+,\d+,\d+,\d+,\d+$/);
     expect(JSON.parse(await response.text())).toMatchObject({ ok: true, value: 42 });
@@ -46,7 +33,7 @@ describe("POST /host (the remote host's protocol)", () => {
   it("takes host modules named as long as the client allows (512 characters)", async () => {
     const name = "m".repeat(512);
     const body = {
-      ...(await runRequest(`import m from ${JSON.stringify(name)}; export default m.n;`)),
+      ...(await hostRunBody(`import m from ${JSON.stringify(name)}; export default m.n;`)),
       bindingsText: JSON.stringify({ globals: {}, modules: { [name]: { d: JSON.stringify({ n: 7 }) } } }),
     };
     const response = await post(body);
@@ -55,13 +42,13 @@ describe("POST /host (the remote host's protocol)", () => {
   });
 
   it("refuses without the secret, or with a wrong one, before reading the body", async () => {
-    const body = await runRequest("export default 1");
+    const body = await hostRunBody("export default 1");
     expect((await refusal(await post(body, null))).code).toBe("ERR_UNAUTHORIZED");
     expect((await refusal(await post(body, "x".repeat(48)))).status).toBe(401);
   });
 
   it("refuses what is not exactly the schema, naming the field", async () => {
-    const body = await runRequest("export default 1");
+    const body = await hostRunBody("export default 1");
     const cases: [unknown, RegExp][] = [
       [{ ...body, extra: 1 }, /extra|Unrecognized/i],
       [{ ...body, engine: "deno" }, /engine/],
@@ -110,7 +97,7 @@ describe("POST /host (the remote host's protocol)", () => {
   it("clamps a client's limits with the service's policy, never widening them", async () => {
     const strict = await startExecutor({ sandbox: { policy: { maxWallTimeMs: 500 } } });
     try {
-      const body = await runRequest("export default () => new Promise(() => {})");
+      const body = await hostRunBody("export default () => new Promise(() => {})");
       const started = performance.now();
       const response = await fetch(`${strict.url}/host`, {
         method: "POST",
@@ -126,7 +113,7 @@ describe("POST /host (the remote host's protocol)", () => {
   });
 
   it("calls back only to the requester, loopback, or an origin the operator named (no SSRF through the executor)", async () => {
-    const body = await runRequest("export default 1");
+    const body = await hostRunBody("export default 1");
     const callback = (url: string) => ({ ...body, callback: { url, run: "r", grant: "g", names: ["globals.f"] } });
     for (const url of [
       "http://10.1.2.3:8080/rpc",
