@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { LIMIT_CODES } from "../core/errors.js";
 import { resolveLimits } from "../core/limits.js";
 import { abortedResult, failedResult } from "../core/results.js";
 import type { RunResult, RunStats, SandboxPolicy } from "../core/types.js";
@@ -191,16 +192,13 @@ async function disposeEntry(entry: Entry): Promise<void> {
   await prefix?.dispose();
 }
 
-/** A preparation that failed on a limit a request may set differently (compiling counts against wall time). */
+/**
+ * A preparation that failed on a limit a request may set differently (compiling counts against
+ * wall time). Not memory: memoryMb is part of the entry's key, so the waiter's is the same. Not an
+ * abort: a preparation runs on after its client leaves.
+ */
 function isLimitFailure(result: RunResult & { ok: false }): boolean {
   const { code, name } = result.error;
+  if (code === "ERR_MEMORY_LIMIT" || code === "ERR_ABORTED") return false;
   return LIMIT_CODES.has(code) || (code === "ERR_COMPILE" && name === "TimeoutError");
 }
-
-const LIMIT_CODES = new Set([
-  "ERR_WALL_TIMEOUT",
-  "ERR_CPU_TIMEOUT",
-  "ERR_OUTPUT_TOO_LARGE",
-  "ERR_BRIDGE_CALL_LIMIT",
-  "ERR_BRIDGE_PAYLOAD_TOO_LARGE",
-]);
