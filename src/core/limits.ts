@@ -9,6 +9,12 @@ export const MAX_MEMORY_MB = 1024;
 export const MAX_PENDING_TIMERS = 1000;
 /** Host calls a guest may have in flight at once; beyond it the call is refused. */
 export const MAX_PENDING_HOST_CALLS = 256;
+/**
+ * A run's host calls in flight may hold at most this many times its maxBridgeCallBytes of
+ * arguments together. The host keeps a copy of each call's arguments until it answers, so without
+ * it one string passed to 256 slow calls took 256 copies of host memory, outside every limit.
+ */
+export const PENDING_ARGS_FACTOR = 4;
 
 export const DEFAULT_LIMITS: ResolvedLimits = {
   wallTimeMs: 5000,

@@ -3,7 +3,7 @@ import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
 import { cleanErrorStacks, ERROR_TAG, guestThrown, sanitizeStack } from "../core/guest-errors.js";
-import { MAX_PENDING_TIMERS, type ResolvedLimits } from "../core/limits.js";
+import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
@@ -58,6 +58,8 @@ export class Execution implements InstanceListener, Watched {
    * fetch: its exchange and in-flight slot are freed at once) or when the run settles.
    */
   private readonly hostCalls = new Map<number, AbortController>();
+  /** The arguments of the host calls in flight, together (bounded: see PENDING_ARGS_FACTOR). */
+  private argCharsInFlight = 0;
   private resolveOutcomes!: (results: RunResult[]) => void;
   /** Every call's result, in order, once all are settled. */
   readonly outcomes = new Promise<RunResult[]>((resolve) => {
@@ -250,12 +252,23 @@ export class Execution implements InstanceListener, Watched {
       );
       return;
     }
+    // The guest runtime refuses such a call itself (catchably): this is the backstop.
+    const inFlightLimit = limits.maxBridgeCallBytes * PENDING_ARGS_FACTOR;
+    if (this.argCharsInFlight + argsText.length > inFlightLimit) {
+      setImmediate(() =>
+        this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `host calls in flight held more than ${inFlightLimit} bytes of arguments`),
+      );
+      return;
+    }
     const bindings = this.instance.bindings;
     if (!bindings) return;
     const controller = new AbortController();
     this.hostCalls.set(id, controller);
+    const chars = argsText.length;
+    this.argCharsInFlight += chars;
     void bindings.dispatch(fnId, argsText, controller.signal, limits.maxBridgeCallBytes).then(({ ok, text, tooLarge }) => {
       this.hostCalls.delete(id);
+      this.argCharsInFlight -= chars;
       if (this.settled) return;
       if (tooLarge || text.length > limits.maxBridgeCallBytes) {
         this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `a host call's result exceeded ${limits.maxBridgeCallBytes} bytes`);

@@ -529,6 +529,44 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(called).toBe(false);
     });
 
+    it("host calls in flight hold at most 4 × maxBridgeCallBytes of arguments together", async () => {
+      // One string in the guest is a copy per call on the host: 40 slow calls of a 12 MiB string
+      // took the host from 59 to 561 MB, outside every limit of the run.
+      let held = 0;
+      let mostHeld = 0;
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const hold = async (text: string) => {
+        held += text.length;
+        mostHeld = Math.max(mostHeld, held);
+        await released;
+        held -= text.length;
+        return text.length;
+      };
+      const code = `export default async () => {
+        const text = "x".repeat(225 * 1024);
+        const outcomes = [];
+        for (let i = 0; i < 40; i++) outcomes.push(hold(text).then(() => "held", (e) => [e.name, e.code, e.message]));
+        await release();
+        const all = await Promise.all(outcomes);
+        const refused = all.filter((o) => o !== "held");
+        return { held: all.length - refused.length, refused: refused.length, first: refused[0], after: await hold(text) };
+      }`;
+      const limits = { maxBridgeCallBytes: 1 << 18, wallTimeMs: 8000 };
+      const result = await sandbox.run({ code, globals: { hold, release: () => release() }, limits });
+      const value = completed(result).value as { held: number; refused: number; first: unknown; after: number };
+      // Four calls of 225 KiB (plus the encoding's quotes) fit in 1 MiB; the rest are refused, catchably.
+      expect(value).toMatchObject({ held: 4, refused: 36, after: 225 * 1024 });
+      expect(value.first).toEqual([
+        "RangeError",
+        "ERR_BRIDGE_PAYLOAD_TOO_LARGE",
+        expect.stringContaining("host calls in flight would hold more than 1048576 bytes of arguments together"),
+      ]);
+      expect(mostHeld).toBe(4 * 225 * 1024);
+    });
+
     it("source-text imports and host modules", async () => {
       const imports = {
         "lib/math": "export const square = (x: number) => x * x; export default 'math';",

@@ -17,6 +17,7 @@ import type { GuestHostCallbacks, GuestInternals, GuestRuntimeConfig } from "../
 export interface DenoGuestConfig {
   maxTimers: number;
   maxPendingCalls: number;
+  pendingArgsFactor: number;
   /** The guest's memory limit: one ArrayBuffer allocation past it throws a RangeError. */
   memoryBytes: number;
   /** Node builtins loaded before the globals they read at load time are removed. */
@@ -151,6 +152,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const internals = parts.installRuntime(host, codec, parts.createInspect(), {
     maxTimers: config.maxTimers,
     maxPendingCalls: config.maxPendingCalls,
+    pendingArgsFactor: config.pendingArgsFactor,
     readBodies: (values, maxBytes) => (wire.needsBodies(values) ? readBodiesWithin(values, maxBytes) : undefined),
   });
   defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });

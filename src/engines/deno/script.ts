@@ -4,7 +4,7 @@ import { builtinModules, createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { createCodec } from "../../core/codec.js";
 import { createFetchWire } from "../../core/fetch-wire.js";
-import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { createInspect } from "../guest/inspect.js";
 import { installRuntime } from "../guest/runtime.js";
 import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
@@ -60,6 +60,7 @@ export function guestConfig(memoryMb: number): DenoGuestConfig {
   return {
     maxTimers: MAX_PENDING_TIMERS,
     maxPendingCalls: MAX_PENDING_HOST_CALLS,
+    pendingArgsFactor: PENDING_ARGS_FACTOR,
     memoryBytes: memoryMb * 1024 * 1024,
     nodeBuiltins: PRELOADED_NODE_BUILTINS,
   };

@@ -1,6 +1,6 @@
 import { withEsbuild } from "../../core/esbuild-calls.js";
 import { createCodec } from "../../core/codec.js";
-import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS } from "../../core/limits.js";
+import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
 import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
@@ -73,7 +73,7 @@ codec.extend({
     : undefined,
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
-  maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS} });
+  maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR} });
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 (${installAbort.toString()})(g);
 // The runtime's own classes, whose state lives in its closures: structuredClone refuses them, as browsers do.

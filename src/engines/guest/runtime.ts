@@ -31,6 +31,8 @@ export const CANCEL_CALL = -1;
 export interface GuestRuntimeConfig {
   maxTimers: number;
   maxPendingCalls: number;
+  /** Host calls in flight together may hold this many times maxBridgeCallBytes of arguments. */
+  pendingArgsFactor: number;
   /**
    * Realms whose Request/Response bodies are streams (the deno engine): buffer the bodies among
    * `values` before they are encoded. Returns undefined when there is nothing to read. With
@@ -268,7 +270,10 @@ export function installRuntime(
       },
     };
   }
-  const pendingCalls = idTable<{ resolve(v: unknown): void; reject(e: unknown): void }>();
+  /** `chars`: the length of the call's arguments, held by the host until it answers. */
+  const pendingCalls = idTable<{ resolve(v: unknown): void; reject(e: unknown): void; chars: number }>();
+  /** The arguments of the calls in pendingCalls, together: each is a copy the host holds. */
+  let pendingChars = 0;
   /** `owner`: the index of the call that armed it, in a crossing of several calls. */
   const timers = idTable<{ fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean; owner: number }>();
   const modules = new MapCtor<string, unknown>();
@@ -329,9 +334,13 @@ export function installRuntime(
     if (pendingCalls.size >= config.maxPendingCalls) {
       return PromiseReject(new RangeErrorCtor(`too many host calls in flight (limit ${config.maxPendingCalls})`));
     }
+    // One string passed to many slow calls is one copy here and a copy per call on the host.
+    if (pendingChars + text.length > run.maxBridgeCallChars * config.pendingArgsFactor) return PromiseReject(argsInFlight());
     const id = ++callSeq;
+    const chars = text.length;
     return new PromiseCtor((resolve, reject) => {
-      pendingCalls.set(id, { resolve, reject });
+      pendingCalls.set(id, { resolve, reject, chars });
+      pendingChars += chars;
       host.call(id, fnId, text);
       signal?.addEventListener("abort", () => {
         if (pendingCalls.get(id)) host.call(id, -1 /* CANCEL_CALL */, "");
@@ -341,9 +350,21 @@ export function installRuntime(
 
   /** A host call's arguments over the run's maxBridgeCallBytes: the guest can catch it; uncaught, it is the run's code. */
   function argsTooLarge(): Error {
-    const error = new RangeErrorCtor(
+    return payloadError(
       `ERR_BRIDGE_PAYLOAD_TOO_LARGE: a host call's arguments are larger than the limit of ${run.maxBridgeCallChars} bytes (maxBridgeCallBytes)`,
     );
+  }
+
+  /** The calls in flight would hold more arguments than the host keeps for one run: wait for some to answer. */
+  function argsInFlight(): Error {
+    const factor = config.pendingArgsFactor;
+    return payloadError(
+      `ERR_BRIDGE_PAYLOAD_TOO_LARGE: host calls in flight would hold more than ${run.maxBridgeCallChars * factor} bytes of arguments together (${factor} × maxBridgeCallBytes); await some before making more`,
+    );
+  }
+
+  function payloadError(message: string): Error {
+    const error = new RangeErrorCtor(message);
     // Defined, not assigned: a setter a guest put on Object.prototype must not swallow them.
     define(error, "code", "ERR_BRIDGE_PAYLOAD_TOO_LARGE", true);
     define(error, "path", "args", true);
@@ -629,6 +650,7 @@ export function installRuntime(
     // Nothing of an earlier run on this instance may fire into this one.
     timers.clear();
     pendingCalls.clear();
+    pendingChars = 0;
   }
 
   function install(bindingsText: string): void {
@@ -774,6 +796,7 @@ export function installRuntime(
       const pending = pendingCalls.get(callId);
       if (!pending) return;
       pendingCalls.delete(callId);
+      pendingChars -= pending.chars;
       if (ok) pending.resolve(codec.decode(text));
       else pending.reject(codec.decode(text));
     },
