@@ -109,9 +109,23 @@ export function parseRemoteRequest(body: Buffer): RemoteRequest {
     const path = shortened(issue.path.map(String).join("."), 200);
     throw new ServiceError("ERR_BAD_REQUEST", `${path || "body"}: ${shortened(issue.message, 300)}`);
   }
-  if (typeof (parsed as { bindingsText?: unknown }).bindingsText === "string")
-    checkBindingsText((parsed as { bindingsText: string }).bindingsText);
-  return checked.data as RemoteRequest;
+  const data = checked.data as RemoteRequest & { bindingsText?: string; inputText?: string; argsText?: string };
+  if (data.bindingsText !== undefined) checkBindingsText(data.bindingsText);
+  // Read by the guest runtime: text it cannot read failed there, as the guest's own error.
+  if (data.inputText !== undefined) checkEncoded(data.inputText, "inputText", "a value");
+  if (data.argsText !== undefined) checkEncoded(data.argsText, "argsText", "an array");
+  return data;
+}
+
+/** One value in cordon's encoding (an array of arguments for `argsText`); a 400 naming the field otherwise. */
+function checkEncoded(text: string, path: string, want: "a value" | "an array"): void {
+  let value: unknown;
+  try {
+    value = sharedCodec().decode(text);
+  } catch {
+    throw bad(path, `must be ${want} in cordon's encoding`);
+  }
+  if (want === "an array" && !Array.isArray(value)) throw bad(path, "must be an array in cordon's encoding");
 }
 
 /**

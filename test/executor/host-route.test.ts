@@ -49,6 +49,7 @@ describe("POST /host (the remote host's protocol)", () => {
 
   it("refuses what is not exactly the schema, naming the field", async () => {
     const body = await hostRunBody("export default 1");
+    const call = { engine: "v8", t: "prefix-call", prefix: "p1", path: "default", argsText: "[]", limits: DEFAULT_LIMITS };
     const cases: [unknown, RegExp][] = [
       [{ ...body, extra: 1 }, /extra|Unrecognized/i],
       [{ ...body, engine: "deno" }, /engine/],
@@ -70,6 +71,12 @@ describe("POST /host (the remote host's protocol)", () => {
       [{ ...body, bindingsText: JSON.stringify({ modules: { ["m".repeat(513)]: { d: "1" } } }) }, /bindingsText\.modules/],
       [{ ...body, bindingsText: JSON.stringify({ globals: { g: nested(12) } }) }, /nests more than 9 levels/],
       [{ ...body, t: "exec" }, /t/],
+      // Read by the guest runtime, they failed there as the guest's own error (ERR_USER_CODE).
+      [{ ...body, inputText: "not json" }, /inputText: must be a value in cordon's encoding/],
+      [{ ...body, inputText: '{"$":"u"' }, /inputText: must be a value/],
+      [{ ...call, argsText: "1" }, /argsText: must be an array/],
+      // A raw separator would have made one call several in the guest's crossing.
+      [{ ...call, argsText: "[1]\u0001[2]" }, /argsText: must be an array in cordon's encoding/],
       [{ ...body, callback: { url: "not a url", run: "r", grant: "g", names: [] } }, /callback\.url/],
       ["{", /UTF-8 JSON/],
     ];
