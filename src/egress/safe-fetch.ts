@@ -168,6 +168,12 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
       if (exchange.expired && !(error instanceof EgressError) && (error as Error)?.name === "AbortError") {
         throw exchange.signal.reason;
       }
+      // undici asserts a status of at least 100 where it refuses 1000 as a parse error: the
+      // caller saw an internal assertion ("fetch failed (ERR_ASSERTION)").
+      const cause = (error as { cause?: { code?: unknown; message?: unknown } } | null)?.cause;
+      if (cause?.code === "ERR_ASSERTION" && String(cause.message).includes("statusCode")) {
+        throw new EgressError("response", "the upstream answered a status below 100, which a Response cannot carry");
+      }
       throw error;
     }
   };

@@ -367,6 +367,16 @@ describe("an upstream's status line", () => {
       await upstream.close();
     }
   });
+
+  it.each(["000", "099", "99"])("with status %s is refused as a status, not undici's internal assertion", async (status) => {
+    const upstream = await answering(Buffer.from(`HTTP/1.1 ${status} Low`));
+    try {
+      const { error } = await refusal(upstream.safeFetch(upstream.url));
+      expect([error.check, error.message]).toEqual(["response", expect.stringContaining("a status below 100")]);
+    } finally {
+      await upstream.close();
+    }
+  });
 });
 
 describe("header hygiene", () => {
