@@ -13,6 +13,8 @@ import { type Watched, watchdog } from "./watchdog.js";
 import { onAbort } from "../core/abort-listeners.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
+/** The longest delay Node's timers take. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface ExecutionOptions {
   engine: Exclude<EngineName, "auto">;
@@ -283,12 +285,17 @@ export class Execution implements InstanceListener, Watched {
     const existing = this.timers.get(id);
     if (existing) clearTimeout(existing);
     this.timers.delete(id);
-    if (ms < 0 || this.timers.size >= MAX_PENDING_TIMERS) return;
-    const handle = setTimeout(() => {
-      this.timers.delete(id);
-      if (this.settled) return;
-      this.instance.fire(id).catch((error: unknown) => this.taskFailed(error));
-    }, ms);
+    if (!(ms >= 0) || this.timers.size >= MAX_PENDING_TIMERS) return;
+    const handle = setTimeout(
+      () => {
+        this.timers.delete(id);
+        if (this.settled) return;
+        this.instance.fire(id).catch((error: unknown) => this.taskFailed(error));
+      },
+      // The guest runtime clamps its delays, but a Deno guest can forge the frame: past 2^31-1
+      // Node fires after 1 ms and prints a TimeoutOverflowWarning on the host's stderr.
+      Math.min(ms, MAX_TIMER_MS),
+    );
     this.timers.set(id, handle);
   }
 

@@ -342,6 +342,56 @@ describe("the deno engine", () => {
       expect(completed(await sandbox.run({ code: "export default 8" })).value).toBe(8);
     });
 
+    it("a forged frame whose fields are not what the host reads retires the process, never the host", async () => {
+      // A field that was an object with a non-callable toString threw in the pipe's data handler:
+      // the host process exited (code 1). The frames are the guest's to forge (Deno.stdout).
+      const frames = [
+        { t: { toString: 1, valueOf: 1 } },
+        { t: "threw", code: "ERR_MODULE_NOT_FOUND", message: { toString: 1 } },
+        { t: "log", level: "log", message: { valueOf: 1 } },
+        { t: "timer", timerId: 1, ms: { valueOf: 1 } },
+        { t: "done", kind: "v", text: ["x"] },
+        { t: "reply", seq: { n: 1 } },
+      ];
+      for (const frame of frames) {
+        const code = `export default () => {
+          const body = new TextEncoder().encode(${JSON.stringify(JSON.stringify(frame))});
+          const out = new Uint8Array(4 + body.length);
+          new DataView(out.buffer).setUint32(0, body.length);
+          out.set(body, 4);
+          Deno.stdout.writeSync(out);
+          return new Promise(() => {});
+        }`;
+        const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
+        expect([result.error.code, result.error.message], JSON.stringify(frame)).toEqual([
+          "ERR_INSTANCE_RESET",
+          expect.stringMatching(/protocol error: (an unknown frame|a "\w+" frame's \w+ is not)/),
+        ]);
+      }
+      expect(completed(await sandbox.run({ code: "export default 9" })).value).toBe(9);
+    });
+
+    it("a forged timer frame's delay is clamped: no TimeoutOverflowWarning on the host's stderr", async () => {
+      const warnings: string[] = [];
+      const onWarning = (warning: Error) => warnings.push(warning.name);
+      process.on("warning", onWarning);
+      try {
+        const code = `export default () => {
+          const body = new TextEncoder().encode(JSON.stringify({ t: "timer", timerId: 1, ms: 1e12 }));
+          const out = new Uint8Array(4 + body.length);
+          new DataView(out.buffer).setUint32(0, body.length);
+          out.set(body, 4);
+          for (let i = 0; i < 3; i++) Deno.stdout.writeSync(out);
+          return new Promise((resolve) => setTimeout(() => resolve("sent"), 100));
+        }`;
+        expect(completed(await sandbox.run({ code })).value).toBe("sent");
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(warnings).not.toContain("TimeoutOverflowWarning");
+      } finally {
+        process.off("warning", onWarning);
+      }
+    });
+
     it("a guest that exits its process fails only its run; the next run gets a new process", async () => {
       const result = failed(await sandbox.run({ code: "export default () => Deno.exit(3)" }));
       expect(result.error.code).toBe("ERR_INSTANCE_RESET");

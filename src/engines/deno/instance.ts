@@ -3,6 +3,7 @@ import { CordonError } from "../../core/errors.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
 import { DEFAULT_DISK_MB, DiskWatch } from "./disk-watch.js";
+import { frameProblem } from "./frames.js";
 import { writeGraph } from "./modules.js";
 import { DenoProcess, type DenoProcessOptions } from "./process.js";
 
@@ -255,6 +256,11 @@ export class DenoInstance implements EngineInstance {
     // the next was under way (a run that failed, then produced its outcome anyway), is dropped:
     // laid on the next run, it completed that run with the earlier one's value, or made its host
     // call. Replies are matched by their own sequence number.
+    const problem = frameProblem(message);
+    if (problem !== undefined) {
+      this.process.kill(`protocol error: ${problem}`);
+      return;
+    }
     if (message.work !== undefined && message.work !== this.work) return;
     const listener = this.listener;
     switch (message.t) {
@@ -302,8 +308,6 @@ export class DenoInstance implements EngineInstance {
         listener?.onFailure?.(error);
         return;
       }
-      default:
-        this.process.kill(`protocol error: an unknown frame "${String(message.t)}"`);
     }
   }
 

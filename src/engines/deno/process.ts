@@ -120,7 +120,13 @@ export class DenoProcess {
           resolveReady();
           return;
         }
-        this.onMessage(message);
+        // The frames are the guest's to forge: whatever reading one throws retires the process,
+        // never the host (a throw here would be uncaught, in the pipe's data handler).
+        try {
+          this.onMessage(message);
+        } catch (error) {
+          this.kill(`protocol error: a frame could not be read (${(error as Error)?.name})`);
+        }
       },
       (reason) => this.kill(`protocol error: ${reason}`),
     );
