@@ -345,7 +345,7 @@ describe("the deno engine", () => {
     it("a forged frame whose fields are not what the host reads retires the process, never the host", async () => {
       // A field that was an object with a non-callable toString threw in the pipe's data handler:
       // the host process exited (code 1). The frames are the guest's to forge (Deno.stdout).
-      const frames = [
+      const frames: Record<string, unknown>[] = [
         { t: { toString: 1, valueOf: 1 } },
         { t: "threw", code: "ERR_MODULE_NOT_FOUND", message: { toString: 1 } },
         { t: "log", level: "log", message: { valueOf: 1 } },
