@@ -87,6 +87,21 @@ describe("the deno engine", () => {
     expect(value).toEqual({ text: 'import x from "db"; export * from "fs"; import("db")', got: 1, fs: "function" });
   });
 
+  it("runs of the same code with other `imports` objects get their own data and functions", async () => {
+    // Deno evaluates a module once per process: keyed by code alone, tenant B's run read tenant A's
+    // config, and a call of api.read() ran another host function of the run (its number moved).
+    const code = `import cfg from "cfg"; import * as api from "api";
+      export default async () => ({ key: cfg.key, read: await api.read() })`;
+    const runFor = (tenant: string, globals: Record<string, unknown> = {}) =>
+      sandbox.run({ code, globals, imports: { cfg: { key: `key-${tenant}` }, api: { read: async () => `read by ${tenant}` } } });
+    expect(completed(await runFor("a")).value).toEqual({ key: "key-a", read: "read by a" });
+    expect(completed(await runFor("b", { deleteEverything: async () => "deleted" })).value).toEqual({
+      key: "key-b",
+      read: "read by b",
+    });
+    expect(completed(await runFor("a")).value).toEqual({ key: "key-a", read: "read by a" });
+  });
+
   it("refuses every permission-gated operation with a catchable error", async () => {
     const code = `import * as cp from "node:child_process"; import * as os from "node:os"; import * as fs from "node:fs";
       const attempts = {

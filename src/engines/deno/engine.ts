@@ -138,7 +138,7 @@ export class DenoEngine implements Engine {
   async run(request: EngineRunRequest): Promise<RunResult> {
     const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
     const importHosts = request.importHosts ?? [];
-    const key = functionKey(source.code, source.filename, sourceImports, limits, importHosts);
+    const key = functionKey(source.code, source.filename, sourceImports, hostModulesText(bindings.text), limits, importHosts);
     let taken = this.functions.take(key);
     while (taken instanceof Promise) {
       await taken;
@@ -236,15 +236,27 @@ export class DenoEngine implements Engine {
   }
 }
 
-/** A function is its code, its files and imports, its limits and its import hosts: any change is a new process. */
+/**
+ * A function is its code, its files and imports (host modules included), its limits and its import
+ * hosts: any change is a new process. Deno evaluates a module once per process, so a host module's
+ * object is the first run's: keyed by code alone, a later run with other `imports` got the first
+ * run's data (another tenant's config) and function numbers that named its own other functions.
+ */
 export function functionKey(
   code: string,
   filename: string,
   sourceImports: Record<string, string>,
+  hostModules: string,
   limits: ResolvedLimits,
   importHosts: readonly string[],
 ): string {
   return createHash("sha256")
-    .update(JSON.stringify([code, filename, sourceImports, limits, importHosts]))
+    .update(JSON.stringify([code, filename, sourceImports, hostModules, limits, importHosts]))
     .digest("hex");
+}
+
+/** The host modules' part of a bindings descriptor (their data and function numbers), as text. */
+function hostModulesText(bindingsText: string): string {
+  const modules = (JSON.parse(bindingsText) as { modules?: unknown }).modules;
+  return modules === undefined ? "{}" : JSON.stringify(modules);
 }
