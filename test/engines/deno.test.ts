@@ -103,7 +103,7 @@ describe("the deno engine", () => {
   });
 
   it("refuses every permission-gated operation with a catchable error", async () => {
-    const code = `import * as cp from "node:child_process"; import * as os from "node:os"; import * as fs from "node:fs";
+    const code = `import * as cp from "node:child_process"; import * as os from "node:os"; import * as fs from "node:fs"; import nodeProcess from "node:process";
       const attempts = {
         command: () => new Deno.Command("/bin/ls").outputSync(),
         commandOnPath: () => new Deno.Command("ls").outputSync(),
@@ -124,6 +124,10 @@ describe("the deno engine", () => {
         dotdot: () => Deno.readTextFile("../../etc/passwd"),
         procEnviron: () => Deno.readTextFile("/proc/self/environ"),
         kill: () => Deno.kill(1, "SIGTERM"),
+        // To itself: SIGSTOP froze its CPU clock; an abort could pass for running out of memory.
+        killSelf: () => Deno.kill(Deno.pid, "SIGCONT"),
+        processKillSelf: () => nodeProcess.kill(nodeProcess.pid, "SIGCONT"),
+        abort: () => nodeProcess.abort(),
       };
       export default async () => {
         const out = {};
@@ -145,6 +149,13 @@ describe("the deno engine", () => {
     expect(refused.writeOutside).toBe("NotCapable");
     expect(refused.connect).toBe("NotCapable");
     expect(refused.command).toBe("NotCapable");
+    expect([refused.killSelf, refused.processKillSelf, refused.abort]).toEqual(["NotCapable", "NotCapable", "NotCapable"]);
+  });
+
+  it("a guest that prints 'out of memory' and exits is not reported as out of memory", async () => {
+    const code = `export default () => { Deno.stderr.writeSync(new TextEncoder().encode("Fatal JavaScript out of memory: Reached heap limit\\n")); Deno.exit(3) }`;
+    const result = failed(await sandbox.run({ code }));
+    expect(result.error.code).toBe("ERR_INSTANCE_RESET");
   });
 
   it("names neither the host's pid, the bootstrap's path nor its configuration", async () => {

@@ -194,8 +194,22 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     defineProperty(D, "args", { get: () => [], configurable: true, enumerable: true });
     // process.ppid reads Deno.ppid; process.argv was copied from Deno.args when node:process loaded.
     const nodeProcess = ((await parts.importModule("node:process").catch(() => undefined)) as Any)?.default;
-    if (nodeProcess) nodeProcess.argv = ["deno", "/main.js"];
+    if (nodeProcess) {
+      nodeProcess.argv = ["deno", "/main.js"];
+      // Signals to itself: SIGSTOP froze its CPU clock (only the wall time ended it), an abort
+      // after printing "out of memory" passed for a memory limit. Other pids need run access.
+      nodeProcess.kill = refuseSignals("process.kill");
+      nodeProcess.abort = refuseSignals("process.abort");
+    }
   }
+
+  function refuseSignals(name: string) {
+    return function refused() {
+      // The error Deno's own permission checks throw (NotCapable since Deno 2).
+      throw new (D.errors.NotCapable ?? D.errors.PermissionDenied)(`${name} is not available in cordon's sandbox (no signals)`);
+    };
+  }
+  defineProperty(D, "kill", { value: refuseSignals("Deno.kill"), writable: true, configurable: true, enumerable: true });
 
   // Deno answers execPath without a permission: it would name the host's install path of the
   // binary. Node compatibility reads it too (process.execPath), so it answers a bare name.

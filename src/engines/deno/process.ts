@@ -148,7 +148,7 @@ export class DenoProcess {
       clearTimeout(timer);
       const why = this.endedBy ?? `the Deno process exited (${signal ?? `code ${code}`})`;
       rejectReady(new Error(`${why}${this.stderrTail ? `: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")}` : ""}`));
-      this.finish(why);
+      this.finish(why, signal);
     });
     // The kernel's OOM killer picks a guest's Deno process before the host.
     try {
@@ -223,10 +223,16 @@ export class DenoProcess {
     } catch {}
   }
 
-  private finish(reason: string): void {
+  /** `signal`: what ended the process, if a signal did (V8 aborts on a heap it cannot grow). */
+  private finish(reason: string, signal: NodeJS.Signals | null = null): void {
     if (this.exited) return;
     this.exited = true;
-    const outOfMemory = /out of memory|heap limit|memory limit/i.test(`${this.endedBy ?? ""} ${this.stderrTail}`);
+    // The stderr tail is the guest's to write: it names an out-of-memory death only when the
+    // process also died of a signal. "out of memory" printed before Deno.exit(3) was reported as
+    // ERR_MEMORY_LIMIT.
+    const outOfMemory =
+      /out of memory|heap limit|memory limit/i.test(this.endedBy ?? "") ||
+      (signal !== null && signal !== "SIGKILL" && /out of memory|heap limit/i.test(this.stderrTail));
     try {
       rmSync(this.dir, { recursive: true, force: true });
     } catch {}
