@@ -1,7 +1,7 @@
 import type { TransformOptions, TransformResult } from "esbuild";
 import { type CompileBound, DEFAULT_BOUND, firstErrorText, withEsbuild } from "./esbuild-calls.js";
 import { CordonError } from "./errors.js";
-import { MAX_NESTING, nestsDeeperThan } from "./nesting.js";
+import { MAX_NESTING, scanNesting } from "./nesting.js";
 import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
 import { type LineMap, decodeMappings } from "./source-map.js";
 
@@ -47,8 +47,9 @@ export async function normalizeSource(
     return cached;
   }
   let result: GuestSource | CordonError;
-  if (nestsDeeperThan(code)) {
-    result = new CordonError("ERR_COMPILE", `${filename}: the code nests brackets more than ${MAX_NESTING} levels deep`);
+  const verdict = scanNesting(code);
+  if (verdict) {
+    result = new CordonError("ERR_COMPILE", `${filename}: ${refusal(verdict)}`);
     remember(key, result);
     throw result;
   }
@@ -196,6 +197,16 @@ function compileError(error: unknown, filename: string, firstLineShift = 0): Cor
     return `${filename}:${line}:${shifted + 1}: ${e.text}`;
   });
   return new CordonError("ERR_COMPILE", lines.join("\n"));
+}
+
+/** Why the scan refused a module, said so the caller can act on it. */
+function refusal(verdict: NonNullable<ReturnType<typeof scanNesting>>): string {
+  if (verdict.kind === "deep") return `the code nests brackets or statements more than ${MAX_NESTING} levels deep`;
+  if (verdict.kind === "large") {
+    // The scan stops at the cap: the estimate says only that much.
+    return `the compiled module would be too large (esbuild's output, indented two spaces a level, past ${Math.round(verdict.estimate / 2 ** 20)} Mi characters): nest less deeply or split the module`;
+  }
+  return "the code's regular expressions and divisions could not be told apart cheaply: put them on lines of their own";
 }
 
 function remember(key: string, value: GuestSource | CordonError): void {
