@@ -4,9 +4,22 @@
  */
 const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const DIGIT = new Map([...B64].map((c, i) => [c, i]));
+const DIGIT_CODE = new Int8Array(128).fill(-1);
+for (let i = 0; i < B64.length; i++) DIGIT_CODE[B64.charCodeAt(i)] = i;
 
-/** segments[generatedLine] = [generatedColumn, originalLine, originalColumn] triples, sorted by column. */
-export type LineMap = number[][];
+/**
+ * Where generated positions came from. Either decoded rows (segments[generatedLine] =
+ * [generatedColumn, originalLine, originalColumn] triples, sorted by column), or, as normalized
+ * modules keep it, esbuild's "mappings" text as it came: decoding a large module's map up front took
+ * 1–1.6 s of the host's event loop per module and held hundreds of MB as arrays of arrays, for
+ * stacks most runs never remap. `firstLineShift` is taken off columns on the original's first line
+ * (a wrapped function body's).
+ */
+export type LineMap = number[][] | EncodedLineMap;
+export interface EncodedLineMap {
+  mappings: string;
+  firstLineShift?: number;
+}
 
 export function decodeMappings(mappings: string): LineMap {
   const lines: number[][] = [];
@@ -51,9 +64,107 @@ function decodeVlq(segment: string): number[] {
   return out;
 }
 
+/**
+ * For an encoded map: where each generated line's text starts in `mappings`, and the original
+ * line and column the deltas continue from there (3 numbers a line). Made once, on the first
+ * lookup, in one pass without allocating per segment.
+ */
+const lineIndexes = new WeakMap<EncodedLineMap, Int32Array>();
+
+function lineIndex(map: EncodedLineMap): Int32Array {
+  let index = lineIndexes.get(map);
+  if (index) return index;
+  const text = map.mappings;
+  let lines = 1;
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) === 0x3b) lines++;
+  index = new Int32Array(3 * lines);
+  const fields = [0, 0, 0, 0, 0];
+  let line = 0;
+  let originalLine = 0;
+  let originalColumn = 0;
+  let i = 0;
+  index[0] = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c === 0x3b) {
+      line++;
+      i++;
+      index[3 * line] = i;
+      index[3 * line + 1] = originalLine;
+      index[3 * line + 2] = originalColumn;
+    } else if (c === 0x2c) {
+      i++;
+    } else {
+      const count = readSegment(text, i, fields);
+      i = fields[4];
+      if (count >= 4) {
+        originalLine += fields[2];
+        originalColumn += fields[3];
+      }
+    }
+  }
+  lineIndexes.set(map, index);
+  return index;
+}
+
+/** Decode one segment at `i` into fields[0..3]; fields[4] is where it ends. Returns its field count. */
+function readSegment(text: string, i: number, fields: number[]): number {
+  let count = 0;
+  let value = 0;
+  let shift = 0;
+  while (i < text.length) {
+    const c = text.charCodeAt(i);
+    if (c === 0x2c || c === 0x3b) break;
+    const digit = c < 128 ? DIGIT_CODE[c] : -1;
+    i++;
+    if (digit < 0) continue;
+    value += (digit & 31) * 2 ** shift;
+    if (digit & 32) {
+      shift += 5;
+    } else {
+      if (count < 4) fields[count] = value % 2 === 1 ? -((value - 1) / 2) : value / 2;
+      count++;
+      value = 0;
+      shift = 0;
+    }
+  }
+  fields[4] = i;
+  return count;
+}
+
+/** One generated line's triples (0-based), decoded from the encoded map alone. */
+function encodedLine(map: EncodedLineMap, line: number): number[] | undefined {
+  const index = lineIndex(map);
+  if (line < 0 || 3 * line >= index.length) return undefined;
+  const text = map.mappings;
+  let i = index[3 * line];
+  let originalLine = index[3 * line + 1];
+  let originalColumn = index[3 * line + 2];
+  let generatedColumn = 0;
+  const shift = map.firstLineShift ?? 0;
+  const segments: number[] = [];
+  const fields = [0, 0, 0, 0, 0];
+  while (i < text.length && text.charCodeAt(i) !== 0x3b) {
+    if (text.charCodeAt(i) === 0x2c) {
+      i++;
+      continue;
+    }
+    const count = readSegment(text, i, fields);
+    i = fields[4];
+    generatedColumn += fields[0];
+    if (count >= 4) {
+      originalLine += fields[2];
+      originalColumn += fields[3];
+      const column = originalLine === 0 ? Math.max(0, originalColumn - shift) : originalColumn;
+      segments.push(generatedColumn, originalLine, column);
+    }
+  }
+  return segments;
+}
+
 /** 1-based line and column in, 1-based line and column out; undefined when nothing maps there. */
 export function originalPosition(map: LineMap, line: number, column: number): { line: number; column: number } | undefined {
-  const segments = map[line - 1];
+  const segments = Array.isArray(map) ? map[line - 1] : encodedLine(map, line - 1);
   if (!segments || segments.length === 0) return undefined;
   let best = 0;
   for (let i = 0; i < segments.length; i += 3) {

@@ -3,7 +3,7 @@ import { type CompileBound, DEFAULT_BOUND, firstErrorText, withEsbuild } from ".
 import { CordonError } from "./errors.js";
 import { MAX_NESTING, scanNesting } from "./nesting.js";
 import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
-import { type LineMap, decodeMappings } from "./source-map.js";
+import type { EncodedLineMap, LineMap } from "./source-map.js";
 
 /** A guest module ready for an engine: plain JavaScript ESM, named for stack traces. */
 export interface GuestSource {
@@ -24,7 +24,14 @@ export interface GuestSource {
 export const DEFAULT_FILENAME = "<guest>";
 const TOP_LEVEL_RETURN = "Top-level return cannot be used inside an ECMAScript module";
 const CACHE_SIZE = 512;
-const cache = new Map<string, GuestSource | CordonError>();
+/**
+ * What the cache may hold, in characters of its keys, code and maps. Unbounded but by count, it
+ * kept 512 modules of any size: 0.9 M-character modules grew the host heap by 275 MB a run, to
+ * 3.9 GB. A module past an eighth of it is not kept (compiling it again costs less than holding it).
+ */
+const CACHE_CHARS = 32 * 1024 * 1024;
+const cache = new Map<string, { value: GuestSource | CordonError; chars: number }>();
+let cachedChars = 0;
 
 /**
  * Turn guest text into an ES module: TypeScript is stripped (no type check, no bundling), and a
@@ -41,7 +48,7 @@ export async function normalizeSource(
 ): Promise<GuestSource> {
   // The filename's length first: no filename and code can make another pair's key.
   const key = `${filename.length}:${filename}\0${code}`;
-  const cached = cache.get(key);
+  const cached = cache.get(key)?.value;
   if (cached) {
     if (cached instanceof CordonError) throw cached;
     return cached;
@@ -98,7 +105,7 @@ interface Limit extends CompileBound {
   filename: string;
 }
 
-async function strip(code: string, limit: Limit): Promise<{ code: string; lineMap: LineMap }> {
+async function strip(code: string, limit: Limit): Promise<{ code: string; lineMap: EncodedLineMap }> {
   const { filename } = limit;
   const out = await transformGuest(limit, `${code}\nexport {};`, {
     loader: loaderFor(filename),
@@ -107,8 +114,11 @@ async function strip(code: string, limit: Limit): Promise<{ code: string; lineMa
     sourcefile: filename,
     logLevel: "silent",
     sourcemap: "external",
+    // The caller's text is not needed in the map (it doubled the map's size).
+    sourcesContent: false,
   });
-  return { code: out.code, lineMap: decodeMappings((JSON.parse(out.map) as { mappings: string }).mappings) };
+  // Kept encoded: decoded only if a stack is remapped (see LineMap).
+  return { code: out.code, lineMap: { mappings: mappingsOf(out.map) } };
 }
 
 /**
@@ -116,7 +126,7 @@ async function strip(code: string, limit: Limit): Promise<{ code: string; lineMa
  * format (then there is no script form); output that mentions require, import() or import.meta
  * keeps the module path (a false alarm only costs speed).
  */
-async function asScript(code: string, limit: Limit): Promise<GuestSource["script"]> {
+async function asScript(code: string, limit: Limit): Promise<{ code: string; lineMap: EncodedLineMap } | undefined> {
   const { filename } = limit;
   try {
     const out = await transformGuest(limit, `${code}\nexport {};`, {
@@ -132,13 +142,13 @@ async function asScript(code: string, limit: Limit): Promise<GuestSource["script
       sourcefile: filename,
       logLevel: "silent",
       sourcemap: "external",
+      sourcesContent: false,
     });
     if (/\brequire\s*\(|\bimport\s*\(|import\.meta/.test(out.code)) return undefined;
     // The wrapper takes a line of its own: the map gets an empty first line to match. The guest
     // runtime passes esbuild's helpers in (see script-helpers.ts).
     const wrapped = `(function (${HELPERS_PARAM}) {"use strict";\n${shareHelpers(out.code)}\nreturn ${EXPORTS_NAME};\n})`;
-    const mappings = (JSON.parse(out.map) as { mappings: string }).mappings;
-    return { code: wrapped, lineMap: [[], ...decodeMappings(mappings)] };
+    return { code: wrapped, lineMap: { mappings: `;${mappingsOf(out.map)}` } };
   } catch (error) {
     if (error instanceof CordonError) throw error;
     return undefined;
@@ -176,12 +186,13 @@ function transformGuest(limit: Limit, code: string, options: TransformOptions): 
 const WRAP_START = "export default async function (input) {";
 
 /** `map` with the wrapper's width taken off the columns of the original text's first line. */
-function unwrapped(map: LineMap): LineMap {
-  return map.map((segments) => {
-    const out = segments.slice();
-    for (let i = 0; i + 2 < out.length; i += 3) if (out[i + 1] === 0) out[i + 2] = Math.max(0, out[i + 2] - WRAP_START.length);
-    return out;
-  });
+function unwrapped(map: EncodedLineMap): EncodedLineMap {
+  return { mappings: map.mappings, firstLineShift: WRAP_START.length };
+}
+
+/** The "mappings" of esbuild's source map JSON. */
+function mappingsOf(map: string): string {
+  return (JSON.parse(map) as { mappings: string }).mappings;
 }
 
 /** `firstLineShift`: the wrapper's width, taken off columns on line 1 (a wrapped body's). */
@@ -210,6 +221,27 @@ function refusal(verdict: NonNullable<ReturnType<typeof scanNesting>>): string {
 }
 
 function remember(key: string, value: GuestSource | CordonError): void {
-  if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
-  cache.set(key, value);
+  const chars = key.length + (value instanceof CordonError ? value.message.length : sourceChars(value));
+  if (chars > CACHE_CHARS / 8) return;
+  const previous = cache.get(key);
+  if (previous) {
+    cache.delete(key);
+    cachedChars -= previous.chars;
+  }
+  while (cache.size > 0 && (cache.size >= CACHE_SIZE || cachedChars + chars > CACHE_CHARS)) {
+    const [oldest, entry] = cache.entries().next().value as [string, { chars: number }];
+    cache.delete(oldest);
+    cachedChars -= entry.chars;
+  }
+  cache.set(key, { value, chars });
+  cachedChars += chars;
+}
+
+function sourceChars(source: GuestSource): number {
+  const mapChars = (map: LineMap) => (Array.isArray(map) ? 4 * map.length : map.mappings.length);
+  return (
+    source.code.length +
+    mapChars(source.lineMap) +
+    (source.script ? source.script.code.length + mapChars(source.script.lineMap) : 0)
+  );
 }

@@ -15,8 +15,15 @@ import { REQUEST_BOUNDS } from "./schema.js";
  */
 const code = z.string().max(REQUEST_BOUNDS.maxCodeChars);
 const text = z.string().max(REQUEST_BOUNDS.maxCodeChars * 2);
-// A line map is rows of numbers; its size is bounded by the body cap.
-const lineMap = z.array(z.array(z.number().int().min(0)));
+// A line map is rows of numbers, or (as clients now send it) a source map's "mappings" text;
+// its size is bounded by the body cap.
+const lineMap = z.union([
+  z.array(z.array(z.number().int().min(0))),
+  z.strictObject({
+    mappings: z.string().regex(/^[A-Za-z0-9+/,;]*$/),
+    firstLineShift: z.number().int().min(0).max(1024).optional(),
+  }),
+]);
 
 const source = z.strictObject({
   code,
