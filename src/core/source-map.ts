@@ -21,7 +21,7 @@ export interface EncodedLineMap {
   firstLineShift?: number;
 }
 
-export function decodeMappings(mappings: string): LineMap {
+export function decodeMappings(mappings: string): number[][] {
   const lines: number[][] = [];
   let originalLine = 0;
   let originalColumn = 0;
