@@ -9,7 +9,7 @@
  */
 import { rmSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
-import { type BindingsLike, type BridgeAnswer, sharedCodec } from "../../core/bindings.js";
+import { type BindingsLike, type BridgeAnswer, sharedCodec, TOO_LARGE } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
 import { pollForRequests } from "../../core/busy-poll.js";
 import { whenAborted } from "../../core/when-aborted.js";
@@ -75,7 +75,9 @@ async function main(): Promise<void> {
 
   // Frames sent in one tick leave in one write.
   let corked = false;
+  // A frame over the pipe's limit throws here, before anything is written: the pipe stays in step.
   const send = (event: HostEvent) => {
+    const frame = encodeTextFrame(event);
     if (!corked) {
       corked = true;
       process.stdout.cork();
@@ -84,7 +86,32 @@ async function main(): Promise<void> {
         process.stdout.uncork();
       });
     }
-    process.stdout.write(encodeTextFrame(event));
+    process.stdout.write(frame);
+  };
+  /**
+   * Send an answer built from a guest's value: one too large for a frame (a maxOutputBytes over
+   * 64 MiB allows it) fails its request with ERR_OUTPUT_TOO_LARGE, never the worker.
+   */
+  const sendAnswer = (event: Extract<HostEvent, { t: "value" | "result" | "prepared" }>) => {
+    try {
+      send(event);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      const resultText = encodeResult(
+        failedResult(config.engine, "process", {
+          code: "ERR_OUTPUT_TOO_LARGE",
+          name: "CordonError",
+          message: `the result is too large for the pipe to the host: ${error.message}`,
+        }),
+      );
+      if (event.t === "prepared") {
+        if (event.prefix !== undefined) {
+          prefixes.get(event.prefix)?.dispose();
+          prefixes.delete(event.prefix);
+        }
+        send({ ...event, prefix: undefined, resultText });
+      } else send({ t: "result", id: event.id, resultText, stats: event.stats });
+    }
   };
   const aborts = new Map<number, AbortController>();
   const prefixes = new Map<number, EnginePrefix>();
@@ -99,7 +126,14 @@ async function main(): Promise<void> {
       const cid = ++nextCid;
       // The run's maxBridgeCallBytes (a finite number; JSON has no Infinity): the host refuses a longer answer.
       const limit = Number.isFinite(maxBytes) ? maxBytes : undefined;
-      send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit });
+      try {
+        send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit });
+      } catch (error) {
+        // Arguments too large for a frame (a maxBridgeCallBytes over 64 MiB allows them).
+        if (!(error instanceof RangeError)) throw error;
+        resolve(TOO_LARGE);
+        return;
+      }
       // The run or call ended first: the host stops the call (a fetch's exchange) too.
       const detach = whenAborted([signal], () => send({ t: "bridge-cancel", cid }));
       bridge.set(cid, (answer) => {
@@ -163,7 +197,7 @@ async function main(): Promise<void> {
     // Asked once this request no longer counts as in progress: an answer that leaves the
     // worker idle carries exact stats.
     event.stats = statsWithAnswer();
-    send(event);
+    sendAnswer(event);
     poller.answered();
   };
 
@@ -216,7 +250,7 @@ async function main(): Promise<void> {
               handle = ++nextPrefix;
               prefixes.set(handle, prefix);
             }
-            send({ t: "prepared", id: message.id, prefix: handle, resultText, stats: currentStats() });
+            sendAnswer({ t: "prepared", id: message.id, prefix: handle, resultText, stats: currentStats() });
           })
           .catch((error: unknown) => {
             const resultText = sharedCodec().encode(internalFailure(error), "result");

@@ -10,7 +10,7 @@ import { encodeTextFrame, FrameReader, MAX_FRAME_BYTES } from "../../core/framin
 import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
-import { abortedResult } from "../../core/results.js";
+import { abortedResult, failedResult } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import { abortReason } from "../../core/abort-reason.js";
 import { CallLimitsSent, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
@@ -276,7 +276,7 @@ export class WorkerProcess {
       if (message.t === "prefix-call") message.limits = this.callLimits.toSend(message.prefix, message.limits as ResolvedLimits);
       message.poll = wouldPollProcess(this.pipePollMs) || undefined;
       message.id = id;
-      this.send(message);
+      this.sendRequest(id, message);
     });
     // In a stream, this loop turns until the answer is read (core/busy-poll.ts, decision 012).
     return pollUntilSettled(answer, this.pipePollMs, true);
@@ -304,8 +304,28 @@ export class WorkerProcess {
       this.pending.set(id, pending);
       this.backstop(id, pending, backstopMs, "the worker did not finish preparing within the prefix's wall time");
       if (this.pending.size === 1) this.setHeld(true);
-      this.send({ ...message, id } as HostRequest);
+      this.sendRequest(id, { ...message, id } as HostRequest);
     });
+  }
+
+  /**
+   * Send a request carrying guest-controlled data (code, line maps, input, call arguments). One
+   * too large for a frame threw out of run()/prepare() (a 3.4 M-character module's 69.5 MB frame
+   * did, and `cordon serve` answered 500): it fails this request alone, as a result.
+   */
+  private sendRequest(id: number, message: HostRequest): void {
+    try {
+      this.send(message);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      // The worker never got these limits: the next call to the prefix must carry them.
+      if (message.t === "prefix-call") this.callLimits.forget(message.prefix);
+      const pending = this.take(id);
+      if (!pending) return;
+      const result = tooLargeResult(this.engine, message, error.message);
+      if (pending.onPrepared) pending.onPrepared(undefined, result);
+      else pending.resolve(result);
+    }
   }
 
   /**
@@ -391,8 +411,13 @@ export class WorkerProcess {
     this.kill(code, cause);
   }
 
+  /**
+   * Frame and write `message`. A frame over MAX_FRAME_BYTES throws a RangeError before anything
+   * is written (the worker's pipe stays in step): callers sending guest-controlled data catch it.
+   */
   private send(message: HostRequest): void {
     if (this.dead || !this.child.stdin) return;
+    const frame = encodeTextFrame(message);
     // Frames sent in one tick leave in one write: a syscall per call would cap throughput.
     if (!this.corked) {
       this.corked = true;
@@ -402,7 +427,7 @@ export class WorkerProcess {
         this.child.stdin?.uncork();
       });
     }
-    this.child.stdin.write(encodeTextFrame(message));
+    this.child.stdin.write(frame);
     const stalled = this.guard.backlog();
     if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);
   }
@@ -586,4 +611,25 @@ export class WorkerProcess {
   ): RunResult {
     return lostResult(this.engine, code, cause);
   }
+}
+
+/**
+ * The result of a request too large for the worker's pipe. A call's arguments, or a run's input
+ * when that is most of it, cannot cross: ERR_NOT_SERIALIZABLE. Otherwise it is the module
+ * (normalized code and line maps, each form): ERR_COMPILE, as for a module over the code limit.
+ */
+function tooLargeResult(engine: Exclude<EngineName, "auto">, message: HostRequest, why: string): RunResult {
+  const input = "inputText" in message ? message.inputText.length : 0;
+  const code = "source" in message ? message.source.code.length : 0;
+  const what =
+    message.t === "prefix-call"
+      ? "the call's arguments are"
+      : input > code
+        ? "the run's input is"
+        : "the module (its code and line maps, as compiled) is";
+  return failedResult(engine, "process", {
+    code: message.t === "prefix-call" || input > code ? "ERR_NOT_SERIALIZABLE" : "ERR_COMPILE",
+    name: "CordonError",
+    message: `${what} too large for the pipe to a worker process: ${why}`,
+  });
 }

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { createSandbox } from "../../src/index.js";
+
+/**
+ * Requests built from guest data larger than a frame (64 MiB) between the host and a worker.
+ * They threw a RangeError out of run()/call() (and `cordon serve` answered 500): each fails its
+ * own request as a result, and the worker serves the next one.
+ */
+describe("the process host and a request over the pipe's frame limit", () => {
+  // 5 M characters (under the 16 Mi code limit) that esbuild writes as `\u4E00`: both compiled
+  // forms, JSON-escaped, make a 70 MB frame.
+  const bigModule = `export default "${"\u4e00".repeat(5_000_000)}".length`;
+  const limits = { wallTimeMs: 60_000 };
+
+  it("a module: ERR_COMPILE, for run, prefix run and prepare", async () => {
+    await using sandbox = await createSandbox({ engine: "v8", host: "process", spareInstances: 0 });
+    const result = await sandbox.run({ code: bigModule, limits });
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.error.code).toBe("ERR_COMPILE");
+      expect(result.error.message).toMatch(/too large for the pipe to a worker process: a frame of \d+ bytes/);
+    }
+    const prefix = await sandbox.prepare({ code: "export const n = 1" });
+    const prefixRun = await prefix.run({ code: bigModule, limits });
+    expect(!prefixRun.ok && prefixRun.error.code).toBe("ERR_COMPILE");
+    await expect(sandbox.prepare({ code: bigModule, limits })).rejects.toMatchObject({ code: "ERR_COMPILE" });
+    const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
+    expect(next.ok && next.value).toBe(2);
+  }, 120_000);
+
+  it("a run's input and a call's arguments: ERR_NOT_SERIALIZABLE", async () => {
+    await using sandbox = await createSandbox({ engine: "quickjs", host: "process", spareInstances: 0 });
+    // A control character is 6 bytes in JSON: 12 M of them, 72 MB.
+    const big = "\u0001".repeat(12_000_000);
+    const run = await sandbox.run({ code: "export default (s) => s.length", input: big });
+    expect(!run.ok && run.error.code).toBe("ERR_NOT_SERIALIZABLE");
+    if (!run.ok) expect(run.error.message).toMatch(/the run's input is too large/);
+    const prefix = await sandbox.prepare({ code: "export function f(s) { return s.length }" });
+    const call = await prefix.call({ export: "f", args: [big] });
+    expect(!call.ok && call.error.code).toBe("ERR_NOT_SERIALIZABLE");
+    if (!call.ok) expect(call.error.message).toMatch(/the call's arguments are too large/);
+    const again = await prefix.call({ export: "f", args: ["abc"] });
+    expect(again.ok && again.value).toBe(3);
+  }, 120_000);
+
+  it("a result over a frame (maxOutputBytes raised past 64 MiB): ERR_OUTPUT_TOO_LARGE, the worker lives on", async () => {
+    await using sandbox = await createSandbox({ engine: "v8", host: "process", spareInstances: 0 });
+    const code = `export default () => "\\u0001".repeat(12_000_000)`;
+    const result = await sandbox.run({ code, limits: { maxOutputBytes: 100 * 1024 * 1024, wallTimeMs: 30_000, memoryMb: 1024 } });
+    expect(!result.ok && result.error.code).toBe("ERR_OUTPUT_TOO_LARGE");
+    const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
+    expect(next.ok && next.value).toBe(2);
+    expect(sandbox.stats()).toBeDefined();
+  }, 120_000);
+});
