@@ -82,6 +82,28 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
   return { code: "ERR_USER_CODE", name: "Error", message: `Uncaught ${shown}`, fields: { thrown: value } };
 }
 
+/**
+ * A copy of `value` whose own data properties can be redefined, when it is an Error. isolated-vm's
+ * copy of an error thrown out of a module's evaluation (top-level await, or a module with imports)
+ * keeps its stack whatever is defined over it: cleanErrorStacks left the compiled module's lines
+ * (`<guest>:3:7` for a one-line module). Accessors are not copied: nothing on the host is run.
+ */
+export function redefinableError(value: unknown): unknown {
+  if (!(value instanceof Error)) return value;
+  const copy = Object.create(Object.getPrototypeOf(value) as object) as Error;
+  for (const key of Object.getOwnPropertyNames(value)) {
+    const descriptor = Object.getOwnPropertyDescriptor(value, key);
+    if (descriptor && "value" in descriptor)
+      Object.defineProperty(copy, key, {
+        value: descriptor.value,
+        enumerable: descriptor.enumerable,
+        writable: true,
+        configurable: true,
+      });
+  }
+  return copy;
+}
+
 /** What the caller sees of one guest stack (sanitized, at the caller's own lines). */
 export type StackCleaner = (stack: string) => string;
 

@@ -2,7 +2,7 @@ import { abortReason } from "../core/abort-reason.js";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
-import { cleanErrorStacks, ERROR_TAG, guestThrown, sanitizeStack } from "../core/guest-errors.js";
+import { cleanErrorStacks, ERROR_TAG, guestThrown, redefinableError, sanitizeStack } from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
@@ -437,8 +437,9 @@ export class Execution implements InstanceListener, Watched {
     this.instance.tainted = true;
     // What a module's evaluation or a timer threw counts against the output limit too, as an
     // error thrown from a call does (Execution.finish).
-    cleanErrorStacks(error, this.cleanStack);
-    const thrown = guestThrown(error, this.options.guestFiles);
+    const failure = redefinableError(error);
+    cleanErrorStacks(failure, this.cleanStack);
+    const thrown = guestThrown(failure, this.options.guestFiles);
     const tooLarge = JSON.stringify(thrown).length > this.options.limits.maxOutputBytes + 64;
     for (const i of waiting) {
       if (tooLarge) this.failTooLarge("the error the guest threw", i);

@@ -321,6 +321,25 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       });
     });
 
+    it("a module-form module's top-level throw names the line the caller wrote", async () => {
+      // On v8 the compiled module's position came back (`<guest>:3:7` for this one-line module):
+      // isolated-vm's copy of the error kept its stack whatever the cleaning defined over it.
+      const imports = { lib: "export const x = 1" };
+      for (const code of [
+        'await null; const aaaaaaaaaa = 1; throw new Error("col 40")',
+        'import { x } from "lib"; const aaaaaaaaaa = x; throw new Error("col 53")',
+      ]) {
+        const result = failed(await sandbox.run({ code, imports }));
+        expect(result.error.code).toBe("ERR_USER_CODE");
+        const stack = result.error.stack ?? "";
+        expect(stack, code).toMatch(/<guest>:1:\d+/);
+        expect(stack, code).not.toMatch(/<guest>:[02-9]/);
+        const column = Number(/<guest>:1:(\d+)/.exec(stack)?.[1]);
+        // The throw (or its `new Error`): past the statements before it on the line.
+        expect(column, code).toBeGreaterThan(code.indexOf("throw"));
+      }
+    });
+
     it("a module that throws while loading, sync or after await, is ERR_USER_CODE", async () => {
       const sync = failed(await sandbox.run({ code: "throw new TypeError('at load'); export default 1" }));
       expect(sync.error).toMatchObject({ code: "ERR_USER_CODE", name: "TypeError", message: "at load" });
