@@ -67,6 +67,9 @@ export async function normalizeSource(
     signals: bound.signals,
     filename,
   };
+  // A hashbang line is valid at a module's start only; the wrap and the script form would put it
+  // inside a function (a SyntaxError when the run starts). Blanked, the line count stays.
+  if (code.startsWith("#!")) code = code.replace(/^#![^\n\r\u2028\u2029]*/, "");
   try {
     result = { ...(await strip(code, limit)), filename, wrapped: false, script: await asScript(code, limit) };
   } catch (error) {
@@ -99,6 +102,13 @@ export async function normalizeSource(
   return result;
 }
 
+/**
+ * Syntax esbuild lowers although the target is esnext: `using` and `await using` (esbuild passes
+ * them through, and neither Node 20's V8 nor QuickJS parses them: a SyntaxError with no position
+ * when the run started). The guest runtime defines Symbol.dispose and Symbol.asyncDispose.
+ */
+const LOWERED = { using: false };
+
 /** What bounds one module's transforms, and the name its errors use. */
 interface Limit extends CompileBound {
   deadline: number;
@@ -111,6 +121,7 @@ async function strip(code: string, limit: Limit): Promise<{ code: string; lineMa
     loader: loaderFor(filename),
     format: "esm",
     target: "esnext",
+    supported: LOWERED,
     sourcefile: filename,
     logLevel: "silent",
     sourcemap: "external",
@@ -139,6 +150,7 @@ async function asScript(code: string, limit: Limit): Promise<{ code: string; lin
       treeShaking: false,
       globalName: EXPORTS_NAME,
       target: "esnext",
+      supported: LOWERED,
       sourcefile: filename,
       logLevel: "silent",
       sourcemap: "external",

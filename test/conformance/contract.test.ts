@@ -321,6 +321,27 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       });
     });
 
+    it("a hashbang line and `using` declarations are valid modules on every engine", async () => {
+      // The hashbang ended up inside the wrap or the script form's function (ERR_USER_CODE
+      // SyntaxError); `using` passed through esbuild unlowered, and neither Node 20's V8 nor
+      // QuickJS parses it.
+      expect(completed(await sandbox.run({ code: "#!/usr/bin/env node\nexport default 1" })).value).toBe(1);
+      expect(completed(await sandbox.run({ code: "#!/usr/bin/env node\nreturn input + 1", input: 1 })).value).toBe(2);
+      const thrown = failed(await sandbox.run({ code: "#!/usr/bin/env node\n\nthrow new Error('line 3')" }));
+      expect(thrown.error.stack).toMatch(/<guest>:3:\d+/);
+      const using = `const log = [];
+{ using a = { [Symbol.dispose]() { log.push("a") } }; log.push("body") }
+export default log`;
+      expect(completed(await sandbox.run({ code: using })).value).toEqual(["body", "a"]);
+      // The module form (an import, top-level await): `await using` at the top level.
+      const imports = { lib: "export const x = 1" };
+      const awaitUsing = `import { x } from "lib";
+const log = [];
+{ await using b = { async [Symbol.asyncDispose]() { log.push("b" + x) } }; log.push("body") }
+export default log`;
+      expect(completed(await sandbox.run({ code: awaitUsing, imports })).value).toEqual(["body", "b1"]);
+    });
+
     it("a module-form module's top-level throw names the line the caller wrote", async () => {
       // On v8 the compiled module's position came back (`<guest>:3:7` for this one-line module):
       // isolated-vm's copy of the error kept its stack whatever the cleaning defined over it.

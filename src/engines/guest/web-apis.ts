@@ -66,6 +66,14 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
   const SymbolToStringTag: typeof Symbol.toStringTag = Symbol.toStringTag;
   const IteratorProto = getPrototypeOf(getPrototypeOf([][SymbolIterator]())) as object;
 
+  // `using` declarations are lowered by esbuild (core/source.ts): its helpers find the disposal
+  // methods under Symbol.dispose and Symbol.asyncDispose, which Node defines for itself and
+  // neither Node 20's V8 nor QuickJS has. Defined as the well-known symbols are.
+  for (const name of ["dispose", "asyncDispose"]) {
+    if (typeof (Symbol as unknown as Record<string, unknown>)[name] !== "symbol")
+      defineProperty(Symbol, name, { value: Symbol(`Symbol.${name}`), writable: false, enumerable: false, configurable: false });
+  }
+
   const charCodeAt = uncurry(String.prototype.charCodeAt);
   const strSlice = uncurry(String.prototype.slice);
   const indexOf = uncurry(String.prototype.indexOf);
