@@ -502,7 +502,9 @@ export class Sandbox implements AsyncDisposable {
     if (error.code === "ERR_ABORTED" && signal?.aborted) {
       return abortedResult(this.engine.name, this.hostName, abortReason(signal.reason), performance.now() - started);
     }
-    return this.failure(started, { code: error.code, name: compileFailureName(error), message: error.message });
+    // A refused import (a specifier with a NUL) is named as the engines name a missing module.
+    const name = error.code === "ERR_MODULE_NOT_FOUND" ? "CordonError" : compileFailureName(error);
+    return this.failure(started, { code: error.code, name, message: error.message });
   }
 
   /** A result for work that ended before reaching the engine (queue, input, compile). */

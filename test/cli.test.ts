@@ -85,6 +85,37 @@ describe("cordon run", () => {
     expect(missing.status).toBe(2);
     expect(missing.stderr).toContain("cannot read");
   });
+
+  it("a limit or a file name the sandbox refuses exits 2 with usage, not a host stack", () => {
+    // --timeout 3000000000 printed an uncaught TypeError and its host stack, exit 1; so did a
+    // file named with a control character, as one of cordon's own names, or over 256 characters.
+    const x = file("x.js", "export default 1");
+    const cases: [string[], string][] = [
+      [[x, "--timeout", "3000000000"], "--timeout must be a positive number up to 2000000000"],
+      [[x, "--memory", "1e12"], "--memory must be a positive number up to"],
+      [[file("we ird\u0001name.ts", "export default 1")], "must not contain control characters"],
+      [[file("cordon:x.ts", "export default 1")], "is one of cordon's own names"],
+      // No file system stores such a name: the argument is refused before the file is read.
+      [[join(dir, `${"a".repeat(300)}.ts`)], "longer than 256 characters"],
+    ];
+    for (const [args, message] of cases) {
+      const out = cordon("run", ...args);
+      expect(out.status, args.join(" ")).toBe(2);
+      expect(out.stderr).toContain(message);
+      expect(out.stderr).toContain("usage: cordon run");
+      expect(out.stderr).not.toMatch(/\n\s+at /);
+    }
+    const dirCordon = join(dir, "own");
+    mkdirSync(dirCordon, { recursive: true });
+    writeFileSync(join(dirCordon, "<cordon>"), "export default 1");
+    const own = cordon("run", join(dirCordon, "<cordon>"));
+    expect(own.status).toBe(2);
+    expect(own.stderr).toContain("is one of cordon's own names");
+    // Within range, as before.
+    const fine = cordon("run", x, "--timeout", "2000000000", "--memory", "64");
+    expect(fine.status).toBe(0);
+    expect(fine.stdout.trim()).toBe("1");
+  });
 });
 
 describe("cordon check", () => {

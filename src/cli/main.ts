@@ -1,5 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
+import { basename } from "node:path";
+import { checkPositiveNumber, MAX_COUNT, MAX_TIME_MS } from "../core/limits.js";
+import { checkModuleName } from "../core/options.js";
 import { isValidExportPath } from "../names.js";
 import { createSandbox } from "../create-sandbox.js";
 import { CHECK_USAGE, check } from "./check.js";
@@ -40,12 +43,20 @@ export async function main(argv: string[]): Promise<number> {
   if (code === undefined) return 2;
   const sandbox = await createSandbox();
   try {
-    const result = await sandbox.run({
-      code,
-      filename: parsed.file.split("/").pop(),
-      ...(parsed.call ? { call: parsed.call } : { input: parsed.input }),
-      limits: { wallTimeMs: parsed.timeout, memoryMb: parsed.memory },
-    });
+    let result: Awaited<ReturnType<typeof sandbox.run>>;
+    try {
+      result = await sandbox.run({
+        code,
+        filename: parsed.filename,
+        ...(parsed.call ? { call: parsed.call } : { input: parsed.input }),
+        limits: { wallTimeMs: parsed.timeout, memoryMb: parsed.memory },
+      });
+    } catch (error) {
+      // run() throws only for misconfiguration, which here is the arguments: usage, not a host stack.
+      if (!(error instanceof TypeError)) throw error;
+      process.stderr.write(`${error.message}\n${RUN_USAGE}\n`);
+      return 2;
+    }
     for (const entry of result.logs) process.stderr.write(`[${entry.level}] ${entry.message}\n`);
     if (result.ok) {
       process.stdout.write(`${JSON.stringify(result.value, jsonReplacer, 2) ?? "undefined"}\n`);
@@ -72,12 +83,22 @@ function parseRunArgs(args: string[]) {
     },
   });
   if (positionals.length !== 1) throw new Error("run takes exactly one file");
-  const number = (name: string, text: string | undefined) => {
+  // Checked as the sandbox checks its limits (a --timeout over 2e9 threw a TypeError with a host stack).
+  const number = (name: string, text: string | undefined, max: number) => {
     if (text === undefined) return undefined;
     const n = Number(text);
-    if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${JSON.stringify(text)}`);
-    return n;
+    if (!Number.isFinite(n) || n <= 0 || n > max)
+      throw new Error(`--${name} must be a positive number up to ${max}, got ${JSON.stringify(text)}`);
+    return checkPositiveNumber(`--${name}`, n, { max });
   };
+  // The file's name names the module in stack traces: one the sandbox refuses (control
+  // characters, cordon's own names, over 256 characters) is refused here, as a bad argument.
+  const filename = basename(positionals[0]);
+  try {
+    checkModuleName(filename, "the file's name", 256);
+  } catch (error) {
+    throw new Error(`${(error as Error).message.replace(/^cordon: /, "")}: rename the file`);
+  }
   let input: unknown;
   if (values.input !== undefined) {
     try {
@@ -105,10 +126,11 @@ function parseRunArgs(args: string[]) {
   }
   return {
     file: positionals[0],
+    filename,
     input,
     call,
-    timeout: number("timeout", values.timeout),
-    memory: number("memory", values.memory),
+    timeout: number("timeout", values.timeout, MAX_TIME_MS),
+    memory: number("memory", values.memory, MAX_COUNT),
   };
 }
 

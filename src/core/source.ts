@@ -4,6 +4,7 @@ import { CordonError } from "./errors.js";
 import { MAX_NESTING, scanNesting } from "./nesting.js";
 import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
 import type { EncodedLineMap, LineMap } from "./source-map.js";
+import { nulSpecifierRefusal } from "./specifiers.js";
 
 /** A guest module ready for an engine: plain JavaScript ESM, named for stack traces. */
 export interface GuestSource {
@@ -97,6 +98,7 @@ export async function normalizeSource(
       result = compileError(await withoutTail(error, code, limit), filename);
     }
   }
+  if (!(result instanceof CordonError)) result = (await nulSpecifierRefusal(result.code)) ?? result;
   remember(key, result);
   if (result instanceof CordonError) throw result;
   return result;

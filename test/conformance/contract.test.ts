@@ -342,6 +342,25 @@ export default log`;
       expect(completed(await sandbox.run({ code: awaitUsing, imports })).value).toEqual(["body", "b1"]);
     });
 
+    it("an import specifier with a NUL in it is ERR_MODULE_NOT_FOUND, not the name before the NUL", async () => {
+      // Both engines' loaders read a specifier as a C string: "lib\0evil" loaded "lib".
+      const imports = { lib: "export default 'loaded lib'", wrapper: 'export { default } from "lib\\0evil"' };
+      for (const code of [
+        'import x from "lib\\0evil"; export default x',
+        'import x from "lib\\u0000evil"; export default x',
+        'export { default } from "lib\\x00"',
+        'import x from "wrapper"; export default x',
+      ]) {
+        const result = failed(await sandbox.run({ code, imports }));
+        expect(result.error.code, code).toBe("ERR_MODULE_NOT_FOUND");
+        expect(result.error.message, code).toMatch(/Cannot find module "lib\\u0000/);
+      }
+      const lib = { lib: imports.lib };
+      expect(completed(await sandbox.run({ code: 'import x from "lib"; export default x', imports: lib })).value).toBe(
+        "loaded lib",
+      );
+    });
+
     it("a module-form module's top-level throw names the line the caller wrote", async () => {
       // On v8 the compiled module's position came back (`<guest>:3:7` for this one-line module):
       // isolated-vm's copy of the error kept its stack whatever the cleaning defined over it.
