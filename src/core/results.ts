@@ -41,3 +41,29 @@ export function isEmptyRecord(record: object): boolean {
   for (const _ in record) return false;
   return true;
 }
+
+/**
+ * The error of a request too large for the channel to its engine (`where`: a worker's pipe, an
+ * executor's body cap). A call's arguments, or a run's input when that is most of it, cannot
+ * cross: ERR_NOT_SERIALIZABLE. Otherwise it is the module (its compiled forms and line maps):
+ * ERR_COMPILE, as for a module over the code limit.
+ */
+export function oversizedRequest(
+  request: { t: string; inputText?: string; source?: { code: string } },
+  where: string,
+  why: string,
+): RunError {
+  const input = request.inputText?.length ?? 0;
+  const code = request.source?.code.length ?? 0;
+  const call = request.t === "prefix-call";
+  const what = call
+    ? "the call's arguments are"
+    : input > code
+      ? "the run's input is"
+      : "the module (its code and line maps, as compiled) is";
+  return {
+    code: call || input > code ? "ERR_NOT_SERIALIZABLE" : "ERR_COMPILE",
+    name: "CordonError",
+    message: `${what} too large for ${where}: ${why}`,
+  };
+}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createSandbox } from "../../src/index.js";
+import { SECRET, startExecutor } from "../executor/helpers.js";
 
 /**
  * Requests built from guest data larger than a frame (64 MiB) between the host and a worker.
@@ -48,8 +49,27 @@ describe("the process host and a request over the pipe's frame limit", () => {
     const code = `export default () => "\\u0001".repeat(12_000_000)`;
     const result = await sandbox.run({ code, limits: { maxOutputBytes: 100 * 1024 * 1024, wallTimeMs: 30_000, memoryMb: 1024 } });
     expect(!result.ok && result.error.code).toBe("ERR_OUTPUT_TOO_LARGE");
+    // The same memory limit: the worker's resident size after that result is its budget's business.
+    const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1, limits: { memoryMb: 1024 } });
+    expect(next, JSON.stringify(next)).toMatchObject({ ok: true, value: 2 });
+  }, 120_000);
+});
+
+describe("the remote host and a request over the executor's body cap", () => {
+  it("the module: ERR_COMPILE; the input: ERR_NOT_SERIALIZABLE (was ERR_EXECUTOR_UNREACHABLE)", async () => {
+    const service = await startExecutor({ maxBodyMb: 1 });
+    await using _executor = service.executor;
+    await using sandbox = await createSandbox({ engine: "v8", host: "remote", remote: { url: service.url, secret: SECRET } });
+    // 600 k characters, twice (module and script forms): over a 1 MiB body.
+    const big = await sandbox.run({ code: `export default "${"x".repeat(600_000)}".length` });
+    expect(!big.ok && big.error.code).toBe("ERR_COMPILE");
+    if (!big.ok) expect(big.error.message).toMatch(/too large for the executor at .*ERR_BODY_TOO_LARGE/);
+    const input = await sandbox.run({ code: "export default (s) => s.length", input: "x".repeat(2_000_000) });
+    expect(!input.ok && input.error.code).toBe("ERR_NOT_SERIALIZABLE");
+    const prefix = await sandbox.prepare({ code: "export function f(s) { return s.length }" });
+    const call = await prefix.call({ export: "f", args: ["x".repeat(2_000_000)] });
+    expect(!call.ok && call.error.code).toBe("ERR_NOT_SERIALIZABLE");
     const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
     expect(next.ok && next.value).toBe(2);
-    expect(sandbox.stats()).toBeDefined();
   }, 120_000);
 });

@@ -10,7 +10,7 @@ import { encodeTextFrame, FrameReader, MAX_FRAME_BYTES } from "../../core/framin
 import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
-import { abortedResult, failedResult } from "../../core/results.js";
+import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import { abortReason } from "../../core/abort-reason.js";
 import { CallLimitsSent, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
@@ -322,7 +322,11 @@ export class WorkerProcess {
       if (message.t === "prefix-call") this.callLimits.forget(message.prefix);
       const pending = this.take(id);
       if (!pending) return;
-      const result = tooLargeResult(this.engine, message, error.message);
+      const result = failedResult(
+        this.engine,
+        "process",
+        oversizedRequest(message, "the pipe to a worker process", error.message),
+      );
       if (pending.onPrepared) pending.onPrepared(undefined, result);
       else pending.resolve(result);
     }
@@ -611,25 +615,4 @@ export class WorkerProcess {
   ): RunResult {
     return lostResult(this.engine, code, cause);
   }
-}
-
-/**
- * The result of a request too large for the worker's pipe. A call's arguments, or a run's input
- * when that is most of it, cannot cross: ERR_NOT_SERIALIZABLE. Otherwise it is the module
- * (normalized code and line maps, each form): ERR_COMPILE, as for a module over the code limit.
- */
-function tooLargeResult(engine: Exclude<EngineName, "auto">, message: HostRequest, why: string): RunResult {
-  const input = "inputText" in message ? message.inputText.length : 0;
-  const code = "source" in message ? message.source.code.length : 0;
-  const what =
-    message.t === "prefix-call"
-      ? "the call's arguments are"
-      : input > code
-        ? "the run's input is"
-        : "the module (its code and line maps, as compiled) is";
-  return failedResult(engine, "process", {
-    code: message.t === "prefix-call" || input > code ? "ERR_NOT_SERIALIZABLE" : "ERR_COMPILE",
-    name: "CordonError",
-    message: `${what} too large for the pipe to a worker process: ${why}`,
-  });
 }

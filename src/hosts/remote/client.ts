@@ -5,7 +5,7 @@ import type { ResolvedLimits } from "../../core/limits.js";
 import { readCapped } from "../../core/read-capped.js";
 import { isRunResult } from "../../core/result-shape.js";
 import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
-import { abortedResult, failedResult } from "../../core/results.js";
+import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 
 /** The request deadline past the run's own wall time: queueing, transfer and a cold prepare. */
@@ -99,6 +99,12 @@ export class ExecutorClient {
     if (text === undefined)
       return unreachable(`answered with more than ${capBytes} bytes, more than any answer to a run with these limits`);
     if (status === 404 && text.includes(PREFIX_GONE)) return { gone: true };
+    // Over the executor's body cap: the request's own size fails it, as on the process host's
+    // pipe (the executor is reachable; ERR_EXECUTOR_UNREACHABLE misled).
+    if (status === 413) {
+      const error = oversizedRequest(request, `the executor at ${this.url}`, refusalText(text));
+      return { result: failedResult(request.engine, "remote", error, performance.now() - started) };
+    }
     if (status !== 200) return unreachable(`refused the request: ${status} ${refusalText(text)}`);
     let result: RunResult;
     try {
