@@ -148,7 +148,17 @@ export class Sandbox implements AsyncDisposable {
       const { signal } = checked;
       const host = this.hostName;
       return this.afterCompile(begun, checked.limits, (limits) =>
-        this.engine.run({ ...prepared, sourceImports, bindings, limits, signal, host, mode, importHosts: imports }),
+        this.engine.run({
+          ...prepared,
+          sourceImports,
+          bindings,
+          limits,
+          callerLimits: checked.limits,
+          signal,
+          host,
+          mode,
+          importHosts: imports,
+        }),
       );
     });
   }

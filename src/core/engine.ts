@@ -19,6 +19,12 @@ export interface EngineRunRequest {
   /** The input, already encoded by the codec. */
   inputText: string;
   limits: ResolvedLimits;
+  /**
+   * The limits the caller asked for, when `limits` is less by the time the module's compile took:
+   * what the deno engine keys a function's process by (keyed by `limits`, a run after a compile
+   * and one of a cached module were two functions).
+   */
+  callerLimits?: ResolvedLimits;
   signal?: AbortSignal;
   /** Written into RunResult.stats.host. */
   host: Exclude<HostName, "auto">;

@@ -138,7 +138,8 @@ export class DenoEngine implements Engine {
   async run(request: EngineRunRequest): Promise<RunResult> {
     const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
     const importHosts = request.importHosts ?? [];
-    const key = functionKey(source.code, source.filename, sourceImports, hostModulesText(bindings.text), limits, importHosts);
+    const modules = hostModulesText(bindings.text);
+    const key = functionKey(source.code, source.filename, sourceImports, modules, request.callerLimits ?? limits, importHosts);
     let taken = this.functions.take(key);
     while (taken instanceof Promise) {
       await taken;
