@@ -846,9 +846,18 @@ export function installRuntime(
               deliver(i, outcome, sync);
               continue;
             }
-            // A Response whose body must be read first is settled like a promise.
-            const thenable = isThenable(result);
-            const reading = thenable ? undefined : readResultBodies(result);
+            // A Response whose body must be read first is settled like a promise. A `then`
+            // getter (or a promise's `constructor`) that throws is this call's throw: escaping
+            // here, it failed every call of the crossing that had no outcome yet.
+            let thenable: boolean;
+            let reading: Promise<boolean> | undefined;
+            try {
+              thenable = isThenable(result);
+              reading = thenable ? undefined : readResultBodies(result);
+            } catch (error) {
+              deliver(i, thrownOutcome(error), sync);
+              continue;
+            }
             if (thenable || reading) {
               const index = i;
               // The callbacks return nothing: a promise returned from one would be resolved
@@ -864,8 +873,24 @@ export function installRuntime(
                 if (!reading) settle(encodeSafely(value));
                 else thenOf(reading, (read) => settle(read ? encodeSafely(value) : bodyTooLarge()), failed);
               };
-              if (reading) settleValue(result, reading);
-              else thenOf(PromiseResolve(result), (value) => settleValue(value, readResultBodies(value)), failed);
+              // What the promise resolved to is read as a result is: a throw there is the call's.
+              const resolved = (value: unknown) => {
+                let later: Promise<boolean> | undefined;
+                try {
+                  later = readResultBodies(value);
+                } catch (error) {
+                  return failed(error);
+                }
+                settleValue(value, later);
+              };
+              try {
+                if (reading) settleValue(result, reading);
+                else thenOf(PromiseResolve(result), resolved, failed);
+              } catch (error) {
+                // Nothing was chained (PromiseResolve and `then` read the constructor first).
+                deliver(i, thrownOutcome(error), sync);
+                continue;
+              }
               if (sync) for (let j = i; j < argsTexts.length; j++) out += `${j ? "\u0001" : ""}p`;
               return;
             }

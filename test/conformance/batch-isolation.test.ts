@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+
+/**
+ * Calls to one prefix that wait together cross together (decision 005): the guest runs them one
+ * after another in one crossing. Whatever one of them does — a result that throws when read, a
+ * microtask it leaves behind, the runtime's entry called by hand — stays its own: every other
+ * call of the crossing gets its own outcome and its own logs.
+ */
+const ROUNDS = 4;
+
+/** The value, or the error's message: one thing to compare. */
+function shown(result: RunResult): unknown {
+  return result.ok ? result.value : result.error.message;
+}
+
+describe.each(COMBINATIONS)("calls crossing together on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    // One instance: the calls of a burst queue behind the first and cross together.
+    sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1 });
+  });
+  afterAll(async () => {
+    await sandbox?.dispose();
+  });
+
+  it("a result whose `then` or promise `constructor` throws fails only its own call", async () => {
+    // Read outside the call's own try, such a throw left the crossing: every call of it that had
+    // no outcome yet failed with the hostile call's error.
+    await using prefix = await sandbox.prepare({
+      code: `export function f(x) {
+          if (x === "then") return { get then() { throw new Error("then of " + x) } };
+          if (x === "ctor") {
+            const p = Promise.resolve(x);
+            Object.defineProperty(p, "constructor", { get() { throw new Error("constructor of " + x) } });
+            return p;
+          }
+          return "real:" + x;
+        }`,
+    });
+    const args = ["a", "b", "then", "c", "ctor", "d"];
+    const expected = ["real:a", "real:b", "then of then", "real:c", "constructor of ctor", "real:d"];
+    for (let round = 0; round < ROUNDS; round++) {
+      const results = await Promise.all(args.map((x) => prefix.call({ export: "f", args: [x] })));
+      expect(results.map(shown), `round ${round}`).toEqual(expected);
+    }
+    expect(shown(await prefix.call({ export: "f", args: ["then"] }))).toBe("then of then");
+  });
+});
