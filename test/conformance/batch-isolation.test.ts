@@ -47,4 +47,35 @@ describe.each(COMBINATIONS)("calls crossing together on $name", (combo) => {
     }
     expect(shown(await prefix.call({ export: "f", args: ["then"] }))).toBe("then of then");
   });
+
+  it("what a call leaves queued after its outcome logs nothing and makes no host call, in no call", async () => {
+    // The leftover ran after the crossing's loop, while the runtime still pointed at its last
+    // call: its log landed in another caller's result, and its host call was made.
+    const noted: string[] = [];
+    await using prefix = await sandbox.prepare({
+      code: `export function f(x) {
+          if (x === "evil") Promise.resolve().then(() => { console.log("late from " + x); void note("late " + x) });
+          console.log("from " + x);
+          return x;
+        }`,
+      globals: {
+        note: async (text: string) => {
+          noted.push(text);
+        },
+      },
+    });
+    const args = ["a", "evil", "b", "c", "d"];
+    for (let round = 0; round < ROUNDS; round++) {
+      const results = await Promise.all(args.map((x) => prefix.call({ export: "f", args: [x] })));
+      expect(results.map(shown), `round ${round}`).toEqual(args);
+      expect(
+        results.map((r) => r.logs.map((l) => l.message)),
+        `round ${round}`,
+      ).toEqual(args.map((x) => [`from ${x}`]));
+    }
+    const lone = await prefix.call({ export: "f", args: ["evil"] });
+    expect(lone.logs.map((l) => l.message)).toEqual(["from evil"]);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(noted).toEqual([]);
+  });
 });

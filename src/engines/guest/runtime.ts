@@ -318,6 +318,9 @@ export function installRuntime(
   // ---- host calls ---------------------------------------------------------------------------
   /** `signal` (a guest AbortSignal): once it aborts, the host is told to end the call (CANCEL_CALL). */
   function hostCall(fnId: number, args: unknown[], signal?: GuestSignal): Promise<unknown> {
+    // A leftover's call (see run.open) is never made, as its timers are never armed: made, it
+    // was counted in, and its answer awaited by, whichever call `run.index` last named.
+    if (!run.open) return new PromiseCtor(() => {});
     const reading = config.readBodies?.(args);
     if (reading) return thenOf(reading, () => hostCall(fnId, args, signal));
     if (signal?.aborted) return PromiseReject(signal.reason);
@@ -392,6 +395,8 @@ export function installRuntime(
 
   // ---- console --------------------------------------------------------------------------------
   function emit(level: string, args: unknown[]): void {
+    // A leftover's log is dropped: it ran after its call's outcome, and landed in another's.
+    if (!run.open) return;
     if (run.logEntries > run.maxLogEntries || run.logBytes > run.maxLogBytes) return;
     const message = formatLogArgs(args, run.maxLogBytes + 1);
     run.logEntries++;
