@@ -78,4 +78,21 @@ describe.each(COMBINATIONS)("calls crossing together on $name", (combo) => {
     await new Promise((r) => setTimeout(r, 100));
     expect(noted).toEqual([]);
   });
+
+  it("the runtime's entry called during a call changes no outcome: every call keeps its own", async () => {
+    // A call reset the entry's one-shot flag: one that called __cordon_entry by hand set the
+    // outcome of the crossing's first call.
+    await using prefix = await sandbox.prepare({
+      code: `export function f(x) {
+          if (x === "evil") __cordon_entry({ default: "forged" });
+          return "real:" + x;
+        }`,
+    });
+    const args = ["a", "b", "evil", "c"];
+    for (let round = 0; round < ROUNDS; round++) {
+      const results = await Promise.all(args.map((x) => prefix.call({ export: "f", args: [x] })));
+      expect(results.map(shown), `round ${round}`).toEqual(args.map((x) => `real:${x}`));
+    }
+    expect(shown(await prefix.call({ export: "f", args: ["evil"] }))).toBe("real:evil");
+  });
 });

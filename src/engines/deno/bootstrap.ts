@@ -278,7 +278,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
         const factory = indirectEval(`${message.script}\n//# sourceURL=${name}`) as (h: unknown) => Record<string, unknown>;
         ns = factory(internals.helpers);
       } catch (error) {
-        host.done("t", codec.encodeError(error));
+        host.done("t", codec.encodeError(error), 0);
         return;
       }
     } else {
@@ -288,7 +288,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
         const code = (error as { code?: unknown } | null)?.code;
         if (code === "ERR_MODULE_NOT_FOUND" || code === "ERR_UNSUPPORTED_ESM_URL_SCHEME") {
           send({ t: "threw", work, code: "ERR_MODULE_NOT_FOUND", message: String((error as Error).message) });
-        } else host.done("t", codec.encodeError(error));
+        } else host.done("t", codec.encodeError(error), 0);
         return;
       }
     }

@@ -21,8 +21,11 @@ export interface GuestHostCallbacks {
   call(callId: number, fnId: number, argsText: string): void;
   /** Arm timer `timerId`; the host answers with `fire` after `ms`. A negative `ms` cancels it. */
   timer(timerId: number, ms: number): void;
-  /** The run is over: kind is "o" (ok) | "t" (thrown) | "f" (failed); text is the encoded outcome. */
-  done(kind: string, text: string, index?: number): void;
+  /**
+   * The run, or call `index` of a crossing, is over: kind is "o" (ok) | "t" (thrown) | "f"
+   * (failed); text is the encoded outcome. A run is call 0.
+   */
+  done(kind: string, text: string, index: number): void;
 }
 
 /** The `fnId` of `host.call` that cancels call `callId` (the runtime writes it as -1: it is self-contained). */
@@ -747,7 +750,8 @@ export function installRuntime(
     // and nothing may arm more.
     timers.clear();
     run.open = false;
-    if (!run.quiet) host.done(kind, text);
+    // Only the entry reports, and only for a run: its outcome is call 0's, said, never implied.
+    if (!run.quiet) host.done(kind, text, 0);
   }
 
   /** An outcome's text is its kind (one letter), then what the kind carries. */
@@ -826,6 +830,9 @@ export function installRuntime(
       if (maxOutputChars !== undefined)
         begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries as number, maxLogBytes as number, maxBridgeCallChars as number);
       else begin("run", '{"$":"u"}', run.maxOutputChars, run.maxLogEntries, run.maxLogBytes, run.maxBridgeCallChars);
+      // The entry is the driver's, once per evaluation: a call is none, and one that called
+      // __cordon_entry by hand reported a run's outcome, as call 0 of the crossing.
+      run.entered = true;
       const argsTexts = split(joinedArgs, "\u0001");
       const { target, owner } = resolvePath(prefix, path);
       let out = "";
