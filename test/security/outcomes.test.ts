@@ -111,6 +111,25 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
     expect(thrown.error).toMatchObject({ name: "TypeError", message: "boom" });
   });
 
+  it("replacing Math.min, Math.max or Number does not change when timers fire", async () => {
+    // The runtime clamped a timer's delay with the guest's own: with Math.min = () => 1e300 the
+    // host was asked for a delay of 1e300 ms (it holds delays to 2^31-1 ms: the timer never fired).
+    for (const patch of ["Math.min = () => 1e300;", "Math.max = () => -1;", "globalThis.Number = () => 1e12;"]) {
+      const result = await run(
+        `${patch}
+        export default async () => {
+          let cleared = "cleared";
+          clearTimeout(setTimeout(() => { cleared = "fired after clearTimeout" }, 1));
+          await new Promise((r) => setTimeout(r, 10));
+          await new Promise((r) => setTimeout(r, 0));
+          return cleared;
+        }`,
+        { wallTimeMs: 3000 },
+      );
+      expect(result.ok ? result.value : result.error.code, patch).toBe("cleared");
+    }
+  });
+
   it("the runtime leaves no short-named globals of its own (a minifier's helpers the guest could replace)", async () => {
     const names = completed(
       await run(

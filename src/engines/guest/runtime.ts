@@ -151,6 +151,10 @@ export function installRuntime(
   const TypeErrorCtor = TypeError;
   const stringify = JSON.stringify;
   const StringCtor = String;
+  // A timer's delay is clamped with these: the guest's own let it send the host any number.
+  const NumberCtor = Number;
+  const mathMin = Math.min;
+  const mathMax = Math.max;
   const parse = JSON.parse;
   const ownKeys = Object.keys;
   const defineProperty = Object.defineProperty;
@@ -429,7 +433,7 @@ export function installRuntime(
     if (timers.size >= config.maxTimers) {
       throw new RangeErrorCtor(`too many pending timers (limit ${config.maxTimers})`);
     }
-    const delay = Math.max(0, Math.min(Number(ms) || 0, 2147483647));
+    const delay = mathMax(0, mathMin(NumberCtor(ms) || 0, 2147483647));
     const id = ++timerSeq;
     // A leftover's timer is never armed: the id is still returned, so clearTimeout(id) is harmless.
     if (!run.open) return id;
@@ -439,7 +443,8 @@ export function installRuntime(
   }
   function cancel(id: unknown): void {
     // Tell the host too, so cleared timers never pile up as host handles.
-    if (timers.delete(Number(id))) host.timer(Number(id), -1);
+    const timerId = NumberCtor(id);
+    if (timers.delete(timerId)) host.timer(timerId, -1);
   }
   defineNamed(g, "setTimeout", (fn: unknown, ms?: unknown, ...args: unknown[]) => arm(fn, ms, args, false));
   defineNamed(g, "setInterval", (fn: unknown, ms?: unknown, ...args: unknown[]) => arm(fn, ms, args, true));
