@@ -130,6 +130,28 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
     }
   });
 
+  it("the runtime's host-module table is not reachable through Map.prototype", async () => {
+    // __cordon_module looked modules up with the live Map.prototype.get: a run took the table
+    // and changed what later runs of the prefix imported.
+    await using prefix = await sandbox.prepare({ imports: { db: { answer: 42 } }, code: "export function noop() {}" });
+    const grab = await prefix.run({
+      code: `const seen = [];
+        const saved = {};
+        for (const name of ["get", "set", "has", "clear", "delete", "keys", "entries", "forEach"]) {
+          const original = (saved[name] = Map.prototype[name]);
+          Map.prototype[name] = function (...args) { seen.push(this); return original.apply(this, args) };
+        }
+        const db = __cordon_module("db");
+        for (const name in saved) Map.prototype[name] = saved[name];
+        const tables = seen.filter((map) => map.has("db"));
+        for (const map of tables) map.set("db", { default: { answer: "forged" }, answer: "forged" });
+        export default () => [tables.length, db.answer];`,
+    });
+    expect(completed(grab).value).toEqual([0, 42]);
+    const later = await prefix.run({ code: `import db from "db"; export default () => db.answer` });
+    expect(completed(later).value).toBe(42);
+  });
+
   it("the runtime leaves no short-named globals of its own (a minifier's helpers the guest could replace)", async () => {
     const names = completed(
       await run(

@@ -145,7 +145,6 @@ export function installRuntime(
   const PromiseCtor = Promise;
   const PromiseReject = Promise.reject.bind(Promise);
   const PromiseResolve = Promise.resolve.bind(Promise);
-  const MapCtor = Map;
   const RangeErrorCtor = RangeError;
   const ErrorCtor = Error;
   const TypeErrorCtor = TypeError;
@@ -283,7 +282,11 @@ export function installRuntime(
   let pendingChars = 0;
   /** `owner`: the index of the call that armed it, in a crossing of several calls. */
   const timers = idTable<{ fn: (...a: unknown[]) => unknown; args: unknown[]; ms: number; repeat: boolean; owner: number }>();
-  const modules = new MapCtor<string, unknown>();
+  /**
+   * Host modules by specifier, in an object without a prototype: through a Map's methods (the
+   * guest's to replace) a run was handed the table, and changed what later runs imported.
+   */
+  let modules: Record<string, unknown> = create(null);
   let callSeq = 0;
   let timerSeq = 0;
   /** The prepared prefix's module namespace: what `call` resolves export paths against. */
@@ -458,7 +461,7 @@ export function installRuntime(
   // ---- modules, entry and call ------------------------------------------------------------------
   /** What the latest `call` returned (see GuestInternals.recover). */
   let lastCall: string | undefined;
-  define(g, "__cordon_module", (specifier: string) => modules.get(specifier));
+  define(g, "__cordon_module", (specifier: string) => modules[specifier]);
 
   /** Outcomes are one string: a kind letter, then the encoded payload (o = ok, t = thrown, f = failed, m = missing). */
   /** The outcome of the codec's own refusal to encode the result; anything else the guest threw is a throw. */
@@ -669,9 +672,9 @@ export function installRuntime(
   function install(bindingsText: string): void {
     const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc>; fetch?: number };
     // Host modules belong to the bindings being installed: none of an earlier run's stay.
-    modules.clear();
+    modules = create(null);
     for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
-    for (const specifier of ownKeys(bindings.modules)) modules.set(specifier, build(bindings.modules[specifier]));
+    for (const specifier of ownKeys(bindings.modules)) modules[specifier] = build(bindings.modules[specifier]);
     // No net capability, no fetch at all.
     if (typeof bindings.fetch === "number") installFetch(bindings.fetch);
   }
