@@ -485,6 +485,22 @@ describe("the deno engine", () => {
       const third = completed(await sandbox.run({ code: `${code}\nexport const h = () => globalThis.hidden ?? null;` }));
       expect(third.value).toMatchObject({ global: null });
     });
+
+    it("what a run puts on Object.prototype does not change the bindings of the next run in its process", async () => {
+      // The runtime's install read `fetch` and a binding's kind through Object.prototype (`in`):
+      // the next run got a fetch without a net capability, bound to a host function by number,
+      // and its data global became a call to host function 0.
+      const code = `export default (input) => {
+          const plant = { fetch: 0, f: 0, n: "planted" };
+          if (input === "plant") for (const k in plant) Object.defineProperty(Object.prototype, k, { value: plant[k], configurable: true });
+          return [Object.getOwnPropertyDescriptor(globalThis, "fetch") !== undefined, typeof data];
+        }`;
+      const globals = { data: 5, other: async () => "host" };
+      expect(completed(await sandbox.run({ code, input: "plant", globals })).value).toEqual([false, "number"]);
+      const next = completed(await sandbox.run({ code, input: "look", globals }));
+      expect(next.stats.warm).toBe(true);
+      expect(next.value).toEqual([false, "number"]);
+    });
   });
 
   describe("imports", () => {

@@ -152,6 +152,24 @@ describe.each(COMBINATIONS)("guest outcomes on $name", (combo) => {
     expect(completed(later).value).toBe(42);
   });
 
+  it("what a prefix puts on Object.prototype or RegExp.prototype does not steer the runtime", async () => {
+    // The runtime read these through prototypes after guest code: an enumerable name became an
+    // export of every later run (esbuild's for...in), an inherited `value` made every export's
+    // descriptor invalid, a `readBodies` was called as the runtime's body reader (v8, quickjs),
+    // and a RegExp's Symbol.replace wrote the sourceURL line of the next run's script (v8, deno).
+    await using prefix = await sandbox.prepare({
+      code: `Object.prototype.planted = function () { return "planted" };
+        Object.defineProperty(Object.prototype, "value", { value: 1, writable: true, configurable: true });
+        Object.prototype.readBodies = () => Promise.resolve(false);
+        RegExp.prototype[Symbol.replace] = () => "x\\nglobalThis.injected = true";
+        export function echo(x) { return x }`,
+    });
+    const later = await prefix.run({ code: "export const a = 1;\nexport default () => globalThis.injected ?? 2" });
+    expect(completed(later).value).toBe(2);
+    expect(completed(later).exports).toEqual({ a: 1 });
+    expect(completed(await prefix.call({ export: "echo", args: ["x"] })).value).toBe("x");
+  });
+
   it("the runtime leaves no short-named globals of its own (a minifier's helpers the guest could replace)", async () => {
     const names = completed(
       await run(

@@ -257,7 +257,6 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   let hasEntry = false;
 
   const indirectEval = g.eval as (code: string) => unknown;
-  const replace = String.prototype.replace as (this: string, pattern: RegExp, by: string) => string;
 
   /**
    * Load the guest module and hand its exports to the runtime's entry: a module without imports
@@ -274,7 +273,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     let ns: Record<string, unknown>;
     if (typeof message.script === "string") {
       try {
-        const name = replace.call(message.filename, /[\r\n\u2028\u2029]/g, "_");
+        // Not a RegExp replace: a guest's RegExp.prototype[Symbol.replace] could write code here.
+        const name = internals.sourceName(message.filename);
         const factory = indirectEval(`${message.script}\n//# sourceURL=${name}`) as (h: unknown) => Record<string, unknown>;
         ns = factory(internals.helpers);
       } catch (error) {

@@ -124,6 +124,8 @@ export interface GuestInternals {
   recover(): string | undefined;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
+  /** A filename fit for a `//# sourceURL=` comment: its line terminators made "_" (see runScript). */
+  sourceName(filename: string): string;
   /** See Codec.limitCopies: set once, by engines whose realm aborts the process on a heap overrun (v8). */
   limitCopies(chars: number): void;
   /**
@@ -171,9 +173,6 @@ export function installRuntime(
   ): Promise<R> => apply(promiseThen, promise, [ok, failed]) as Promise<R>;
   const indexOfString = String.prototype.indexOf;
   const sliceString = String.prototype.slice;
-  const stringReplace = String.prototype.replace;
-  const replaceString = (text: string, pattern: RegExp, by: string): string =>
-    apply(stringReplace, text, [pattern, by]) as string;
   // Indirect eval, captured before any guest code: evaluates in the global scope.
   const indirectEval = g.eval as (code: string) => unknown;
   // The captured methods, bound once before any guest code, called without an argument array
@@ -183,6 +182,9 @@ export function installRuntime(
   const indexOfIn = callOf.bind(indexOfString) as (text: string, search: string, from: number) => number;
   const sliceOf = callOf.bind(sliceString) as (text: string, from: number, to?: number) => string;
   const trimStartOf = callOf.bind(String.prototype.trimStart) as (text: string) => string;
+  const charCodeOf = callOf.bind(String.prototype.charCodeAt) as (text: string, at: number) => number;
+  // Read once, now: absent (v8, quickjs), a later read would find one a guest put on Object.prototype.
+  const readBodies = config.readBodies;
   /** Split parts, in an object without a prototype: storing into it meets no index setter a guest put on Array.prototype. */
   interface Parts {
     length: number;
@@ -210,15 +212,22 @@ export function installRuntime(
   const getOwnPropDesc = Object.getOwnPropertyDescriptor;
   const getOwnPropNames = Object.getOwnPropertyNames;
   const hasOwnProp = Object.prototype.hasOwnProperty;
+  // Unlike esbuild's text: indexed loops, captured methods and descriptors without a prototype,
+  // since these run after guest code, which may have replaced the array iterator,
+  // Function.prototype.call, or put `get`/`value`/`set` (or enumerable names) on Object.prototype.
   const copyProps = (to: object, from: unknown, except?: string, desc?: PropertyDescriptor) => {
     if ((from && typeof from === "object") || typeof from === "function") {
-      for (const key of getOwnPropNames(from))
-        if (!hasOwnProp.call(to, key) && key !== except)
+      const keys = getOwnPropNames(from);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        if (!hasOwn(to, key) && key !== except)
           defineProperty(to, key, {
+            __proto__: null,
             get: () => (from as Record<string, unknown>)[key],
             // biome-ignore lint/suspicious/noAssignInExpressions: esbuild's own helper, kept as it is.
             enumerable: !(desc = getOwnPropDesc(from, key)) || desc.enumerable,
-          });
+          } as PropertyDescriptor);
+      }
     }
     return to;
   };
@@ -228,7 +237,10 @@ export function installRuntime(
     __getOwnPropNames: getOwnPropNames,
     __hasOwnProp: hasOwnProp,
     __export: (target: object, all: Record<string, () => unknown>) => {
-      for (const name in all) defineProperty(target, name, { get: all[name], enumerable: true });
+      // Own names only: `for…in` also listed a name the guest put on Object.prototype, as an export.
+      const names = ownKeys(all);
+      for (let i = 0; i < names.length; i++)
+        defineProperty(target, names[i], { __proto__: null, get: all[names[i]], enumerable: true } as PropertyDescriptor);
     },
     __copyProps: copyProps,
     // A script form's exports object already holds one enumerable getter per export, which is
@@ -316,7 +328,14 @@ export function installRuntime(
   };
 
   function define(target: object, name: string, value: unknown, enumerable = false): void {
-    defineProperty(target, name, { value, writable: true, configurable: true, enumerable });
+    // Without a prototype: a `get` or `set` the guest put on Object.prototype would be read as part of it.
+    defineProperty(target, name, {
+      __proto__: null,
+      value,
+      writable: true,
+      configurable: true,
+      enumerable,
+    } as PropertyDescriptor);
   }
 
   /** A function under its web name (`setTimeout.name` is "setTimeout", as in Node and Deno). */
@@ -331,7 +350,7 @@ export function installRuntime(
     // A leftover's call (see run.open) is never made, as its timers are never armed: made, it
     // was counted in, and its answer awaited by, whichever call `run.index` last named.
     if (!run.open) return new PromiseCtor(() => {});
-    const reading = config.readBodies?.(args);
+    const reading = readBodies?.(args);
     if (reading) return thenOf(reading, () => hostCall(fnId, args, signal));
     if (signal?.aborted) return PromiseReject(signal.reason);
     let text: string;
@@ -387,19 +406,22 @@ export function installRuntime(
   type Desc = { f: number; n: string } | { d: string } | { o: Record<string, Desc> };
 
   function build(desc: Desc): unknown {
-    if ("f" in desc) {
-      const fnId = desc.f;
+    // hasOwn, not `in`: parsed JSON inherits Object.prototype, where a guest may have put an `f`.
+    if (hasOwn(desc, "f")) {
+      const { f: fnId, n: name } = desc as { f: number; n: string };
       // A named, ordinary guest function: the guest never holds anything of the host.
       const holder = {
-        [desc.n](...args: unknown[]) {
+        [name](...args: unknown[]) {
           return hostCall(fnId, args);
         },
       };
-      return holder[desc.n];
+      return holder[name];
     }
-    if ("d" in desc) return codec.decode(desc.d);
+    if (hasOwn(desc, "d")) return codec.decode((desc as { d: string }).d);
     const out: Record<string, unknown> = {};
-    for (const key of ownKeys(desc.o)) define(out, key, build(desc.o[key]), true);
+    const o = (desc as { o: Record<string, Desc> }).o;
+    const keys = ownKeys(o);
+    for (let i = 0; i < keys.length; i++) define(out, keys[i], build(o[keys[i]]), true);
     return out;
   }
 
@@ -570,7 +592,7 @@ export function installRuntime(
    * cap as it arrives: an endless body would otherwise grow until the memory limit ended the run.
    */
   function readResultBodies(value: unknown): Promise<boolean> | undefined {
-    return config.readBodies?.([value], run.maxOutputChars);
+    return readBodies?.([value], run.maxOutputChars);
   }
 
   function bodyTooLarge(): string {
@@ -673,10 +695,13 @@ export function installRuntime(
     const bindings = parse(bindingsText) as { globals: Record<string, Desc>; modules: Record<string, Desc>; fetch?: number };
     // Host modules belong to the bindings being installed: none of an earlier run's stay.
     modules = create(null);
-    for (const name of ownKeys(bindings.globals)) define(g, name, build(bindings.globals[name]), true);
-    for (const specifier of ownKeys(bindings.modules)) modules[specifier] = build(bindings.modules[specifier]);
-    // No net capability, no fetch at all.
-    if (typeof bindings.fetch === "number") installFetch(bindings.fetch);
+    // Indexed: `for…of` runs the guest-replaceable array iterator (install may follow guest code).
+    const names = ownKeys(bindings.globals);
+    for (let i = 0; i < names.length; i++) define(g, names[i], build(bindings.globals[names[i]]), true);
+    const specifiers = ownKeys(bindings.modules);
+    for (let i = 0; i < specifiers.length; i++) modules[specifiers[i]] = build(bindings.modules[specifiers[i]]);
+    // No net capability, no fetch at all (an own `fetch` only: Object.prototype is the guest's).
+    if (hasOwn(bindings, "fetch") && typeof bindings.fetch === "number") installFetch(bindings.fetch);
   }
 
   /**
@@ -767,9 +792,25 @@ export function installRuntime(
     report(outcome[0], sliceOf(outcome, 1));
   }
 
+  /**
+   * The filename with its line terminators made "_", for a sourceURL comment. No RegExp: its
+   * methods are the guest's to replace, and what one returned here was evaluated as code.
+   */
+  function sourceName(filename: string): string {
+    let name = "";
+    let from = 0;
+    for (let i = 0; i < filename.length; i++) {
+      const c = charCodeOf(filename, i);
+      if (c !== 10 && c !== 13 && c !== 0x2028 && c !== 0x2029) continue;
+      name += `${sliceOf(filename, from, i)}_`;
+      from = i + 1;
+    }
+    return from === 0 ? filename : name + sliceOf(filename, from);
+  }
+
   /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
   function runScript(code: string, filename: string): void {
-    const name = replaceString(filename, /[\r\n\u2028\u2029]/g, "_");
+    const name = sourceName(filename);
     const factory = indirectEval(`${code}\n//# sourceURL=${name}`) as (h: typeof helpers) => Record<string, unknown>;
     entry(factory(helpers));
   }
@@ -954,6 +995,7 @@ export function installRuntime(
     ping() {
       return true;
     },
+    sourceName,
     limitCopies(chars) {
       codec.limitCopies(chars);
     },
