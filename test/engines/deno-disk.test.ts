@@ -1,9 +1,9 @@
-import { linkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, linkSync, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Sandbox, createSandbox } from "../../src/index.js";
-import { DiskWatch, MAX_DISK_ENTRIES, measureDir } from "../../src/engines/deno/disk-watch.js";
+import { DiskWatch, MAX_DISK_ENTRIES, measureDeletedOpenFiles, measureDir } from "../../src/engines/deno/disk-watch.js";
 import { completed, failed } from "../conformance/results.js";
 
 const functionProcesses = (sandbox: Sandbox): number =>
@@ -70,6 +70,26 @@ describe("the deno engine's disk limit", () => {
     expect(completed(await sandbox.run({ code, input: 4 })).value).toBe(1);
   });
 
+  // Found by review: the walk lists names, and a deleted file has none; the guest held +600 MB
+  // under a 16 MB limit until its process ended.
+  it.each([
+    ["a file it deleted", `Deno.removeSync("held")`],
+    ["a file in the directory it removed", `Deno.removeSync(Deno.cwd(), { recursive: true })`],
+  ])("%s but keeps open counts", async (_name, remove) => {
+    const code = `export default async () => {
+      const file = Deno.openSync("held", { write: true, create: true });
+      ${remove};
+      const chunk = new Uint8Array(1 << 20).fill(1);
+      for (let i = 0; i < 64; i++) file.writeSync(chunk);
+      globalThis.held = file;
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      return "holds 64 MB";
+    }`;
+    const result = failed(await sandbox.run({ code, limits: long }));
+    expect(result.error.code).toBe("ERR_MEMORY_LIMIT");
+    expect(result.error.message).toMatch(/disk limit of 8 MB .*files it deleted but keeps open hold more than 8 MB/);
+  });
+
   it("rewriting the same file over and over stays within the limit (the bytes written are not what is held)", async () => {
     const code = `export default () => {
       for (let i = 0; i < 100; i++) Deno.writeFileSync("same", new Uint8Array(1 << 20).fill(i));
@@ -132,6 +152,26 @@ describe("measuring a private directory", () => {
     expect(reasons).toEqual([
       `over its disk limit (its private directory holds more than ${MAX_DISK_ENTRIES} files and directories)`,
     ]);
+  });
+
+  it("counts the deleted files a process holds open, each once, and its descriptors", async () => {
+    const path = join(dir, "deleted");
+    const fd = openSync(path, "w");
+    const again = openSync(path, "r");
+    try {
+      writeSync(fd, Buffer.alloc(1 << 20, 1));
+      const before = await measureDeletedOpenFiles(process.pid, 100_000);
+      unlinkSync(path);
+      const after = await measureDeletedOpenFiles(process.pid, 100_000);
+      expect(after.bytes - before.bytes).toBeGreaterThanOrEqual(1 << 20);
+      expect(after.bytes - before.bytes).toBeLessThan(2 << 20);
+      expect(after.fds).toBeGreaterThan(2);
+      expect((await measureDeletedOpenFiles(process.pid, 2)).fds).toBe(3);
+      expect(await measureDeletedOpenFiles(2 ** 30, 10)).toEqual({ bytes: 0, fds: 0 });
+    } finally {
+      closeSync(fd);
+      closeSync(again);
+    }
   });
 
   it("bytes written since the last measurement that could pass the limit make a measurement at once", async () => {

@@ -66,10 +66,12 @@ export class DenoInstance implements EngineInstance {
     readonly process: DenoProcess,
     readonly memoryMb: number,
   ) {
-    this.disk = new DiskWatch(process.dir, (process.options.diskMb ?? DEFAULT_DISK_MB) * 1048576, (why) => {
+    const limitBytes = (process.options.diskMb ?? DEFAULT_DISK_MB) * 1048576;
+    const over = (why: string) => {
       this.tainted = true;
       process.kill(why);
-    });
+    };
+    this.disk = new DiskWatch(process.dir, limitBytes, over, () => process.pid);
     process.onMessage = (message) => this.route(message);
     process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
   }
