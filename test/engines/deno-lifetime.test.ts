@@ -1,8 +1,11 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { HOST_DIR_PREFIX, sweepStaleHostDirs } from "../../src/engines/deno/host-dirs.js";
 import { createSandbox } from "../../src/index.js";
 import { completed, failed } from "../conformance/results.js";
 import { alive, until } from "../helpers/processes.js";
@@ -94,5 +97,54 @@ describe("deno: work the guest leaves running", () => {
     expect(alive(pid)).toBe(true);
     host.kill("SIGKILL");
     await until(() => !alive(pid), 5000);
+  }, 30_000);
+});
+
+/** Starts a host process that runs one guest (fixtures/deno-leftover-host.mjs); resolves to it and the guest's directory. */
+async function leftoverHost(mode: "exit" | "wait") {
+  const fixture = fileURLToPath(new URL("../fixtures/deno-leftover-host.mjs", import.meta.url));
+  const host = spawn(process.execPath, ["--no-node-snapshot", fixture, mode], { stdio: ["ignore", "pipe", "inherit"] });
+  const [line] = (await once(host.stdout!, "data")) as [Buffer];
+  const dir = line.toString().trim();
+  expect(existsSync(join(dir, "tenant-secret.txt"))).toBe(true);
+  return { host, dir };
+}
+
+/** What a host leaves on disk when it ends without dispose(): found by review, 138 private directories of dead hosts. */
+describe("deno: the private directories of a host that ended", () => {
+  it("a host that exits without dispose() removes its Deno processes' directories", async () => {
+    const { host, dir } = await leftoverHost("exit");
+    await once(host, "exit");
+    expect(existsSync(dir)).toBe(false);
+    expect(existsSync(dirname(dirname(dir)))).toBe(false);
+  }, 30_000);
+
+  it("a killed host's directories are swept by the next host; a live host's, this one's and an unowned new one stay", async () => {
+    const killed = await leftoverHost("wait");
+    const living = await leftoverHost("wait");
+    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 0 });
+    const own = completed(await sandbox.run({ code: "export default () => Deno.cwd()" })).value as string;
+    killed.host.kill("SIGKILL");
+    await once(killed.host, "exit");
+    expect(existsSync(killed.dir)).toBe(true);
+    // A pid that lives, with another start time: a reused pid, its maker long gone.
+    const reused = mkdtempSync(join(tmpdir(), HOST_DIR_PREFIX));
+    const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    writeFileSync(join(reused, "owner"), JSON.stringify({ pid: process.pid, start: "1", boot }));
+    // No owner yet (its maker is between making it and writing it).
+    const unowned = mkdtempSync(join(tmpdir(), HOST_DIR_PREFIX));
+    try {
+      await sweepStaleHostDirs();
+      expect(existsSync(dirname(dirname(killed.dir)))).toBe(false);
+      expect(existsSync(reused)).toBe(false);
+      expect(existsSync(living.dir)).toBe(true);
+      expect(existsSync(own)).toBe(true);
+      expect(existsSync(unowned)).toBe(true);
+      expect(completed(await sandbox.run({ code: "export default () => Deno.cwd()" })).value).toBe(own);
+    } finally {
+      living.host.kill("SIGKILL");
+      rmSync(unowned, { recursive: true, force: true });
+      rmSync(reused, { recursive: true, force: true });
+    }
   }, 30_000);
 });

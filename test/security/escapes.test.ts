@@ -323,7 +323,7 @@ describe.each(COMBINATIONS)("escapes on $name", (combo) => {
       expect(value.runtimeLeaks).toBe(0);
       const denoFiles = differs(combo, "callsite-files");
       // On deno a guest module's URL (in its private directory) may appear in an eval origin.
-      const privateUrl = /file:\/\/\/[^\s)]*?\/cordon-deno-fn-[^/]+\//g;
+      const privateUrl = /file:\/\/\/[^\s)]*?\/cordon-deno-host-[^/]+\/p-[^/]+\/fn\//g;
       for (const origin of value.origins as string[]) {
         expect(denoFiles ? origin.replace(privateUrl, "") : origin).not.toMatch(/\/work|node:|file:|node_modules|isolated-vm/);
       }
@@ -331,7 +331,7 @@ describe.each(COMBINATIONS)("escapes on $name", (combo) => {
         // The documented difference (matrix.ts): guest modules are files of the private directory,
         // Deno's own web APIs are ext: modules, runtime frames belong to an eval'd script whose origin is <cordon>.
         for (const file of value.files as string[])
-          expect(file).toMatch(/^(?:null|undefined|<guest>|ext:[\w/.]+|\/.*\/cordon-deno-fn-[^/]+\/.+)$/);
+          expect(file).toMatch(/^(?:null|undefined|<guest>|ext:[\w/.]+|\/.*\/cordon-deno-host-[^/]+\/p-[^/]+\/fn\/.+)$/);
         if (p.onStack) expect(value.origins).toContain("<cordon>");
         return;
       }

@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
+import { processDir, releaseProcessDir } from "./host-dirs.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
 /** Deno's default `--allow-import` hosts: leaving the flag out allows these, so they are denied by name. */
@@ -72,7 +72,10 @@ export function denoArgs(options: DenoProcessOptions, dir: string, main: string)
  * exit, ends it for good: `onExit` says why.
  */
 export class DenoProcess {
+  /** The guest's private directory: the only place it may read or write. */
   readonly dir: string;
+  /** The directory of everything this process keeps on disk (host-dirs.ts): the private one is in it. */
+  readonly root: string;
   readonly child: ChildProcess;
   readonly ready: Promise<void>;
   baseRss = 0;
@@ -87,7 +90,9 @@ export class DenoProcess {
 
   constructor(readonly options: DenoProcessOptions) {
     const { main } = bootstrapFile();
-    this.dir = mkdtempSync(join(tmpdir(), "cordon-deno-fn-"));
+    this.root = processDir(() => this.kill("the host process is exiting"));
+    this.dir = join(this.root, "fn");
+    mkdirSync(this.dir, { mode: 0o700 });
     mkdirSync(options.cacheDir, { recursive: true });
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main));
     this.child = spawn(command, args, {
@@ -233,9 +238,7 @@ export class DenoProcess {
     const outOfMemory =
       /out of memory|heap limit|memory limit/i.test(this.endedBy ?? "") ||
       (signal !== null && signal !== "SIGKILL" && /out of memory|heap limit/i.test(this.stderrTail));
-    try {
-      rmSync(this.dir, { recursive: true, force: true });
-    } catch {}
+    releaseProcessDir(this.root);
     this.onExit(reason, outOfMemory);
   }
 }
