@@ -96,11 +96,15 @@ export interface SandboxOptions {
      */
     cachedOnly?: boolean;
     /**
-     * What a function's private directory (its module files, and what it writes there) may hold,
-     * in MB; past it the run fails with ERR_MEMORY_LIMIT and the process ends. Default 64.
+     * What a function's private directory (its module files, and what it writes there) and what
+     * Deno caches of its modules may hold, in MB; past it the run fails with ERR_MEMORY_LIMIT and
+     * the process ends. Default 64.
      */
     diskMb?: number;
-    /** Deno's module cache (DENO_DIR). Default: `cordon-deno-cache` in the OS temp directory. */
+    /**
+     * Where Deno keeps what it downloads (npm packages, remote modules), shared by all functions;
+     * each process's own DENO_DIR links to it. Default: `cordon-deno-cache` in the OS temp directory.
+     */
     cacheDir?: string;
   };
   /**

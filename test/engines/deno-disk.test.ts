@@ -90,6 +90,30 @@ describe("the deno engine's disk limit", () => {
     expect(result.error.message).toMatch(/disk limit of 8 MB .*files it deleted but keeps open hold more than 8 MB/);
   });
 
+  // Found by review: Deno cached what each guest module compiled to in the shared DENO_DIR, keyed
+  // by the module's URL (new in every process), never read back or removed: 0 -> 194 MB in 4 runs.
+  it("what Deno caches of the modules a guest writes and imports counts against its disk limit, never in the shared cache", async () => {
+    const cacheDir = mkdtempSync(join(tmpdir(), "cordon-test-denocache-"));
+    try {
+      await using own = await createSandbox({ engine: "deno", spareInstances: 0, deno: { cacheDir, diskMb: 8 } });
+      const code = `export default async () => {
+        for (let n = 0; n < 200; n++) {
+          Deno.writeTextFileSync("m" + n + ".js", "export const s = " + JSON.stringify(n + "x".repeat(1 << 19)) + ";");
+          await import("./m" + n + ".js");
+          Deno.removeSync("m" + n + ".js");
+        }
+        return "imported 200 modules of 512 KB";
+      }`;
+      const result = failed(await own.run({ code, limits: long }));
+      expect(result.error.code).toBe("ERR_MEMORY_LIMIT");
+      expect(result.error.message).toMatch(/disk limit of 8 MB/);
+      expect((await measureDir(cacheDir, 2 ** 40, 100_000)).bytes).toBeLessThan(1 << 20);
+      expect(completed(await own.run({ code: "export default 1" })).value).toBe(1);
+    } finally {
+      rmSync(cacheDir, { recursive: true, force: true });
+    }
+  });
+
   it("rewriting the same file over and over stays within the limit (the bytes written are not what is held)", async () => {
     const code = `export default () => {
       for (let i = 0; i < 100; i++) Deno.writeFileSync("same", new Uint8Array(1 << 20).fill(i));

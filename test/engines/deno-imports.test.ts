@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSandbox, type Sandbox } from "../../src/index.js";
 import { completed, failed } from "../conformance/results.js";
@@ -83,6 +86,27 @@ describe("deno: remote imports through the import proxy", () => {
     );
     expect(result.error.message).not.toContain("127.0.0.1");
     expect(dns.queries).toContain("A registry.npmjs.org");
+  });
+
+  it("what one process downloads, a later process (with a DENO_DIR of its own) loads from the shared cache", async () => {
+    const cacheDir = mkdtempSync(join(tmpdir(), "cordon-test-denocache-"));
+    try {
+      const url = `http://modules.cordon.test:${port}/cached.js?${Date.now()}`;
+      const capabilities = { import: [`modules.cordon.test:${port}`] };
+      const net = { dnsServers: [dns.server], internalOrigins: [`http://modules.cordon.test:${port}`] };
+      const options = { engine: "deno" as const, spareInstances: 0, policy: { net } };
+      await using fetching = await createSandbox({ ...options, deno: { cacheDir } });
+      expect(completed(await fetching.run({ code: importing(url), capabilities, limits })).value).toBe(
+        "fetched through the proxy",
+      );
+      const before = served.length;
+      await using cached = await createSandbox({ ...options, deno: { cacheDir, cachedOnly: true } });
+      const result = await cached.run({ code: `${importing(url)} // another function`, capabilities, limits });
+      expect(completed(result).value).toBe("fetched through the proxy");
+      expect(served.length).toBe(before);
+    } finally {
+      rmSync(cacheDir, { recursive: true, force: true });
+    }
   });
 
   it("a guest's dynamic import of a refused module is a catchable error; the process lives on", async () => {

@@ -35,6 +35,8 @@ export class DiskWatch {
   private cpuAtWalk = 0n;
   private lastWalk = -Infinity;
   private walking = false;
+  /** What the directory held when the process started (Deno's own): not the guest's. */
+  private base = { bytes: 0, entries: 0 };
   stopped = false;
 
   constructor(
@@ -45,6 +47,18 @@ export class DiskWatch {
     /** The process whose open files count (its deleted ones hold blocks outside the directory's listing). */
     private readonly pid?: () => number,
   ) {}
+
+  /** Measures the directory now as what the process started with; polls wait for it. */
+  async takeBase(): Promise<void> {
+    this.walking = true;
+    try {
+      this.base = await measureDir(this.dir, 2 ** 40, MAX_DISK_ENTRIES);
+    } catch {
+      // Gone with its process: nothing to bound.
+    } finally {
+      this.walking = false;
+    }
+  }
 
   /** Called on every poll of the process (the RSS watchdog's). Returns the measurement it started, if any. */
   poll(reading: DiskReading, now: number): Promise<void> | undefined {
@@ -84,7 +98,12 @@ export class DiskWatch {
   private async measure(): Promise<{ dirBytes: number; heldBytes: number; entries: number; openFiles: number }> {
     let dir = { bytes: 0, entries: 0 };
     try {
-      dir = await measureDir(this.dir, this.limitBytes, MAX_DISK_ENTRIES);
+      const { bytes, entries } = await measureDir(
+        this.dir,
+        this.limitBytes + this.base.bytes,
+        MAX_DISK_ENTRIES + this.base.entries,
+      );
+      dir = { bytes: Math.max(0, bytes - this.base.bytes), entries: Math.max(0, entries - this.base.entries) };
     } catch (error) {
       // A guest may remove its own directory; what it still holds open counts all the same.
       if (this.pid === undefined) throw error;

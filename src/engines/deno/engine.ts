@@ -11,13 +11,14 @@ import { Spares } from "../spares.js";
 import { WarmPool } from "../warm-pool.js";
 import { DenoInstance } from "./instance.js";
 import { FunctionPool, type FunctionPoolOptions } from "./pool.js";
-import { closeWebStorage, privateTempDir } from "./private-dir.js";
+import { privateTempDir } from "./private-dir.js";
 import { denoBinary } from "./script.js";
+import { currentSeed } from "./seed.js";
 import type { ImportProxy, ImportProxyOptions } from "../../egress/import-proxy.js";
 
 export interface DenoEngineOptions extends PooledEngineOptions {
   functions?: Partial<FunctionPoolOptions>;
-  /** Where Deno caches npm packages and remote modules. Default: a `cordon-deno-cache` directory in the OS temp dir. */
+  /** Where Deno keeps the npm packages and remote modules it downloads. Default: a `cordon-deno-cache` directory in the OS temp dir. */
   cacheDir?: string;
   /** Deno loads npm packages and remote modules only from the cache (it fetches nothing itself). */
   cachedOnly?: boolean;
@@ -53,6 +54,8 @@ export class DenoEngine implements Engine {
   private readonly pools = new Set<WarmPool>();
   private readonly functions: FunctionPool;
   private readonly live = new Set<DenoInstance>();
+  /** Processes being started: dispose() waits until each is running or ended. */
+  private readonly creating = new Set<Promise<DenoInstance>>();
   private readonly cacheDir: string;
   /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
   private readonly running = new RunningExecutions();
@@ -65,9 +68,6 @@ export class DenoEngine implements Engine {
     private readonly options: DenoEngineOptions,
   ) {
     this.cacheDir = options.cacheDir ?? privateTempDir("cordon-deno-cache");
-    // Only in cordon's own cache directory: a caller's (often their usual DENO_DIR) keeps its
-    // web storage, which their own Deno programs use (the globals are still removed).
-    if (options.cacheDir === undefined) closeWebStorage(this.cacheDir);
     this.spares = new Spares(options.spares, options.memoryMb, (memoryMb) => this.create(memoryMb, []));
     this.residency = new Residency(options.budgetBytes);
     this.functions = new FunctionPool({
@@ -88,12 +88,13 @@ export class DenoEngine implements Engine {
     try {
       // Live from its spawn, not from its first answer: dispose() must end processes still
       // starting too (it returned while 2–4 of them ran on, found by review).
-      instance = await DenoInstance.create(
+      const creating = DenoInstance.create(
         {
           binary: this.binary,
           memoryMb,
           importHosts,
           cacheDir,
+          seed: currentSeed(this.binary, cacheDir),
           cachedOnly: options.cachedOnly,
           diskMb: options.diskMb,
           importGrant: grant,
@@ -104,8 +105,12 @@ export class DenoEngine implements Engine {
             this.live.delete(spawned);
             grant.revoke();
           });
+          // Spawned after dispose() began (its directories were being made): ended at once.
+          if (this.disposed) spawned.dispose();
         },
       );
+      this.creating.add(creating);
+      instance = await creating.finally(() => this.creating.delete(creating));
     } catch (error) {
       grant.revoke();
       throw error;
@@ -229,6 +234,8 @@ export class DenoEngine implements Engine {
         }),
     );
     await Promise.all(exits);
+    // Those spawned meanwhile were ended as they spawned; each settles once it has exited.
+    await Promise.allSettled([...this.creating]);
     this.live.clear();
     await this.importProxy?.then(
       (proxy) => proxy.close(),

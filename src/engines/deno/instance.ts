@@ -71,17 +71,21 @@ export class DenoInstance implements EngineInstance {
       this.tainted = true;
       process.kill(why);
     };
-    this.disk = new DiskWatch(process.dir, limitBytes, over, () => process.pid);
+    // The whole of what the process keeps: its private directory and its own DENO_DIR, where
+    // Deno caches what the guest's modules compile to (deno-dir.ts).
+    this.disk = new DiskWatch(process.root, limitBytes, over, () => process.pid);
     process.onMessage = (message) => this.route(message);
     process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
   }
 
   /** `spawned` sees the instance as soon as its process exists, before it is ready. */
   static async create(options: DenoProcessOptions, spawned?: (instance: DenoInstance) => void): Promise<DenoInstance> {
-    const process = new DenoProcess(options);
+    const process = await DenoProcess.start(options);
     const instance = new DenoInstance(process, options.memoryMb);
     spawned?.(instance);
     await process.ready;
+    // What Deno itself keeps at start (the seeded caches) is not the guest's.
+    await instance.disk.takeBase();
     return instance;
   }
 

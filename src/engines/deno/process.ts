@@ -1,11 +1,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
-import { processDir, releaseProcessDir } from "./host-dirs.js";
+import { makeDenoDir, type Seed } from "./deno-dir.js";
+import { killOnExit, processDir, releaseProcessDir } from "./host-dirs.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
 /** Deno's default `--allow-import` hosts: leaving the flag out allows these, so they are denied by name. */
@@ -31,7 +33,11 @@ export interface DenoProcessOptions {
   importHosts: readonly string[];
   /** Where Deno keeps npm packages and remote modules it downloads (never the guest's to read). */
   cacheDir: string;
-  /** The bound on the process's private directory (disk-watch.ts); default DEFAULT_DISK_MB. */
+  /** The caches the process's own DENO_DIR starts from (deno-dir.ts); none: it compiles everything afresh. */
+  seed?: Seed;
+  /** A DENO_DIR to use as it is, instead of a fresh one of its own (the seed's maker). */
+  denoDir?: string;
+  /** The bound on what the process keeps on disk, its own DENO_DIR included (disk-watch.ts); default DEFAULT_DISK_MB. */
   diskMb?: number;
   /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
   cachedOnly?: boolean;
@@ -88,18 +94,35 @@ export class DenoProcess {
   onMessage: (message: Record<string, unknown>) => void = () => {};
   onExit: (reason: string, outOfMemory: boolean) => void = () => {};
 
-  constructor(readonly options: DenoProcessOptions) {
+  /** Makes its directories (off the host's thread: a 2 MB copy and a dozen file operations), then starts it. */
+  static async start(options: DenoProcessOptions): Promise<DenoProcess> {
+    const root = await processDir();
+    try {
+      const dir = join(root, "fn");
+      await mkdir(dir, { mode: 0o700 });
+      const denoDir = options.denoDir ?? (await makeDenoDir(root, options.cacheDir, options.seed));
+      return new DenoProcess(options, root, dir, denoDir);
+    } catch (error) {
+      releaseProcessDir(root);
+      throw error;
+    }
+  }
+
+  private constructor(
+    readonly options: DenoProcessOptions,
+    root: string,
+    dir: string,
+    denoDir: string,
+  ) {
     const { main } = bootstrapFile();
-    this.root = processDir(() => this.kill("the host process is exiting"));
-    this.dir = join(this.root, "fn");
-    mkdirSync(this.dir, { mode: 0o700 });
-    mkdirSync(options.cacheDir, { recursive: true });
+    this.root = root;
+    this.dir = dir;
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main));
     this.child = spawn(command, args, {
       cwd: this.dir,
       // Nothing of the host's environment; Deno itself reads where its cache is and the import
       // proxy's address with this process's credentials.
-      env: { DENO_DIR: options.cacheDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
+      env: { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
       // The host's inherited descriptors get /dev/null: Deno cannot close them (core/inherited-fds.ts).
       stdio: withoutInherited(["pipe", "pipe", "pipe"]),
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
@@ -159,6 +182,7 @@ export class DenoProcess {
     try {
       if (this.child.pid) writeFileSync(`/proc/${this.child.pid}/oom_score_adj`, "1000");
     } catch {}
+    killOnExit(root, () => this.kill("the host process is exiting"));
     this.child.unref();
     (this.child.stdout as unknown as { unref?: () => void })?.unref?.();
     (this.child.stderr as unknown as { unref?: () => void })?.unref?.();
