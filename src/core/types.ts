@@ -96,9 +96,9 @@ export interface SandboxOptions {
      */
     cachedOnly?: boolean;
     /**
-     * What a function's private directory (its module files, and what it writes there) and what
-     * Deno caches of its modules may hold, in MB; past it the run fails with ERR_MEMORY_LIMIT and
-     * the process ends. Default 64.
+     * What a function's private directory (its module files, and what it writes there) may hold,
+     * in MB; past it the run fails with ERR_MEMORY_LIMIT and the process ends. Default 64. Deno's
+     * cache of the function's modules has a bound of its own: 64 MB, or this if larger.
      */
     diskMb?: number;
     /**

@@ -71,9 +71,15 @@ export class DenoInstance implements EngineInstance {
       this.tainted = true;
       process.kill(why);
     };
-    // The whole of what the process keeps: its private directory and its own DENO_DIR, where
-    // Deno caches what the guest's modules compile to (deno-dir.ts).
-    this.disk = new DiskWatch(process.root, limitBytes, over, () => process.pid);
+    // Its private directory, and its own DENO_DIR, where Deno caches what the guest's modules
+    // compile to (deno-dir.ts): worn past half the limit, it serves no further run.
+    const cache = {
+      dir: process.denoDir,
+      worn: () => {
+        this.tainted = true;
+      },
+    };
+    this.disk = new DiskWatch(process.dir, limitBytes, over, () => process.pid, cache);
     process.onMessage = (message) => this.route(message);
     process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
   }
@@ -84,7 +90,7 @@ export class DenoInstance implements EngineInstance {
     const instance = new DenoInstance(process, options.memoryMb);
     spawned?.(instance);
     await process.ready;
-    // What Deno itself keeps at start (the seeded caches) is not the guest's.
+    // What Deno itself keeps at start (the seeded caches) is not the guest's doing.
     await instance.disk.takeBase();
     return instance;
   }

@@ -37,7 +37,7 @@ export interface DenoProcessOptions {
   seed?: Seed;
   /** A DENO_DIR to use as it is, instead of a fresh one of its own (the seed's maker). */
   denoDir?: string;
-  /** The bound on what the process keeps on disk, its own DENO_DIR included (disk-watch.ts); default DEFAULT_DISK_MB. */
+  /** The bound on the process's private directory, and at least its DENO_DIR's (disk-watch.ts); default DEFAULT_DISK_MB. */
   diskMb?: number;
   /** `--cached-only`: npm packages and remote modules only from the cache, never fetched by Deno. */
   cachedOnly?: boolean;
@@ -82,6 +82,8 @@ export class DenoProcess {
   readonly dir: string;
   /** The directory of everything this process keeps on disk (host-dirs.ts): the private one is in it. */
   readonly root: string;
+  /** Its DENO_DIR (deno-dir.ts). */
+  readonly denoDir: string;
   readonly child: ChildProcess;
   readonly ready: Promise<void>;
   baseRss = 0;
@@ -117,6 +119,7 @@ export class DenoProcess {
     const { main } = bootstrapFile();
     this.root = root;
     this.dir = dir;
+    this.denoDir = denoDir;
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main));
     this.child = spawn(command, args, {
       cwd: this.dir,
