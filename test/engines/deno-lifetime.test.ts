@@ -121,15 +121,10 @@ describe("deno: the private directories of a host that ended", () => {
 
   it("a killed host's directories are swept by the next host; a live host's, this one's and an unowned new one stay", async () => {
     const killed = await leftoverHost("wait");
-    const living = await leftoverHost("wait");
-    await using sandbox = await createSandbox({ engine: "deno", spareInstances: 0 });
-    const own = completed(await sandbox.run({ code: "export default () => Deno.cwd()" })).value as string;
-    killed.host.kill("SIGKILL");
-    await once(killed.host, "exit");
-    // Its Deno process may have removed its own private directory (it read its stdin closed before
-    // the kernel's SIGKILL came); the host's directory stays.
-    const killedHostDir = dirname(dirname(killed.dir));
-    expect(existsSync(killedHostDir)).toBe(true);
+    const living = await leftoverHost("wait").catch((error) => {
+      killed.host.kill("SIGKILL");
+      throw error;
+    });
     // A pid that lives, with another start time: a reused pid, its maker long gone.
     const reused = mkdtempSync(join(tmpdir(), HOST_DIR_PREFIX));
     const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
@@ -137,6 +132,14 @@ describe("deno: the private directories of a host that ended", () => {
     // No owner yet (its maker is between making it and writing it).
     const unowned = mkdtempSync(join(tmpdir(), HOST_DIR_PREFIX));
     try {
+      await using sandbox = await createSandbox({ engine: "deno", spareInstances: 0 });
+      const own = completed(await sandbox.run({ code: "export default () => Deno.cwd()" })).value as string;
+      killed.host.kill("SIGKILL");
+      await once(killed.host, "exit");
+      // Its Deno process may have removed its own private directory (it read its stdin closed
+      // before the kernel's SIGKILL came); the host's directory stays.
+      const killedHostDir = dirname(dirname(killed.dir));
+      expect(existsSync(killedHostDir)).toBe(true);
       await sweepStaleHostDirs();
       expect(existsSync(killedHostDir)).toBe(false);
       expect(existsSync(reused)).toBe(false);
@@ -145,6 +148,7 @@ describe("deno: the private directories of a host that ended", () => {
       expect(existsSync(unowned)).toBe(true);
       expect(completed(await sandbox.run({ code: "export default () => Deno.cwd()" })).value).toBe(own);
     } finally {
+      killed.host.kill("SIGKILL");
       living.host.kill("SIGKILL");
       rmSync(unowned, { recursive: true, force: true });
       rmSync(reused, { recursive: true, force: true });
