@@ -8,10 +8,11 @@ import type { Engine } from "./core/engine.js";
 import { CordonError } from "./core/errors.js";
 import { checkPolicy, checkPositiveNumber, MAX_TIME_MS, resolveLimits } from "./core/limits.js";
 import { isHeaderSafeSecret, MIN_SECRET_BYTES } from "./core/secret-shape.js";
-import { checkKnownKeys, checkObject, checkOneOf, checkString } from "./core/options.js";
+import { checkOneOf, checkString, ownOptions } from "./core/options.js";
 import { ENGINES, environmentDefaults, HOSTS } from "./core/selection.js";
 import type { EngineName, HostName, RemoteOptions, SandboxOptions } from "./core/types.js";
 import type { PooledEngineOptions } from "./engines/pooled-engine.js";
+import { MAX_SPARES } from "./engines/spares.js";
 import { isolatedVmAvailable } from "./engines/v8/load.js";
 import { checkNetPolicy, egressResolve } from "./capabilities.js";
 import { Sandbox } from "./sandbox.js";
@@ -36,26 +37,27 @@ const SANDBOX_KEYS = [
 
 /** Create a sandbox. Throws a TypeError naming the option for misconfiguration. */
 export async function createSandbox(options: SandboxOptions = {}): Promise<Sandbox> {
-  checkObject(options, "options");
-  checkKnownKeys(options, SANDBOX_KEYS, "options");
+  // Only the copy is read from here on: own keys, each read once (see ownOptions). A polluted
+  // Object.prototype.engine of "trusted" would otherwise have turned the sandbox into none at all.
+  const checked = ownOptions(options, SANDBOX_KEYS, "options") as SandboxOptions;
   const fromEnvironment = environmentDefaults();
-  const engineName = checkOneOf(options.engine ?? fromEnvironment.engine, ENGINES, "options.engine");
-  const hostName = checkOneOf(options.host ?? fromEnvironment.host, HOSTS, "options.host");
-  if (options.memoryMb !== undefined) checkPositiveNumber("options.memoryMb", options.memoryMb);
-  if (options.maxConcurrentRuns !== undefined)
-    checkPositiveNumber("options.maxConcurrentRuns", options.maxConcurrentRuns, { integer: true });
-  if (options.maxQueuedRuns !== undefined && options.maxQueuedRuns !== 0) {
-    checkPositiveNumber("options.maxQueuedRuns", options.maxQueuedRuns, { integer: true });
+  const engineName = checkOneOf(checked.engine ?? fromEnvironment.engine, ENGINES, "options.engine");
+  const hostName = checkOneOf(checked.host ?? fromEnvironment.host, HOSTS, "options.host");
+  if (checked.memoryMb !== undefined) checkPositiveNumber("options.memoryMb", checked.memoryMb);
+  if (checked.maxConcurrentRuns !== undefined)
+    checkPositiveNumber("options.maxConcurrentRuns", checked.maxConcurrentRuns, { integer: true });
+  if (checked.maxQueuedRuns !== undefined && checked.maxQueuedRuns !== 0) {
+    checkPositiveNumber("options.maxQueuedRuns", checked.maxQueuedRuns, { integer: true });
   }
-  if (options.memoryBudgetMb !== undefined) checkPositiveNumber("options.memoryBudgetMb", options.memoryBudgetMb);
-  if (options.spareInstances !== undefined && options.spareInstances !== 0) {
-    checkPositiveNumber("options.spareInstances", options.spareInstances, { integer: true });
+  if (checked.memoryBudgetMb !== undefined) checkPositiveNumber("options.memoryBudgetMb", checked.memoryBudgetMb);
+  if (checked.spareInstances !== undefined && checked.spareInstances !== 0) {
+    // Bounded: each spare is a whole instance, all made up front (100000 of them took gigabytes).
+    checkPositiveNumber("options.spareInstances", checked.spareInstances, { integer: true, max: MAX_SPARES });
   }
-  checkBusyPoll(options.busyPollMs, "options.busyPollMs");
-  const policy = checkPolicy(options.policy);
+  checkBusyPoll(checked.busyPollMs, "options.busyPollMs");
+  const policy = checkPolicy(checked.policy);
   await checkNetPolicy(policy.net);
 
-  const checked = options as SandboxOptions;
   const workers = checkWorkers(checked.workers);
   const isolateProcesses = checkOneOf(
     checked.isolateProcesses ?? "shared",
@@ -157,13 +159,12 @@ function selectHost(name: HostName, remote: RemoteOptions | undefined): Concrete
 }
 
 /** `options.remote`, else the environment's executor; a URL without a usable secret is misconfiguration. */
-function checkRemote(value: unknown, env: { execUrl?: string; execSecret?: string }): RemoteOptions | undefined {
-  if (value === undefined) {
+function checkRemote(given: unknown, env: { execUrl?: string; execSecret?: string }): RemoteOptions | undefined {
+  if (given === undefined) {
     if (!env.execUrl) return undefined;
-    value = { url: env.execUrl, secret: env.execSecret };
+    given = { url: env.execUrl, secret: env.execSecret };
   }
-  checkObject(value, "options.remote");
-  checkKnownKeys(value, ["url", "secret", "callback"], "options.remote");
+  const value = ownOptions(given, ["url", "secret", "callback"], "options.remote");
   const url = checkString(value.url, "options.remote.url (or CORDON_EXEC_URL)", 2048);
   let parsed: URL;
   try {
@@ -186,11 +187,11 @@ function checkRemote(value: unknown, env: { execUrl?: string; execSecret?: strin
       "cordon: options.remote.secret (or CORDON_EXEC_SECRET) must be visible ASCII characters only (no spaces, line breaks or other characters); trim a secret read from a file",
     );
   }
-  if (value.callback !== undefined) {
-    checkObject(value.callback, "options.remote.callback");
-    checkKnownKeys(value.callback, ["url", "rpc", "host", "port"], "options.remote.callback");
-  }
-  return value as unknown as RemoteOptions;
+  const callback =
+    value.callback === undefined
+      ? undefined
+      : ownOptions(value.callback, ["url", "rpc", "host", "port"], "options.remote.callback");
+  return { url, secret: value.secret, callback } as RemoteOptions;
 }
 
 /** "auto": v8 when isolated-vm loads, else quickjs (no native build needed). Never deno: only when named. */
@@ -220,10 +221,9 @@ async function createInProcessEngine(name: "v8" | "quickjs", options: PooledEngi
   return createQuickJSEngine(options);
 }
 
-function checkDeno(value: unknown): NonNullable<SandboxOptions["deno"]> {
-  if (value === undefined) return {};
-  checkObject(value, "options.deno");
-  checkKnownKeys(value, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir", "diskMb"], "options.deno");
+function checkDeno(given: unknown): NonNullable<SandboxOptions["deno"]> {
+  if (given === undefined) return {};
+  const value = ownOptions(given, ["idleTtlMs", "maxInvocations", "softCap", "cachedOnly", "cacheDir", "diskMb"], "options.deno");
   for (const key of ["idleTtlMs", "maxInvocations", "softCap", "diskMb"]) {
     if (value[key] !== undefined) checkPositiveNumber(`options.deno.${key}`, value[key], COUNT_OPTIONS[key]);
   }
@@ -258,10 +258,9 @@ function checkBusyPoll(value: unknown, name: string): void {
     throw new TypeError(`cordon: ${name} must be at most 100 (it burns CPU for that long)`);
 }
 
-function checkWorkers(value: unknown): NonNullable<SandboxOptions["workers"]> & { entry?: string } {
-  if (value === undefined) return {};
-  checkObject(value, "options.workers");
-  checkKnownKeys(value, WORKER_KEYS, "options.workers");
+function checkWorkers(given: unknown): NonNullable<SandboxOptions["workers"]> & { entry?: string } {
+  if (given === undefined) return {};
+  const value = ownOptions(given, WORKER_KEYS, "options.workers");
   for (const key of ["min", "max", "idleTtlMs", "maxRunsPerWorker", "maxRssMb", "rssSlackMb"]) {
     if (value[key] !== undefined) checkPositiveNumber(`options.workers.${key}`, value[key], COUNT_OPTIONS[key]);
   }

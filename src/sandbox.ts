@@ -5,7 +5,7 @@ import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
-import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
+import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString, ownOptions } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
 import { abortReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
@@ -99,6 +99,7 @@ export class Sandbox implements AsyncDisposable {
   async run(options: RunOptions): Promise<RunResult> {
     this.check();
     this.engine.expectRun?.();
+    options = ownRunOptions(options, RUN_KEYS, "run options");
     const checked = this.checkRun(options, RUN_KEYS);
     const call = checkRunCall(options);
     const { sources, hostModules } = splitImports(options.imports);
@@ -179,8 +180,7 @@ export class Sandbox implements AsyncDisposable {
 
   private async prepareHeld(options: PrepareOptions): Promise<Prefix> {
     this.check();
-    checkObject(options, "prepare options");
-    checkKnownKeys(options, PREPARE_KEYS, "prepare options");
+    options = ownRunOptions(options, PREPARE_KEYS, "prepare options");
     const code = checkString(options.code, "code", MAX_CODE_LENGTH);
     const filename = options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256);
     const partitionKey = options.partitionKey === undefined ? "" : checkString(options.partitionKey, "partitionKey", 256);
@@ -267,7 +267,9 @@ export class Sandbox implements AsyncDisposable {
   /** Evaluate a module and list its exports: function-valued exports are skipped and named, never an error. */
   async readExports(options: Pick<RunOptions, "code" | "filename" | "imports" | "limits" | "files">): Promise<ReadExportsResult> {
     this.check();
-    const checked = this.checkRun(options as RunOptions, ["code", "filename", "imports", "limits", "files"]);
+    const keys = ["code", "filename", "imports", "limits", "files"];
+    options = ownRunOptions(options, keys, "run options");
+    const checked = this.checkRun(options as RunOptions, keys);
     const { sources, hostModules } = splitImports(options.imports);
     const files = await this.checkFiles(options.files);
     const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
@@ -314,6 +316,7 @@ export class Sandbox implements AsyncDisposable {
   // ---- prefixes -------------------------------------------------------------------------------
   private async runOnPrefix(pool: EnginePrefix, options: PrefixRunOptions): Promise<RunResult> {
     this.check();
+    options = ownRunOptions(options, PREFIX_RUN_KEYS, "run options");
     const checked = this.checkRun(options as RunOptions, PREFIX_RUN_KEYS);
     const unread = await this.readBodiesFirst([options.input], checked, INPUT);
     if (unread) return unread;
@@ -329,8 +332,7 @@ export class Sandbox implements AsyncDisposable {
 
   private async callOnPrefix(pool: EnginePrefix, options: PrefixCallOptions): Promise<RunResult> {
     this.check();
-    checkObject(options, "call options");
-    checkKnownKeys(options, CALL_KEYS, "call options");
+    options = ownRunOptions(options, CALL_KEYS, "call options");
     checkExportPath(options.export, "export");
     if (options.args !== undefined && !Array.isArray(options.args)) throw new TypeError("cordon: args must be an array");
     const signal = checkSignal(options.signal, "signal");
@@ -534,6 +536,17 @@ function checkExportPath(path: unknown, name: string): asserts path is string {
       `cordon: ${name} must be a dotted export path such as "default" or "default.fetch", got ${JSON.stringify(path)}`,
     );
   }
+}
+
+/**
+ * Run, prepare and call options as ownOptions copies them (own keys, each read once, no
+ * prototype), with the nested objects read more than once copied too: only the copies are used.
+ */
+function ownRunOptions<T>(options: T, keys: string[], where: string): T {
+  const own = ownOptions(options, keys, where);
+  if (own.capabilities !== undefined) own.capabilities = ownOptions(own.capabilities, ["net", "import"], "capabilities");
+  if (own.call !== undefined) own.call = ownOptions(own.call, ["export", "args"], "call");
+  return own as T;
 }
 
 /** `run({ call: { export, args } })`: which export a one-off run calls instead of the default with `input`. */

@@ -9,6 +9,23 @@ export function checkKnownKeys(value: object, known: readonly string[], where: s
   }
 }
 
+/**
+ * An options object's own enumerable properties, each read once, in an object with no prototype;
+ * an unknown key throws. Validate and use only the copy: a getter cannot pass the check and then
+ * answer differently, and a key inherited from a polluted Object.prototype is never an option.
+ */
+export function ownOptions(value: unknown, known: readonly string[], where: string): Record<string, unknown> {
+  checkObject(value, where);
+  const own: Record<string, unknown> = Object.create(null);
+  for (const [key, entry] of Object.entries(value)) {
+    if (!known.includes(key)) {
+      throw new TypeError(`cordon: ${where}.${key} is not an option; known options: ${known.join(", ")}`);
+    }
+    own[key] = entry;
+  }
+  return own;
+}
+
 export function checkObject(value: unknown, where: string): asserts value is Record<string, unknown> {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new TypeError(`cordon: ${where} must be an object, got ${describe(value)}`);

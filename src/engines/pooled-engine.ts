@@ -74,8 +74,11 @@ export class PooledEngine implements Engine {
       return instanceFailure(this.name, host, error);
     }
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
-    execution.evaluate({ bindings, mode: request.mode ?? "run", inputText, source, sourceImports });
-    const result = await this.running.track(execution, execution.outcome);
+    // Through running.run: disposed while the instance was being made, the run ends with
+    // ERR_INSTANCE_RESET instead of starting (and calling host functions) after dispose resolved.
+    const result = await this.running.run(execution, execution.outcome, () =>
+      execution.evaluate({ bindings, mode: request.mode ?? "run", inputText, source, sourceImports }),
+    );
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // a quarter of a millisecond on this thread, so it happens after the result is delivered.
     instance.listener = undefined;

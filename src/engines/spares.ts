@@ -3,6 +3,10 @@ import type { EngineInstance } from "./instance.js";
 
 /** A one-off run on a spare takes about a millisecond; refill just after it. */
 const REFILL_DELAY_MS = 2;
+/** Instances a refill starts in one turn of the event loop. */
+const REFILL_BATCH = 4;
+/** The most spare instances a sandbox keeps (options.spareInstances): each holds a whole isolate. */
+export const MAX_SPARES = 64;
 
 /** A run waiting for a spare in the making (method syntax: instance types stay assignable). */
 interface Waiter<I> {
@@ -41,7 +45,7 @@ export class Spares<I extends EngineInstance = EngineInstance> {
 
   /** A bootstrapped instance with no bindings: a spare when one fits, else a new one. */
   async take(memoryMb: number): Promise<I> {
-    if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed");
+    if (this.disposed) throw disposedError();
     if (memoryMb === this.memoryMb) {
       const spare = this.ready.pop();
       if (spare) {
@@ -57,8 +61,15 @@ export class Spares<I extends EngineInstance = EngineInstance> {
         this.refillSoon();
         return made;
       }
+      // Handed nothing because the sandbox was disposed: no new instance outlives it.
+      if (this.disposed) throw disposedError();
     }
-    return this.create(memoryMb, false);
+    const instance = await this.create(memoryMb, false);
+    if (this.disposed) {
+      instance.dispose();
+      throw disposedError();
+    }
+    return instance;
   }
 
   private refillSoon(): void {
@@ -72,7 +83,14 @@ export class Spares<I extends EngineInstance = EngineInstance> {
 
   private refill(): void {
     if (this.disposed) return;
+    // In batches: creating an instance blocks this thread for about a millisecond (more for
+    // QuickJS), so a large pool is made over several turns of the event loop, not in one.
+    let batch = REFILL_BATCH;
     while (this.ready.length + this.filling < this.size) {
+      if (batch-- === 0) {
+        this.refillSoon();
+        return;
+      }
       this.filling++;
       this.create(this.memoryMb, true).then(
         (instance) => {
@@ -98,4 +116,8 @@ export class Spares<I extends EngineInstance = EngineInstance> {
     for (const waiter of this.waiting.splice(0)) waiter.hand(undefined);
     for (const instance of this.ready.splice(0)) instance.dispose();
   }
+}
+
+function disposedError(): CordonError {
+  return new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed");
 }

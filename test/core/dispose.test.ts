@@ -61,3 +61,41 @@ describe.each(COMBINATIONS.filter((c) => c.host !== "remote"))("dispose on $name
     if (combo.host === "inprocess" && combo.engine !== "deno") expect((cpu.user + cpu.system) / 1000).toBeLessThan(250);
   }, 40_000);
 });
+
+/**
+ * A one-off run still waiting for its instance (no spare ready, or another memory size than the
+ * spares') when dispose() is called never starts: before, its instance was made after dispose
+ * and the guest ran to completion, calling host functions after dispose() had resolved.
+ */
+describe.each(["v8", "quickjs"] as const)("dispose on %s/inprocess, a run waiting for its instance", (engine) => {
+  it.each([
+    { name: "no spares", spareInstances: 0, memoryMb: undefined },
+    { name: "another memory size than the spares'", spareInstances: 2, memoryMb: 64 },
+  ])(
+    "$name: ends with ERR_INSTANCE_RESET and calls nothing after dispose",
+    async ({ spareInstances, memoryMb }) => {
+      const sandbox = await createSandbox({ engine, host: "inprocess", spareInstances });
+      let disposed = false;
+      let callsAfter = 0;
+      const hostCall = async () => {
+        if (disposed) callsAfter++;
+      };
+      const code = "export default async () => { await hostCall(); return 'ran after dispose'; }";
+      const limits = { wallTimeMs: 5000, ...(memoryMb ? { memoryMb } : {}) };
+      // Compiled once first: a compile in progress is ended by dispose on its own.
+      expect((await sandbox.run({ code, globals: { hostCall } })).ok).toBe(true);
+      const runs = [0, 1, 2, 3].map(() => sandbox.run({ code, globals: { hostCall }, limits }));
+      // Past the (cached) compile, while the instances are still being made.
+      await new Promise((r) => setTimeout(r, 1));
+      await sandbox.dispose();
+      disposed = true;
+      for (const result of await Promise.all(runs)) {
+        expect(result.ok, JSON.stringify(result)).toBe(false);
+        if (!result.ok) expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      expect(callsAfter).toBe(0);
+    },
+    20_000,
+  );
+});

@@ -65,4 +65,40 @@ describe("Spares", () => {
     expect(made.some((m) => !m.ahead)).toBe(true);
     spares.dispose();
   });
+
+  it("a take waiting when the spares are disposed fails with ERR_INSTANCE_RESET and makes nothing", async () => {
+    const { made, create } = maker(40);
+    const spares = new Spares(1, 64, create);
+    const waiting = spares.take(64);
+    spares.dispose();
+    await expect(waiting).rejects.toMatchObject({ code: "ERR_INSTANCE_RESET" });
+    // Before the fix it made an instance of its own, which then ran after dispose.
+    expect(made.filter((m) => !m.ahead)).toEqual([]);
+  });
+
+  it("an instance made inline while the spares are disposed is disposed, not returned", async () => {
+    const { create } = maker(40);
+    const instances: { disposed: boolean }[] = [];
+    const spares = new Spares(0, 64, async (memoryMb, ahead) => {
+      const instance = await create(memoryMb, ahead);
+      instances.push(instance as unknown as { disposed: boolean });
+      return instance;
+    });
+    const taking = spares.take(128);
+    spares.dispose();
+    await expect(taking).rejects.toMatchObject({ code: "ERR_INSTANCE_RESET" });
+    expect(instances.map((i) => i.disposed)).toEqual([true]);
+  });
+
+  it("refills a large pool in batches, not all in one turn of the event loop", async () => {
+    const { made, create } = maker(5);
+    const spares = new Spares(40, 64, create);
+    // Synchronously, only the first batch is started.
+    expect(made.length).toBeLessThan(10);
+    const until = performance.now() + 5000;
+    while (spares.count < 40 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
+    expect(spares.count).toBe(40);
+    expect(made.length).toBe(40);
+    spares.dispose();
+  });
 });
