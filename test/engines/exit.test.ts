@@ -20,3 +20,48 @@ describe.each(["v8", "quickjs"])("the %s engine in process", (engine) => {
     expect(child.stdout.trim()).toBe("1 2");
   });
 });
+
+/**
+ * process.exit() or an uncaught error while a guest spins in an isolate of this process: the
+ * process exits with its code. isolated-vm's teardown used to wait for the spinning isolate's
+ * thread forever (isolated-vm issue #260), leaving the process at 100% CPU.
+ */
+describe("the v8 engine in process, at exit with a guest spinning", () => {
+  it.each([
+    { how: "process.exit(3)", end: "process.exit(3)", status: 3 },
+    { how: "an uncaught error", end: "throw new Error('an unrelated host bug')", status: 1 },
+  ])(
+    "exits on $how",
+    ({ end, status }) => {
+      const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
+      const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
+      const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
+      const started = () => setTimeout(() => { ${end}; }, 100);
+      for (let i = 0; i < 3; i++)
+        sandbox.run({ code: "export default () => { started(); while (true) {} }", globals: { started }, limits: { wallTimeMs: 600000, cpuTimeMs: 600000 } });`;
+      const began = performance.now();
+      const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
+        encoding: "utf8",
+        timeout: 20_000,
+      });
+      expect(child.signal, "the process hung (or crashed)").toBeNull();
+      expect(child.status, child.stderr).toBe(status);
+      expect(performance.now() - began).toBeLessThan(15_000);
+    },
+    30_000,
+  );
+
+  it("holds no isolate once its sandbox is disposed", async () => {
+    const { createSandbox } = await import("../../src/index.js");
+    const { liveIsolateCount } = await import("../../src/engines/v8/instance.js");
+    const before = liveIsolateCount();
+    const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
+    expect((await sandbox.run({ code: "export default 1" })).ok).toBe(true);
+    expect(liveIsolateCount()).toBeGreaterThan(before);
+    await sandbox.dispose();
+    // The run's instance is disposed just after its result, a spare still in the making once made.
+    const until = performance.now() + 5000;
+    while (liveIsolateCount() > before && performance.now() < until) await new Promise((r) => setTimeout(r, 20));
+    expect(liveIsolateCount()).toBe(before);
+  });
+});
