@@ -7,7 +7,7 @@ import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString, ownOptions } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
-import { abortReason } from "./core/abort-reason.js";
+import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
 import { compileBound, compileFailureName } from "./core/esbuild-calls.js";
@@ -356,6 +356,9 @@ export class Sandbox implements AsyncDisposable {
       } catch (error) {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
       }
+      // Aborted already: answered here, or the call took an idle warm instance that its abort then discarded.
+      if (signal && signalAborted(signal))
+        return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
       return await pool.call({ path: options.export, argsText, limits, signal });
     } finally {
       this.activeCalls--;
@@ -403,8 +406,10 @@ export class Sandbox implements AsyncDisposable {
           name: "CordonError",
           message: "the sandbox was disposed before the run started",
         });
-      if (signal?.aborted)
-        return this.failure(started, { code: "ERR_ABORTED", name: "AbortError", message: "the run was aborted while queued" });
+      // The caller's reason, as every other abort reports it (prefix.call did; runs said "queued",
+      // even pre-aborted runs that never queued).
+      if (signal && signalAborted(signal))
+        return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
       return this.failure(started, {
         code: "ERR_QUEUE_FULL",
         name: "CordonError",
@@ -511,8 +516,8 @@ export class Sandbox implements AsyncDisposable {
   /** A compile's failure as a result (anything else is rethrown): aborted, as an abort while running is. */
   private compileFailure(started: number, error: unknown, signal?: AbortSignal): RunResult {
     if (!(error instanceof CordonError)) throw error;
-    if (error.code === "ERR_ABORTED" && signal?.aborted) {
-      return abortedResult(this.engine.name, this.hostName, abortReason(signal.reason), performance.now() - started);
+    if (error.code === "ERR_ABORTED" && signal && signalAborted(signal)) {
+      return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
     }
     // A refused import (a specifier with a NUL) is named as the engines name a missing module.
     const name = error.code === "ERR_MODULE_NOT_FOUND" ? "CordonError" : compileFailureName(error);

@@ -1,4 +1,4 @@
-import { abortReason } from "./abort-reason.js";
+import { abortReason, signalAborted, signalReason } from "./abort-reason.js";
 import type { RunError } from "./errors.js";
 import { type BodyReadBounds, needsBodies, readBodies } from "./fetch-wire.js";
 
@@ -27,13 +27,13 @@ export async function readBodiesWithin(
         }, ms);
   const onAbort = () => stop.abort();
   signal?.addEventListener("abort", onAbort, { once: true });
-  if (signal?.aborted) stop.abort();
+  if (signalAborted(signal)) stop.abort();
   const bounds: BodyReadBounds = { signal: stop.signal, maxBytes };
   try {
     await readBodies(values, bounds);
     return "read";
   } catch (error) {
-    if (signal?.aborted) return "aborted";
+    if (signalAborted(signal)) return "aborted";
     if (timedOut) return "timed-out";
     if (bounds.exceeded) return "too-large";
     return { failed: error };
@@ -63,7 +63,7 @@ export async function readArgumentBodies(
     case "read":
       return undefined;
     case "aborted":
-      return { code: "ERR_ABORTED", name: "AbortError", message: abortReason(signal?.reason) };
+      return { code: "ERR_ABORTED", name: "AbortError", message: signal ? signalReason(signal) : abortReason(undefined) };
     case "timed-out":
       return {
         code: "ERR_WALL_TIMEOUT",

@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { CordonError } from "./errors.js";
 import { onAbort } from "./abort-listeners.js";
+import { signalAborted, signalReasonValue } from "./abort-reason.js";
 
 type Esbuild = typeof import("esbuild");
 
@@ -164,9 +165,10 @@ const overruns = new WeakSet<CordonError>();
 function overrunAt(deadline: number, bound: CompileBound): CordonError | undefined {
   const name = bound.filename ?? "<guest>";
   let error: CordonError;
-  const aborted = bound.signals?.find((signal) => signal?.aborted);
+  // The native getters: a caller's signal may shadow them with a getter that throws (from an abort listener).
+  const aborted = bound.signals?.find((signal) => signalAborted(signal));
   if (aborted) {
-    const reason: unknown = aborted.reason;
+    const reason: unknown = signalReasonValue(aborted);
     error =
       reason instanceof CordonError
         ? new CordonError(reason.code, `${name}: ${reason.message}`)

@@ -1,3 +1,4 @@
+import { isAbortSignal } from "./abort-reason.js";
 import { describe } from "./limits.js";
 
 /** Throw a TypeError naming the first key of `value` that is not in `known` (typos never pass silently). */
@@ -63,6 +64,8 @@ export function checkModuleName(value: unknown, where: string, maxLength: number
 
 export function checkSignal(value: unknown, where: string): AbortSignal | undefined {
   if (value === undefined) return undefined;
-  if (!(value instanceof AbortSignal)) throw new TypeError(`cordon: ${where} must be an AbortSignal, got ${describe(value)}`);
+  // The native getter, not instanceof: an object made from AbortSignal.prototype passed
+  // instanceof, then threw deep inside a call after the pool had counted an instance busy.
+  if (!isAbortSignal(value)) throw new TypeError(`cordon: ${where} must be an AbortSignal, got ${describe(value)}`);
   return value;
 }

@@ -1,3 +1,4 @@
+import { signalAborted } from "./abort-reason.js";
 import { onAbort } from "./abort-listeners.js";
 
 /**
@@ -27,7 +28,7 @@ export class Slots {
   /** Resolves true once a slot is held; false when the queue is full or the signal aborts first. */
   acquire(signal?: AbortSignal): Promise<boolean> | boolean {
     // An aborted signal never fires "abort" again: a waiter listening for it would wait for a slot.
-    if (this.closed || signal?.aborted) return false;
+    if (this.closed || signalAborted(signal)) return false;
     if (this.active < this.max) {
       this.active++;
       return true;

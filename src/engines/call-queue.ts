@@ -1,4 +1,4 @@
-import { abortReason } from "../core/abort-reason.js";
+import { signalAborted, signalReason } from "../core/abort-reason.js";
 import type { PrefixCallRequest } from "../core/engine.js";
 import type { RunResult } from "../core/types.js";
 import { onAbort } from "../core/abort-listeners.js";
@@ -33,7 +33,7 @@ export class CallQueue {
   /** Wait in the queue: resolves with the call's result once it is served (or aborted meanwhile). */
   add(request: PrefixCallRequest): Promise<RunResult> {
     const { signal } = request;
-    if (signal?.aborted) return Promise.resolve(this.aborted(abortReason(signal.reason)));
+    if (signalAborted(signal)) return Promise.resolve(this.aborted(signalReason(signal as AbortSignal)));
     return new Promise<RunResult>((resolve) => {
       const queued: Queued = { request, resolve, limitsKey: limitsKey(request) };
       if (signal) {
@@ -41,7 +41,7 @@ export class CallQueue {
           const index = this.entries.indexOf(queued);
           if (index < 0) return;
           this.entries.splice(index, 1);
-          resolve(this.aborted(abortReason(signal.reason)));
+          resolve(this.aborted(signalReason(signal)));
         });
         this.leaving.set(queued, leave);
         queued.resolve = (result) => {

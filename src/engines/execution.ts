@@ -1,4 +1,4 @@
-import { abortReason } from "../core/abort-reason.js";
+import { signalAborted, signalReason } from "../core/abort-reason.js";
 import { sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
@@ -103,8 +103,9 @@ export class Execution implements InstanceListener, Watched {
     const { signal } = options;
     watchdog.watch(this);
     if (signal) {
-      const aborted = () => this.kill("ERR_ABORTED", abortReason(signal.reason));
-      if (signal.aborted) queueMicrotask(aborted);
+      // signalReason: a reason getter that threw here was an uncaught exception from the listener.
+      const aborted = () => this.kill("ERR_ABORTED", signalReason(signal));
+      if (signalAborted(signal)) queueMicrotask(aborted);
       else this.stopWatchingAbort = onAbort(signal, aborted);
     }
   }

@@ -139,7 +139,10 @@ export class WarmPool implements EnginePrefix {
     const { instance, warm } = acquired;
     const { limits, signal } = request;
     const guestFiles = new Set([...this.guestFiles, request.source.filename, ...Object.keys(request.sourceImports)]);
-    const execution = new Execution(instance, { engine: this.engine, limits, signal, host: this.request.host, warm, guestFiles });
+    const execution = this.track(
+      instance,
+      () => new Execution(instance, { engine: this.engine, limits, signal, host: this.request.host, warm, guestFiles }),
+    );
     const { source, sourceImports, inputText } = request;
     // The prefix's own line maps, as the postfix may replace one under the same filename (the
     // default "<guest>"): restored after the run, or the prefix's later errors named wrong lines.
@@ -195,15 +198,19 @@ export class WarmPool implements EnginePrefix {
   private async dispatch(instance: EngineInstance, warm: boolean, requests: PrefixCallRequest[]): Promise<RunResult[]> {
     const { limits, path } = requests[0];
     const signal = requests.length === 1 ? requests[0].signal : undefined;
-    const execution = new Execution(instance, {
-      engine: this.engine,
-      limits,
-      signal,
-      host: this.request.host,
-      warm,
-      guestFiles: this.guestFiles,
-      size: requests.length,
-    });
+    const execution = this.track(
+      instance,
+      () =>
+        new Execution(instance, {
+          engine: this.engine,
+          limits,
+          signal,
+          host: this.request.host,
+          warm,
+          guestFiles: this.guestFiles,
+          size: requests.length,
+        }),
+    );
     const blockForMs = this.mayBlock(path, limits, signal) ? limits.cpuTimeMs : undefined;
     execution.startCpu();
     const caps: RuntimeCaps = [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes, limits.maxBridgeCallBytes];
@@ -464,6 +471,20 @@ export class WarmPool implements EnginePrefix {
       return { result };
     }
     return { instance: fresh, warm: false };
+  }
+
+  /**
+   * The Execution for a run or crossing on `instance`, counted busy already: when making it
+   * throws, the instance goes back (else it stayed busy for good, and calls queued behind it
+   * never settled).
+   */
+  private track(instance: EngineInstance, make: () => Execution): Execution {
+    try {
+      return make();
+    } catch (error) {
+      this.release(instance);
+      throw error;
+    }
   }
 
   /** Put an instance back: kept warm when untainted and within the residency budget. */

@@ -12,7 +12,7 @@ import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
-import { abortReason } from "../../core/abort-reason.js";
+import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { CallLimitsSent, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
 import { FloodGuard } from "./flood-guard.js";
 import { readRss } from "./rss.js";
@@ -253,7 +253,7 @@ export class WorkerProcess {
   ): Promise<RunResult> {
     const answer = new Promise<RunResult>((resolve) => {
       if (this.dead) return resolve(this.failure());
-      if (signal?.aborted) return resolve(this.aborted(signal.reason));
+      if (signal && signalAborted(signal)) return resolve(this.aborted(signalReason(signal)));
       const id = ++this.nextId;
       // Recycling bounds what runs leave behind (instances made and disposed, modules evaluated);
       // a call on a warm instance makes nothing. Counted, a service's warm calls recycled its
@@ -266,7 +266,7 @@ export class WorkerProcess {
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
       if (this.pending.size === 1) this.setHeld(true);
       if (signal) {
-        const stopWatching = onAbort(signal, () => this.send({ t: "abort", id, reason: abortReason(signal.reason) }));
+        const stopWatching = onAbort(signal, () => this.send({ t: "abort", id, reason: signalReason(signal) }));
         pending.resolve = (result) => {
           stopWatching();
           resolve(result);
@@ -605,8 +605,8 @@ export class WorkerProcess {
     this.onExit?.(this, cause);
   }
 
-  private aborted(reason: unknown): RunResult {
-    return abortedResult(this.engine, "process", abortReason(reason));
+  private aborted(reason: string): RunResult {
+    return abortedResult(this.engine, "process", reason);
   }
 
   private failure(

@@ -1,5 +1,5 @@
 import { Pool } from "undici";
-import { abortReason } from "../../core/abort-reason.js";
+import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { sharedCodec } from "../../core/bindings.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { readCapped } from "../../core/read-capped.js";
@@ -89,8 +89,8 @@ export class ExecutorClient {
       if (typeof load === "string") this.load = load.split(",").map((n) => Number(n) || 0);
       text = await readCapped(response.body, capBytes);
     } catch (error) {
-      if (signal?.aborted) {
-        return { result: abortedResult(request.engine, "remote", abortReason(signal.reason), performance.now() - started) };
+      if (signal && signalAborted(signal)) {
+        return { result: abortedResult(request.engine, "remote", signalReason(signal), performance.now() - started) };
       }
       if (timeout.aborted)
         return unreachable(`did not answer within ${deadlineMs} ms (the run's wall time + ${DEADLINE_SLACK_MS} ms)`);
