@@ -93,6 +93,113 @@ describe.each(combos)("callers on $name", (combo) => {
     }
   }, 20_000);
 
+  it("an object that only inherits from AbortSignal is refused, and the prefix still serves calls", async () => {
+    const sandbox = await createSandbox(combo.options);
+    try {
+      const prefix = await sandbox.prepare({ code: "export function g(x) { return x }" });
+      // It passed instanceof; the call then threw a TypeError about 'get' after the pool had
+      // counted an instance busy for good, and the next ordinary call never settled.
+      const fake = () => Object.create(AbortSignal.prototype, { aborted: { value: false } }) as AbortSignal;
+      for (let i = 0; i < 3; i++) {
+        await expect(prefix.call({ export: "g", args: [i], signal: fake() })).rejects.toThrow(/signal must be an AbortSignal/);
+      }
+      await expect(prefix.run({ code: "return 1", signal: fake() })).rejects.toThrow(/signal must be an AbortSignal/);
+      await expect(sandbox.run({ code: "export default 1", signal: fake() })).rejects.toThrow(/signal must be an AbortSignal/);
+      const next = await Promise.race([
+        prefix.call({ export: "g", args: [42] }),
+        new Promise<string>((r) => setTimeout(() => r("never settled"), 8000)),
+      ]);
+      expect(typeof next === "object" && next.ok && next.value).toBe(42);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
+  it("a signal whose reason getter throws still aborts the run, with no uncaught exception", async () => {
+    const sandbox = await createSandbox(combo.options);
+    try {
+      const prefix = await sandbox.prepare({
+        code: "export function spin() { while (true) {} }",
+      });
+      // A real signal (it passes the check) with a reason getter of its own that throws: read
+      // in the abort listener, it was an uncaught exception in the host and the run went on.
+      const hostile = () => {
+        const controller = new AbortController();
+        Object.defineProperty(controller.signal, "reason", {
+          get() {
+            throw new Error("reason getter");
+          },
+        });
+        setTimeout(() => controller.abort(), 200);
+        return controller.signal;
+      };
+      const started = performance.now();
+      const results = await Promise.all([
+        sandbox.run({ ...SPIN, signal: hostile() }),
+        prefix.run({ code: "while (true) {}", limits: SPIN.limits, signal: hostile() }),
+        prefix.call({ export: "spin", limits: SPIN.limits, signal: hostile() }),
+      ]);
+      for (const result of results) {
+        expect(result.status).toBe("aborted");
+        if (!result.ok) expect(result.error.code).toBe("ERR_ABORTED");
+      }
+      expect(performance.now() - started).toBeLessThan(5000);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
+  it("a run aborted before it starts or while queued reports the caller's reason", async () => {
+    const sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 2 });
+    try {
+      const prefix = await sandbox.prepare({ code: "export function f(x) { return x }" });
+      const early = AbortSignal.abort(new Error("stop early"));
+      const pre = [
+        await sandbox.run({ code: "export default 1", signal: early }),
+        await sandbox.run({ code: "export default { f() {} }", call: { export: "default.f" }, signal: early }),
+        await prefix.run({ code: "return 1", signal: early }),
+        await prefix.call({ export: "f", args: [1], signal: early }),
+      ];
+      for (const result of pre) {
+        expect(result.status).toBe("aborted");
+        // Was "the run was aborted while queued" for runs: the caller's reason lost, and never queued.
+        if (result.status === "aborted") expect(result.reason).toBe("stop early");
+      }
+      const busy = sandbox.run({
+        code: "export default async () => { const end = Date.now() + 1500; while (Date.now() < end) {} }",
+      });
+      await new Promise((r) => setTimeout(r, 100));
+      const controller = new AbortController();
+      const queued = sandbox.run({ code: "export default 1", signal: controller.signal });
+      setTimeout(() => controller.abort(new Error("stop queued")), 100);
+      const result = await queued;
+      expect(result.status).toBe("aborted");
+      if (result.status === "aborted") expect(result.reason).toBe("stop queued");
+      expect((await busy).ok).toBe(true);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
+  it("a prefix call aborted before it starts keeps the warm instance", async () => {
+    const sandbox = await createSandbox(combo.options);
+    try {
+      const prefix = await sandbox.prepare({
+        code: "let n = 0; export function count() { return ++n } export function other() { return 0 }",
+      });
+      const first = await prefix.call({ export: "count" });
+      expect(first.ok && first.value).toBe(1);
+      // "other" was never called, so it is not gathered: it took the idle instance, and its
+      // abort then discarded it (the next count started over at 1 on a fresh instance).
+      const aborted = await prefix.call({ export: "other", signal: AbortSignal.abort("not now") });
+      expect(aborted.status).toBe("aborted");
+      const second = await prefix.call({ export: "count" });
+      expect(second.ok && second.value).toBe(2);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 20_000);
+
   it("calls an idle instance takes in the same tick are not refused as queued (maxQueuedRuns 0 and 4)", async () => {
     for (const maxQueuedRuns of [0, 4]) {
       const sandbox = await createSandbox({ ...combo.options, maxQueuedRuns });
