@@ -7,6 +7,10 @@
  */
 const watchers = new WeakMap<AbortSignal, Set<() => void>>();
 
+// EventTarget's own method, taken once: a caller's signal may shadow addEventListener with one
+// that throws (or never calls back), which threw from inside a run after it held an instance.
+const addEventListener = EventTarget.prototype.addEventListener;
+
 /**
  * Call `onAbort` when `signal` aborts (never if it already has: callers check `aborted` first).
  * Returns what stops watching.
@@ -17,7 +21,7 @@ export function onAbort(signal: AbortSignal, onAbort: () => void): () => void {
     const made = new Set<() => void>();
     set = made;
     watchers.set(signal, made);
-    signal.addEventListener(
+    Reflect.apply(addEventListener, signal, [
       "abort",
       () => {
         watchers.delete(signal);
@@ -26,7 +30,7 @@ export function onAbort(signal: AbortSignal, onAbort: () => void): () => void {
         made.clear();
       },
       { once: true },
-    );
+    ]);
   }
   const watching = set;
   watching.add(onAbort);

@@ -149,6 +149,38 @@ describe.each(combos)("callers on $name", (combo) => {
     }
   }, 20_000);
 
+  it("a signal that shadows aborted and addEventListener with throwing ones still aborts, and the prefix still serves", async () => {
+    const sandbox = await createSandbox(combo.options);
+    try {
+      const prefix = await sandbox.prepare({ code: "export function spin() { while (true) {} } export const g = (x) => x" });
+      // Its own addEventListener threw from inside the call after the pool counted an instance busy.
+      const shadowed = () => {
+        const controller = new AbortController();
+        for (const key of ["aborted", "addEventListener"]) {
+          Object.defineProperty(controller.signal, key, {
+            get() {
+              throw new Error(`${key} getter`);
+            },
+          });
+        }
+        setTimeout(() => controller.abort("stop"), 200);
+        return controller.signal;
+      };
+      const spun = await prefix.call({ export: "spin", limits: SPIN.limits, signal: shadowed() });
+      expect(spun.status).toBe("aborted");
+      if (spun.status === "aborted") expect(spun.reason).toBe("stop");
+      const ran = await sandbox.run({ ...SPIN, signal: shadowed() });
+      expect(ran.status).toBe("aborted");
+      const next = await Promise.race([
+        prefix.call({ export: "g", args: [7] }),
+        new Promise<string>((r) => setTimeout(() => r("never settled"), 8000)),
+      ]);
+      expect(typeof next === "object" && next.ok && next.value).toBe(7);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 30_000);
+
   it("a run aborted before it starts or while queued reports the caller's reason", async () => {
     const sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 2 });
     try {
