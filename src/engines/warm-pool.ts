@@ -408,7 +408,8 @@ export class WarmPool implements EnginePrefix {
 
   /** Instances a path may keep busy: few for handlers that return at once (their calls coalesce), more for ones that await. */
   private parallelismFor(path: string): number {
-    return this.asyncPaths.has(path) ? this.limits.maxInstances : this.limits.coalesceAbove;
+    // maxConcurrentRuns (maxInstances) bounds quick exports too, below one instance per core.
+    return this.asyncPaths.has(path) ? this.limits.maxInstances : Math.min(this.limits.coalesceAbove, this.limits.maxInstances);
   }
 
   private takeIdle(): EngineInstance | undefined {
@@ -460,11 +461,14 @@ export class WarmPool implements EnginePrefix {
   onDispose: (() => void) | undefined;
 
   private async acquire(signal?: AbortSignal): Promise<{ instance: EngineInstance; warm: boolean } | { result: RunResult }> {
+    // Counted busy before the first await: call() checks busy against the prefix's cap, and a
+    // burst's calls all passed it while the first waited, each then warming its own instance
+    // (200 calls, maxConcurrentRuns 1: 200 instances).
+    this.busy++;
     // An instance finishing its last run is about to be idle: waiting for it beats a cold start.
     if (this.idle.length === 0 && this.fencing.size > 0) await Promise.race(this.fencing);
-    const instance = this.takeIdle();
+    const instance = this.leaveIdle();
     if (instance) return { instance, warm: true };
-    this.busy++;
     const { instance: fresh, result } = await this.warmUp(signal);
     if (!fresh) {
       this.busy--;

@@ -515,6 +515,37 @@ describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
     for (const p of prefixes) await p.dispose();
   });
 
+  it("a burst of calls gets no more instances than maxConcurrentRuns, even right after a run", async () => {
+    // The burst's calls all passed the cap while the first waited for the run's instance: with
+    // maxConcurrentRuns 1, 200 calls made 200 instances (v8 and quickjs, in process).
+    await using sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 2, spareInstances: 0 });
+    await using quick = await sandbox.prepare({
+      code: "export function f(x) { let s = 0; for (let i = 0; i < 1e5; i++) s += i; return x }",
+      partitionKey: "burst-sync",
+    });
+    await using slow = await sandbox.prepare({
+      code: "export async function f(x) { await new Promise((r) => setTimeout(r, 20)); return x }",
+      partitionKey: "burst-async",
+    });
+    for (const prefix of [quick, slow]) {
+      await prefix.call({ export: "f", args: [0] }); // known async or not from here on
+      await prefix.run({ code: "return 1" }); // its instance fences while the burst starts
+      let most = 0;
+      const watch = setInterval(() => {
+        const counts = sandbox.stats().prefixes.find((p) => p.key === prefix.key.slice(0, 16));
+        most = Math.max(most, counts?.warm ?? 0);
+      }, 1);
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => prefix.call({ export: "f", args: [i] })));
+      clearInterval(watch);
+      expect(results.map(value)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+      // The executor's maxConcurrentRuns rules on the remote host, not the client's.
+      if (combo.host !== "remote") {
+        most = Math.max(most, sandbox.stats().prefixes.find((p) => p.key === prefix.key.slice(0, 16))?.warm ?? 0);
+        expect(most).toBeLessThanOrEqual(2);
+      }
+    }
+  });
+
   it("past the queue a run fails at once with ERR_QUEUE_FULL", async () => {
     await using sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 2 });
     const slow = { code: "export default () => new Promise((r) => setTimeout(() => r('done'), 200))" };
