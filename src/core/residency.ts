@@ -1,7 +1,7 @@
 /** An idle warm instance, as the residency budget sees it. */
 export interface Resident {
   readonly prefixKey: string;
-  /** Heap in use, measured when the instance went idle. */
+  /** Heap in use: measured before a prefix run's instance goes idle, after a call soon after (WarmPool.sampleHeap). */
   heapBytes(): number;
   idleSince(): number;
   /** Drop the instance: it leaves its prefix's idle list and is disposed. */
@@ -38,6 +38,22 @@ export class Residency {
     this.idle.set(resident, needed);
     this.total += needed;
     return true;
+  }
+
+  /** One idle instance's heap was measured again: count it anew, and evict until the budget fits. */
+  recount(resident: Resident): void {
+    const counted = this.idle.get(resident);
+    if (counted === undefined) return;
+    const bytes = resident.heapBytes();
+    this.idle.set(resident, bytes);
+    this.total += bytes - counted;
+    if (bytes > this.budgetBytes) {
+      // Alone past the budget: not kept, as admit would have refused it.
+      this.leave(resident);
+      resident.evict();
+      return;
+    }
+    this.evictUntil(this.budgetBytes);
   }
 
   /** Heap figures changed (a re-measurement): count them again, and evict until they fit. */

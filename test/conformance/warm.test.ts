@@ -515,6 +515,32 @@ describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
     for (const p of prefixes) await p.dispose();
   });
 
+  it("an idle instance is counted at the heap its last run or call left, not its warm-up's", async () => {
+    // Counted at the warm-up heap, ten runs that each kept 40 MB stayed idle under a 16 MB budget.
+    await using sandbox = await createSandbox({ ...combo.options, memoryBudgetMb: 16, spareInstances: 0 });
+    const grow = "for (let i = 0; i < 25; i++) keep.push(new Array(100000).fill(i + 0.5)); return keep.length";
+    const prefixes = [];
+    for (let i = 0; i < 3; i++) {
+      const prefix = await sandbox.prepare({
+        code: `globalThis.keep = []; export function grow() { ${grow} }`,
+        partitionKey: `grown-${i}`,
+      });
+      prefixes.push(prefix);
+      // Two by a prefix run (a postfix may change globals), one by a call.
+      const grown = i < 2 ? await prefix.run({ code: grow }) : await prefix.call({ export: "grow" });
+      expect(value(grown)).toBe(25);
+    }
+    // A call's instance is measured within 250 ms (WarmPool.sampleHeap), a process worker reports later.
+    await new Promise((r) => setTimeout(r, 1500));
+    const stats = sandbox.stats();
+    if (!differs(combo, "client-budget")) {
+      // Each instance holds ~20 MB or more now: none fits the budget alone.
+      expect(stats.idleHeapBytes).toBeLessThanOrEqual(stats.budgetBytes);
+      expect(stats.idleInstances).toBe(0);
+    }
+    for (const prefix of prefixes) await prefix.dispose();
+  });
+
   it("a burst of calls gets no more instances than maxConcurrentRuns, even right after a run", async () => {
     // The burst's calls all passed the cap while the first waited for the run's instance: with
     // maxConcurrentRuns 1, 200 calls made 200 instances (v8 and quickjs, in process).

@@ -60,4 +60,24 @@ describe("Residency", () => {
     expect(evicted).toEqual(["a"]);
     expect(budget.idleBytes).toBe(40);
   });
+
+  it("recount counts one re-measured heap: evicts others until it fits, or it alone past the budget", () => {
+    const evicted: string[] = [];
+    const now = performance.now();
+    const budget = new Residency(100);
+    const a = resident("a", 40, now - 5000, evicted);
+    const b = resident("b", 40, now, evicted);
+    budget.admit(a);
+    budget.admit(b);
+    b.heap = 70;
+    budget.recount(b);
+    expect(evicted).toEqual(["a"]);
+    expect(budget.idleBytes).toBe(70);
+    b.heap = 120;
+    budget.recount(b);
+    expect(evicted).toEqual(["a", "b"]);
+    expect(budget.idleBytes).toBe(0);
+    budget.recount(b); // no longer idle: nothing to count
+    expect(budget.idleCount).toBe(0);
+  });
 });
