@@ -6,6 +6,7 @@ import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
 import { CHANNEL_LAYOUT, createServe } from "./serve.js";
+import { MAX_URL_LENGTH } from "../host-services.js";
 import { createStructuredClone } from "./structured-clone.js";
 import { installWebApis } from "./web-apis.js";
 
@@ -64,7 +65,7 @@ const clone = (${createStructuredClone.toString()})((value) => {
   for (let i = 0; i < platformPrototypes.length; i++) if (isPrototypeOf(platformPrototypes[i], value)) return true;
   return false;
 });
-(${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone });
+(${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone, maxUrlLength: ${MAX_URL_LENGTH} });
 const wire = (${installFetchTypes.toString()})(g);
 codec.extend({
   encode: (value) => wire.toWire(value),

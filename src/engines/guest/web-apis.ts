@@ -12,10 +12,15 @@
  */
 
 export interface WebApiDeps {
-  /** Parse a URL on the host (WHATWG). Returns the components as JSON text, or "" when invalid. */
+  /**
+   * Parse a URL on the host (WHATWG). Returns its parts (host-services.ts: a JSON header of
+   * lengths, a newline, the href), "" when invalid, or "!" and the reason a limit refused it.
+   */
   parseUrl(input: string, base?: string): string;
-  /** Set one component (e.g. "pathname", "search", "hash", "host", "hostname", "port", "protocol", "username", "password", "href") of href on the host; returns the new components as JSON text ("" if the result is invalid, e.g. for href). */
+  /** Set one component (e.g. "pathname", "search", "hash", "host", "hostname", "port", "protocol", "username", "password", "href") of href on the host; answers as parseUrl ("" also when the setter fails). */
   setUrlPart(href: string, part: string, value: string): string;
+  /** The longest href the host parses (host-services.ts): longer text is refused without crossing whole. */
+  maxUrlLength: number;
   /** n cryptographically random bytes from the host (n <= 65536). */
   randomBytes(n: number): Uint8Array;
   /** The structured clone algorithm (structured-clone.ts). */
@@ -24,8 +29,10 @@ export interface WebApiDeps {
 
 /** The URL components with setters, in the order Node's URL lists them. */
 type UrlPart = "href" | "protocol" | "username" | "password" | "host" | "hostname" | "port" | "pathname" | "search" | "hash";
-/** The components JSON produced by `parseUrl`/`setUrlPart` (Node's URL getters). */
+/** A URL's components, as Node's URL getters return them. */
 type UrlParts = Record<UrlPart | "origin", string>;
+/** The header of a `parseUrl`/`setUrlPart` answer: the origin (blob: URLs only) and the lengths of protocol, username, password, hostname, port, pathname, search, hash. */
+type UrlHead = [origin: string | null, ...lengths: number[]];
 
 type Pair = [name: string, value: string];
 
@@ -469,8 +476,14 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
 
     append(name: unknown, value: unknown): void {
       requireArgs(arguments.length, 2, "URLSearchParams.append");
-      push(this.#list, [toUSV(name), toUSV(value)]);
-      this.#update();
+      const list = this.#list;
+      push(list, [toUSV(name), toUSV(value)]);
+      try {
+        this.#update();
+      } catch (e) {
+        list.length--;
+        throw e;
+      }
     }
 
     delete(name: unknown, value: unknown = undefined): void {
@@ -482,8 +495,7 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
       for (let i = 0; i < list.length; i++) {
         if (list[i][0] !== n || (v !== undefined && list[i][1] !== v)) push(kept, list[i]);
       }
-      this.#list = kept;
-      this.#update();
+      this.#commit(kept);
     }
 
     get(name: unknown): string | null {
@@ -529,8 +541,7 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
         }
       }
       if (!found) push(kept, [n, v]);
-      this.#list = kept;
-      this.#update();
+      this.#commit(kept);
     }
 
     sort(): void {
@@ -565,9 +576,17 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
       return serializeForm(this.#list);
     }
 
-    /** The URL's query follows every mutation (the spec's "update steps"). */
+    /**
+     * The URL's query follows every mutation (the spec's "update steps"). It throws when the URL
+     * would pass a limit of the host's; the callers then keep the list they had.
+     */
     #update(): void {
       if (this.#url !== null) setSearchFromParams(this.#url, serializeForm(this.#list));
+    }
+
+    #commit(list: Pair[]): void {
+      if (this.#url !== null) setSearchFromParams(this.#url, serializeForm(list));
+      this.#list = list;
     }
   }
 
@@ -596,12 +615,85 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
   defineValue(URLSearchParamsIterator.prototype, SymbolToStringTag, "URLSearchParams Iterator", false);
 
   // ---------------------------------------------------------------- URL
-  function invalidUrl(input: string, base: string | undefined): TypeError {
-    const e = typeError(`Invalid URL: ${input}`);
+  function invalidUrl(input: string, base: string | undefined, reason: string = input): TypeError {
+    const e = typeError(`Invalid URL: ${reason}`);
     defineValue(e, "code", "ERR_INVALID_URL");
     defineValue(e, "input", input, true, true);
     if (base !== undefined) defineValue(e, "base", base, true, true);
     return e;
+  }
+
+  // Text bound for the host is copied there first (on v8, by the host's own thread): past the
+  // limit only its first maxUrlLength + 1 characters cross, which the host refuses for their size.
+  const urlCap = deps.maxUrlLength + 1;
+  function capped(text: string): string {
+    return text.length > urlCap ? strSlice(text, 0, urlCap) : text;
+  }
+  function hostParse(input: string, base: string | undefined): string {
+    return base === undefined ? deps.parseUrl(capped(input)) : deps.parseUrl(capped(input), capped(base));
+  }
+  function hostSet(href: string, part: string, value: string): string {
+    return deps.setUrlPart(href, part, capped(value));
+  }
+
+  /** A refusal by one of the host's limits ("!" and the reason). */
+  function refused(answer: string): boolean {
+    return charCodeAt(answer, 0) === 0x21;
+  }
+
+  /** new URL() and the href setter refuse a URL over a limit as an invalid one, naming the limit. */
+  function urlLimitError(answer: string, input: string, base: string | undefined): TypeError {
+    return invalidUrl(input, base, strSlice(answer, 1));
+  }
+
+  /** Schemes whose origin is scheme, host and port (Node's URL: every special scheme but file:). */
+  function tupleOrigin(protocol: string): boolean {
+    return protocol === "http:" || protocol === "https:" || protocol === "ws:" || protocol === "wss:" || protocol === "ftp:";
+  }
+
+  /**
+   * The components from the host's answer: the href and each part's length, so a 1 MiB href
+   * crosses once, not once per component. The parts follow one another in the href:
+   * protocol, "//", username, ":" password, "@", hostname, ":" port, (a "/." before a path
+   * when there is no host), pathname, search, hash. An empty query or fragment keeps its "?" or
+   * "#" in the href (neither character ends any other part there).
+   */
+  function partsOf(answer: string): UrlParts {
+    const nl = indexOf(answer, "\n");
+    const head = jsonParse(strSlice(answer, 0, nl)) as UrlHead;
+    const href = strSlice(answer, nl + 1);
+    const protocolLen = head[1];
+    const usernameLen = head[2];
+    const passwordLen = head[3];
+    const hostnameLen = head[4];
+    const portLen = head[5];
+    const searchLen = head[7];
+    const hashLen = head[8];
+    const len = href.length;
+    let hashStart = len - hashLen;
+    if (hashLen === 0 && charCodeAt(href, len - 1) === 0x23) hashStart = len - 1;
+    let searchStart = hashStart - searchLen;
+    if (searchLen === 0 && charCodeAt(href, hashStart - 1) === 0x3f) searchStart = hashStart - 1;
+    const pathStart = searchStart - head[6];
+    const hostnameEnd = portLen > 0 ? pathStart - portLen - 1 : pathStart;
+    const hostnameStart = hostnameEnd - hostnameLen;
+    const protocol = strSlice(href, 0, protocolLen);
+    const host = hostnameLen > 0 ? strSlice(href, hostnameStart, pathStart) : "";
+    const parts = objectCreate(null) as UrlParts;
+    parts.href = href;
+    parts.protocol = protocol;
+    parts.username = usernameLen > 0 ? strSlice(href, protocolLen + 2, protocolLen + 2 + usernameLen) : "";
+    const passwordStart = protocolLen + 3 + usernameLen;
+    parts.password = passwordLen > 0 ? strSlice(href, passwordStart, passwordStart + passwordLen) : "";
+    parts.host = host;
+    parts.hostname = strSlice(href, hostnameStart, hostnameEnd);
+    parts.port = portLen > 0 ? strSlice(href, pathStart - portLen, pathStart) : "";
+    parts.pathname = strSlice(href, pathStart, searchStart);
+    parts.search = searchLen > 0 ? strSlice(href, searchStart, hashStart) : "";
+    parts.hash = hashLen > 0 ? strSlice(href, hashStart) : "";
+    // Node's origin: blob: URLs' comes from the host (it parses the path); file: is opaque.
+    parts.origin = head[0] !== null ? head[0] : tupleOrigin(protocol) ? `${protocol}//${host}` : "null";
+    return parts;
   }
 
   function queryOf(search: string): string {
@@ -610,7 +702,7 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
 
   function parseOrEmpty(url: unknown, base: unknown): string {
     const input = toUSV(url);
-    return base === undefined ? deps.parseUrl(input) : deps.parseUrl(input, toUSV(base));
+    return hostParse(input, base === undefined ? undefined : toUSV(base));
   }
 
   class URL {
@@ -620,8 +712,9 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
 
     static {
       setSearchFromParams = (url, serialized) => {
-        const json = deps.setUrlPart(url.#parts.href, "search", serialized);
-        if (json !== "") url.#parts = jsonParse(json) as UrlParts;
+        const answer = hostSet(url.#parts.href, "search", serialized);
+        if (refused(answer)) throw new RangeErrorCtor(`Cannot update URL.search from its searchParams: ${strSlice(answer, 1)}`);
+        if (answer !== "") url.#parts = partsOf(answer);
       };
       // Every settable component has the same accessor pair: read the snapshot, write through the host.
       const parts = "href protocol username password host hostname port pathname search hash".split(" ") as UrlPart[];
@@ -645,14 +738,16 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
       requireArgs(arguments.length, 1, "URL");
       const input = toUSV(url);
       const baseText = base === undefined ? undefined : toUSV(base);
-      const json = baseText === undefined ? deps.parseUrl(input) : deps.parseUrl(input, baseText);
-      if (json === "") throw invalidUrl(input, baseText);
-      this.#parts = jsonParse(json) as UrlParts;
+      const answer = hostParse(input, baseText);
+      if (answer === "") throw invalidUrl(input, baseText);
+      if (refused(answer)) throw urlLimitError(answer, input, baseText);
+      this.#parts = partsOf(answer);
     }
 
     static canParse(url: unknown, base: unknown = undefined): boolean {
       requireArgs(arguments.length, 1, "URL.canParse");
-      return parseOrEmpty(url, base) !== "";
+      const answer = parseOrEmpty(url, base);
+      return answer !== "" && !refused(answer);
     }
 
     static parse(url: unknown, base: unknown = undefined): URL | null {
@@ -664,15 +759,23 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
       }
     }
 
-    /** Setters that fail leave the URL unchanged, except href, which throws. */
+    /**
+     * Setters that fail leave the URL unchanged, except href, which throws (a TypeError, as
+     * for an invalid URL). A result over one of the host's limits throws too: a RangeError
+     * naming the limit, the URL unchanged.
+     */
     #set(part: UrlPart, value: unknown): void {
       const text = toUSV(value);
-      const json = deps.setUrlPart(this.#parts.href, part, text);
-      if (json === "") {
+      const answer = hostSet(this.#parts.href, part, text);
+      if (answer === "") {
         if (part === "href") throw invalidUrl(text, undefined);
         return;
       }
-      this.#parts = jsonParse(json) as UrlParts;
+      if (refused(answer)) {
+        if (part === "href") throw urlLimitError(answer, text, undefined);
+        throw new RangeErrorCtor(`Cannot set URL.${part}: ${strSlice(answer, 1)}`);
+      }
+      this.#parts = partsOf(answer);
       if (this.#params !== null && (part === "href" || part === "search")) {
         resetParams(this.#params, queryOf(this.#parts.search));
       }
