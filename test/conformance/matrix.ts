@@ -72,6 +72,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "Deno's Request and Response are its own, with streamed bodies, read (asynchronously) before they cross only where cordon reads them: a call's arguments, a run's input or a returned value, at most 2 levels inside. Elsewhere (deeper, in a Map, in an export or an error's fields) one made in the guest cannot cross: an export is skipped, a value is refused naming the rule. The other engines' guest classes hold their bodies as bytes, so theirs cross from anywhere, as a Request or Response decoded from the wire does everywhere.",
   },
+  "url-limits": {
+    "deno/inprocess":
+      "Deno's guest has Deno's own URL, which parses in the Deno process, not on the host: cordon's URL limits (1 MiB once percent-encoded, 4096 bytes for a host that needs IDNA) do not apply there, and what a parse costs is the Deno process's time, under the run's limits.",
+  },
   "callsite-files": {
     "deno/inprocess":
       "Guest modules are files in the function's private temporary directory, so a CallSite's getFileName() is that path (and an eval origin may name its file: URL); Deno's own web APIs (URL, structuredClone) are `ext:` modules; the runtime is an eval'd script, so its frames have no file name and the eval origin `<cordon>`. Error stacks that reach the caller are still renamed to the guest's own names (`<guest>`, the `imports` specifier).",

@@ -89,6 +89,22 @@ describe("URL", () => {
     ["http://a.example/\uD800\uDC00\uD800"],
     ["http://1.2.3.4.5/"],
     ["http://0x7f.1/"],
+    // The host answers with the href and each part's length: the parts around empty ones.
+    ["http://a.example/?"],
+    ["http://a.example/#"],
+    ["http://a.example/?#"],
+    ["foo://h:5/p?#"],
+    ["data:,?#"],
+    ["web+demo:/.//not-a-host/"],
+    ["http://:pass@a.example:81/"],
+    ["ftp://user@a.example/"],
+    ["ws://a.example:81/x"],
+    ["wss://[::1]/"],
+    ["blob:https://a.example:8080/uuid"],
+    ["blob:file:///x"],
+    ["blob:foo"],
+    ["file://host/share/x"],
+    ["sc://ñ/x?ü#ö"],
   ];
 
   it.each(cases)("parses %j (base %j) like Node", (input, base) => {
@@ -143,6 +159,88 @@ describe("URL", () => {
       u.search = "?z=9"; log.push([...sp], sp.get("z"));
       u.href = "https://b.example/?k=v"; log.push([...sp]);
       return log;`);
+  });
+
+  // The host's limits (test/engines/host-services.test.ts): an href of 1 MiB once percent-encoded,
+  // hosts for IDNA of 4096 bytes. 120,000 CJK characters percent-encode to 1,080,000.
+  const BIG = `"http://a.test/" + "\\u4e00".repeat(120000)`;
+
+  it("refuses a URL over a limit of the host's as invalid, naming the limit", () => {
+    const out = inRealm(`const big = ${BIG}; let e; try { new URL(big); } catch (x) { e = x; }
+      return [e instanceof TypeError, e.code, e.message, e.input.length, URL.canParse(big), URL.parse(big)]`);
+    expect(out).toEqual({
+      ok: [
+        true,
+        "ERR_INVALID_URL",
+        "Invalid URL: URL longer than cordon's limit of 1048576 characters (1 MiB), counted percent-encoded (one non-ASCII character can take 9)",
+        120_014,
+        false,
+        null,
+      ],
+    });
+    expect(
+      inRealm(`try { new URL("http://" + "é".repeat(3000) + "/"); } catch (e) { return [e.name, e.code, e.message]; }`),
+    ).toEqual({
+      ok: [
+        "TypeError",
+        "ERR_INVALID_URL",
+        "Invalid URL: URL host over cordon's limit for hosts that need IDNA (non-ASCII characters, percent-escapes or an xn-- label): 4096 bytes, 1024 per label",
+      ],
+    });
+  });
+
+  it("throws from a setter past a limit, the URL and its searchParams unchanged", () => {
+    const out =
+      inRealm(`const u = new URL("http://a.test/p?a=1#h"); const sp = u.searchParams; const big = ${BIG}; const log = [];
+      const attempt = (f) => { try { f(); log.push("accepted"); } catch (e) { log.push([e.name, e.message.slice(0, 40)]); } };
+      attempt(() => { u.pathname = big; });
+      attempt(() => { u.hash = big; });
+      attempt(() => { u.hostname = "é".repeat(600); });
+      attempt(() => { u.href = big; });
+      attempt(() => sp.append("b", big));
+      attempt(() => sp.set("a", big));
+      log.push(u.href, sp.toString(), sp.size, [...sp]);
+      sp.append("c", "3"); sp.delete("a"); log.push(u.href);
+      return log;`);
+    expect(out).toEqual({
+      ok: [
+        ["RangeError", "Cannot set URL.pathname: URL longer than"],
+        ["RangeError", "Cannot set URL.hash: URL longer than cor"],
+        ["RangeError", "Cannot set URL.hostname: URL host over c"],
+        ["TypeError", "Invalid URL: URL longer than cordon's li"],
+        ["RangeError", "Cannot update URL.search from its search"],
+        ["RangeError", "Cannot update URL.search from its search"],
+        "http://a.test/p?a=1#h",
+        "a=1",
+        1,
+        [["a", "1"]],
+        "http://a.test/p?c=3#h",
+      ],
+    });
+  });
+
+  it("sends the host at most 1 MiB and one character of any text", () => {
+    const lengths: number[] = [];
+    const counting: WebApiDeps = {
+      ...deps,
+      parseUrl: (input, base) => {
+        lengths.push(input.length, base?.length ?? 0);
+        return deps.parseUrl(input, base);
+      },
+      setUrlPart: (href, part, value) => {
+        lengths.push(value.length);
+        return deps.setUrlPart(href, part, value);
+      },
+    };
+    const ctx = vm.createContext({ __deps: counting });
+    vm.runInContext(`(${installWebApis.toString()})(globalThis, __deps); delete globalThis.__deps;`, ctx);
+    const out = inRealm(
+      `const huge = "x".repeat(5e6); const u = new URL("http://a.test/");
+      return [URL.canParse(huge, huge), (() => { try { u.search = huge; } catch (e) { return e.name; } })()]`,
+      ctx,
+    );
+    expect(out).toEqual({ ok: [false, "RangeError"] });
+    expect(lengths).toEqual([14, 0, 1_048_577, 1_048_577, 1_048_577]);
   });
 
   it("keeps internals private", () => {
