@@ -68,8 +68,8 @@ describe.each(COMBINATIONS)("URL limits on $name", (combo) => {
 
   it("a guest looping URL calls at and past the limits leaves the host's event loop turning", async () => {
     // The review's guest: 2^20 - 1 CJK characters (9 MiB percent-encoded), then a setter in a
-    // loop; each call took 0.33-1.9 s of the host's thread. Now
-    // those are refused at once, and a setter on a 1 MiB href costs ~5 ms of the host's CPU.
+    // loop; each call took 0.33-1.9 s of the host's thread. Now those are refused at once, and
+    // a setter on a 1 MiB href costs ~5 ms of the host's CPU.
     // (The costliest calls within the limits are timed one by one in host-services.test.ts.)
     const stalls: number[] = []; // gaps of the host's loop over 100 ms
     let last = performance.now();
