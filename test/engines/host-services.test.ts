@@ -100,6 +100,15 @@ describe("IDNA host limit", () => {
     }
     // Inside a blob: URL, whose origin Node parses out of its path.
     expect(parse(`blob:http://${long}/`)).toMatch(IDNA);
+    // Where no userinfo can be, an @ is part of the host: a file: URL's, a host setter's value.
+    expect(parse(`file://${long}@a/`)).toMatch(IDNA);
+    expect(parse(`//${long}@a/`, "file:///x")).toMatch(IDNA);
+    expect(set("http://a.test/", "hostname", `${long}@a`)).toMatch(IDNA);
+    // Node's parser reads a host from a [ to the next ] (or the fragment), across / ? and @.
+    expect(parse(`http://a[/${long}`)).toMatch(IDNA);
+    expect(parse(`http://a[/x/${long}@b/`)).toMatch(IDNA);
+    expect(parse(`http://[::1]/${long}`)).toMatch(/^http:\/\/\[::1\]\/%/);
+    expect(parse(`http://u@[::1]:81/${long}?${long}`)).toMatch(/^http:\/\/u@\[::1\]:81\/%/);
     // Path segments, queries, fragments and userinfo are not hosts.
     for (const input of [
       `http://a.test/${long}`,
@@ -133,6 +142,10 @@ describe("cost of one call at the limits", () => {
     ],
     ["a label of 1023 bytes of xn--baba…", () => services.parseUrl(`http://xn--${"ba".repeat(509)}/`)],
     ["U+FDFA up to the host limit", () => services.parseUrl(`http://${"\ufdfa".repeat(1365)}/`)],
+    [
+      "a host through [ up to the limit",
+      () => services.parseUrl(`http://a[/${distinct(0x4e00, 340)}.${distinct(0x4f00, 340)}@/`),
+    ],
   ];
 
   it.each(worst)("%s takes milliseconds", (_name, call) => {
