@@ -93,17 +93,20 @@ export function createHostServices(): HostServices {
 
   /**
    * One pass over text the parser will read: "" when it is within the limits, else the refusal.
+   * Every character adds at least 1 to the size, so the loop ends within maxSize steps.
+   *
    * `maxSize` bounds what the text can serialize to (`userinfo`: it is a username or password,
    * whose percent-encode set is the widest). That count is high, never low, but for what the
    * parser adds (`ws:x` is `ws://x/`: a fuzz of 300,000 inputs found at most 12 characters more,
    * with IDNA's growth of a host, itself bounded here): parts() checks the result again.
-   * `hosts`: whether the text can hold a host (NO_HOST, HOST, or BARE_HOST: one no userinfo can
-   * precede, as in a file: URL or the host setters' value, so an `@` is part of it). A part that could be a host is any run between `/ \ ? #`
-   * that starts the text or whose slash follows `:` or another slash (`http:x`, `http:/x`, `//x`),
-   * up to the first `?` or `#`; its host is what follows its last `@`, counted in UTF-8 bytes
-   * once escapes are decoded (so escaping a host, as serializing an opaque one does, never
-   * raises its count; a surrogate counts 3, as a lone one becomes U+FFFD). This count is never low.
-   * Every character adds at least 1 to the size, so the loop ends within maxSize steps.
+   *
+   * `hosts`: whether the text can hold a host: NO_HOST, HOST, or BARE_HOST, one no userinfo can
+   * precede (a file: URL's, the host setters' value). A part that could be a host is any run
+   * between `/ \ ? #` that starts the text or whose slash follows `:` or another slash (`http:x`,
+   * `http:/x`, `//x`), up to the first `?` or `#`; its host is what follows its last `@` (for
+   * HOST, and before any `[`). It is counted in UTF-8 bytes once escapes are decoded (so
+   * escaping a host, as serializing an opaque one does, never raises its count; a surrogate
+   * counts 3, as a lone one becomes U+FFFD). That count is never low.
    */
   function refusal(text: string, maxSize: number, userinfo: boolean, hosts: number): string {
     let size = 0;
