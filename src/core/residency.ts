@@ -25,7 +25,7 @@ export class Residency {
     return this.idle.size;
   }
 
-  /** Heap of the idle instances, as counted when each went idle (or at the last rebalance). */
+  /** Heap of the idle instances, as counted when each went idle (or at their last recount). */
   get idleBytes(): number {
     return this.total;
   }
@@ -52,17 +52,6 @@ export class Residency {
       this.leave(resident);
       resident.evict();
       return;
-    }
-    this.evictUntil(this.budgetBytes);
-  }
-
-  /** Heap figures changed (a re-measurement): count them again, and evict until they fit. */
-  rebalance(): void {
-    this.total = 0;
-    for (const resident of this.idle.keys()) {
-      const bytes = resident.heapBytes();
-      this.idle.set(resident, bytes);
-      this.total += bytes;
     }
     this.evictUntil(this.budgetBytes);
   }

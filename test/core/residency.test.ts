@@ -40,25 +40,11 @@ describe("Residency", () => {
     const budget = new Residency(100);
     const a = resident("a", 60, performance.now(), []);
     budget.admit(a);
-    a.heap = 90; // re-measured while idle: counted at admission until a rebalance
+    a.heap = 90; // re-measured while idle: counted at admission until a recount
     budget.leave(a);
     budget.leave(a);
     expect(budget.idleBytes).toBe(0);
     expect(budget.idleCount).toBe(0);
-  });
-
-  it("rebalance counts re-measured heaps and evicts until they fit", () => {
-    const evicted: string[] = [];
-    const now = performance.now();
-    const budget = new Residency(100);
-    const a = resident("a", 40, now - 5000, evicted);
-    const b = resident("b", 40, now, evicted);
-    budget.admit(a);
-    budget.admit(b);
-    a.heap = 70;
-    budget.rebalance();
-    expect(evicted).toEqual(["a"]);
-    expect(budget.idleBytes).toBe(40);
   });
 
   it("recount counts one re-measured heap: evicts others until it fits, or it alone past the budget", () => {
