@@ -357,8 +357,7 @@ export class Sandbox implements AsyncDisposable {
         return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
       }
       // Aborted already: answered here, or the call took an idle warm instance that its abort then discarded.
-      if (signal && signalAborted(signal))
-        return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
+      if (signal && signalAborted(signal)) return this.abortedBy(signal, started);
       return await pool.call({ path: options.export, argsText, limits, signal });
     } finally {
       this.activeCalls--;
@@ -408,8 +407,7 @@ export class Sandbox implements AsyncDisposable {
         });
       // The caller's reason, as every other abort reports it (prefix.call did; runs said "queued",
       // even pre-aborted runs that never queued).
-      if (signal && signalAborted(signal))
-        return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
+      if (signal && signalAborted(signal)) return this.abortedBy(signal, started);
       return this.failure(started, {
         code: "ERR_QUEUE_FULL",
         name: "CordonError",
@@ -517,11 +515,16 @@ export class Sandbox implements AsyncDisposable {
   private compileFailure(started: number, error: unknown, signal?: AbortSignal): RunResult {
     if (!(error instanceof CordonError)) throw error;
     if (error.code === "ERR_ABORTED" && signal && signalAborted(signal)) {
-      return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
+      return this.abortedBy(signal, started);
     }
     // A refused import (a specifier with a NUL) is named as the engines name a missing module.
     const name = error.code === "ERR_MODULE_NOT_FOUND" ? "CordonError" : compileFailureName(error);
     return this.failure(started, { code: error.code, name, message: error.message });
+  }
+
+  /** A result for work that `signal` aborted before it reached the engine: the caller's reason. */
+  private abortedBy(signal: AbortSignal, started: number): RunResult {
+    return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
   }
 
   /** A result for work that ended before reaching the engine (queue, input, compile). */
