@@ -13,6 +13,7 @@ import { answerHostRequest, type HostRouteDeps } from "./host-route.js";
 import type { InFlight } from "./inflight.js";
 import { logRefusal, logRun } from "./log.js";
 import { encodeResult } from "./result-text.js";
+import { lingerAfterRefusal } from "./linger.js";
 import { destroyWhenStalled, RESPONSE_STALL_MS } from "./stalled-response.js";
 import { parseRunRequest } from "./schema.js";
 import type { WarmRunner } from "./warm.js";
@@ -122,7 +123,9 @@ export function createApp(deps: AppDeps): Hono<Env> {
       thrown instanceof ServiceError ? thrown : new ServiceError("ERR_INTERNAL", "the executor failed to answer this request");
     if (!(thrown instanceof ServiceError)) deps.logger.error({ event: "internal", name: thrown.name, message: thrown.message });
     logRefusal(deps.logger, error.status, error.code, c.req.method, c.req.path);
-    // A refused upload is not read further: the connection closes after this answer.
+    // A refused upload is not read further: the connection closes after this answer, lingering
+    // so that the client reads the answer before the close (src/executor/linger.ts).
+    if (!c.env.incoming.complete) lingerAfterRefusal(c.env.incoming);
     if (!c.env.incoming.complete || deps.draining()) c.header("connection", "close");
     if (error.status === 401) c.header("www-authenticate", 'Bearer realm="cordon"');
     return c.json(error.toJSON(), error.status);

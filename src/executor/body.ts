@@ -8,8 +8,8 @@ import { ServiceError } from "./errors.js";
  * cap is refused before a byte is read.
  *
  * On a refusal the stream is paused and its listeners removed; the caller answers with
- * `connection: close`, and Node closes the socket after the response, so the rest of the upload
- * is never read.
+ * `connection: close`, and the connection closes after a bounded linger (src/executor/linger.ts),
+ * the rest of the upload discarded, never kept.
  */
 export function readCappedBody(incoming: IncomingMessage, capBytes: number): Promise<Buffer> {
   const declared = incoming.headers["content-length"];

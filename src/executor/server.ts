@@ -16,6 +16,7 @@ import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
 import { createCallbackCheck } from "./callback-targets.js";
 import { limitConnections, requestTimeouts } from "./connections.js";
+import { isLingering } from "./linger.js";
 import { answerClientError, answerRequestError } from "./refusals.js";
 import { InFlight } from "./inflight.js";
 import { RemotePrefixes } from "./remote-prefixes.js";
@@ -156,7 +157,10 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   // Response, which the sandbox's own fetch wire recognises by class. Not createAdaptorServer:
   // it passes no errorHandler, and the adapter's own refusals were bare 400s.
   const listener = getRequestListener(app.fetch, { overrideGlobalObjects: false, errorHandler: answerRequestError });
-  const server = createServer(requestTimeouts(maxBodyMb), listener);
+  // A request pipelined behind a refused upload is never served: its connection is closing.
+  const server = createServer(requestTimeouts(maxBodyMb), (incoming, outgoing) =>
+    isLingering(incoming.socket) ? incoming.socket.destroy() : listener(incoming, outgoing),
+  );
   server.on("clientError", answerClientError);
   limitConnections(server, { maxConnections, perAddress }, logger);
   try {
