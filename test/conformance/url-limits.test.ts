@@ -109,4 +109,21 @@ describe.each(COMBINATIONS)("URL limits on $name", (combo) => {
     expect(value.href).toBeGreaterThanOrEqual(1_044_014); // the 1 MiB href, its port as last set
     if (!own) expect(value.refused).toBe(2 * value.calls);
   });
+
+  it("counts the host's time on a guest's URL calls as the guest's CPU time", async () => {
+    // why: on v8 these calls run on the host's thread while the isolate waits, and the isolate's
+    // CPU clock never saw them: a loop of port setters on a 1 MiB href kept the host's thread
+    // busy (~5 ms a call) while the guest's cpuMs grew by ~1 ms in 50.
+    const result = await sandbox.run({
+      limits: { cpuTimeMs: 300, wallTimeMs: 6000 },
+      code: `export default () => {
+        const w = new URL("http://a.test/");
+        w.pathname = "\\u4e00".repeat(116000); // a 1 MiB href
+        for (let i = 0; ; i++) w.port = String(i % 60000);
+      }`,
+    });
+    const context = JSON.stringify(result.stats);
+    expect(result.ok ? "completed" : result.error.code, context).toBe("ERR_CPU_TIMEOUT");
+    expect(result.stats.wallMs, context).toBeLessThan(4000);
+  });
 });
