@@ -6,6 +6,7 @@ import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString, ownOptions } from "./core/options.js";
+import { ownData } from "./core/own-data.js";
 import { readArgumentBodies } from "./core/body-reads.js";
 import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
@@ -552,7 +553,9 @@ function checkExportPath(path: unknown, name: string): asserts path is string {
  */
 function ownRunOptions<T>(options: T, keys: string[], where: string): T {
   const own = ownOptions(options, keys, where);
-  if (own.capabilities !== undefined) own.capabilities = ownOptions(own.capabilities, ["net", "import"], "capabilities");
+  if (own.capabilities !== undefined) {
+    own.capabilities = ownData(ownOptions(own.capabilities, ["net", "import"], "capabilities"), "capabilities");
+  }
   if (own.call !== undefined) own.call = ownOptions(own.call, ["export", "args"], "call");
   return own as T;
 }

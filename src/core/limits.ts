@@ -1,3 +1,4 @@
+import { ownData } from "./own-data.js";
 import type { RunLimits, SandboxPolicy } from "./types.js";
 
 /** Every limit resolved to a number: what an engine enforces for one run. */
@@ -101,7 +102,8 @@ export function checkPolicy(policy: unknown): SandboxPolicy {
   for (const [key, value] of Object.entries(policy)) {
     if (!known.includes(key)) throw new TypeError(`cordon: policy.${key} is not a policy field; known: ${known.join(", ")}`);
     if (value === undefined) continue;
-    checked[key] = key === "net" ? value : checkPositiveNumber(`policy.${key}`, value, { max: maxOf(key) });
+    checked[key] =
+      key === "net" ? ownData(value, "policy.net") : checkPositiveNumber(`policy.${key}`, value, { max: maxOf(key) });
   }
   // A ceiling is never widened: one below the smallest instance cordon makes cannot be honoured.
   if (typeof checked.maxMemoryMb === "number" && checked.maxMemoryMb < MIN_MEMORY_MB) {

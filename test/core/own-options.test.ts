@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { describe, expect, it } from "vitest";
 import { createSandbox } from "../../src/index.js";
 
@@ -132,6 +134,56 @@ describe("run and call options", () => {
       const result = await sandbox.run(options);
       expect(reads).toBe(1);
       expect(result.ok && result.value).toBe(1);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+});
+
+describe("nested option data (policy.net, capabilities.net)", () => {
+  it("a rule field inherited from a polluted Object.prototype never exempts an address", async () => {
+    // why: policy.net was kept as the caller's object and read at every run, so an inherited
+    // `internalOrigins` exempted the loopback server below from the egress check.
+    const server = createServer((_request, response) => response.end("internal data"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as AddressInfo).port;
+    const origin = `http://127.0.0.1:${port}`;
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess", policy: { net: { allow: [`127.0.0.1:${port}`] } } });
+    const run = () =>
+      sandbox.run({
+        capabilities: { net: [`127.0.0.1:${port}`] },
+        code: `export default async () => {
+          try { return await (await fetch(${JSON.stringify(`${origin}/`)})).text() } catch (e) { return "refused" }
+        }`,
+      });
+    try {
+      // The first run compiles the module, so the polluted one needs no esbuild (which refuses to
+      // work while Object.prototype holds keys it does not know).
+      const clean = await run();
+      expect(clean.ok && clean.value, JSON.stringify(clean)).toBe("refused");
+      polluted.internalOrigins = [origin];
+      polluted.methods = ["GET"];
+      let dirty: Awaited<ReturnType<typeof run>>;
+      try {
+        dirty = await run();
+      } finally {
+        delete polluted.internalOrigins;
+        delete polluted.methods;
+      }
+      expect(dirty.ok && dirty.value, JSON.stringify(dirty)).toBe("refused");
+    } finally {
+      await sandbox.dispose();
+      server.close();
+    }
+  });
+
+  it("refuses an option array too long to be a list of rules, naming it", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    try {
+      const net = new Array(1e9);
+      await expect(sandbox.run({ code: "export default 1", capabilities: { net } })).rejects.toThrow(
+        /capabilities\.net has more than 100000 entries/,
+      );
     } finally {
       await sandbox.dispose();
     }
