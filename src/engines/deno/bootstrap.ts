@@ -13,6 +13,7 @@ import type { Codec } from "../../core/codec.js";
 import type { FetchWire } from "../../core/fetch-wire.js";
 import type { FormatLogArgs } from "../guest/inspect.js";
 import type { GuestHostCallbacks, GuestInternals, GuestRuntimeConfig } from "../guest/runtime.js";
+import type { GlobalReset } from "./reset.js";
 
 export interface DenoGuestConfig {
   maxTimers: number;
@@ -29,6 +30,7 @@ export interface DenoGuestParts {
   createInspect(): FormatLogArgs;
   createFetchWire(): FetchWire;
   installRuntime(host: GuestHostCallbacks, codec: Codec, format: FormatLogArgs, config: GuestRuntimeConfig): GuestInternals;
+  createReset(global: object): GlobalReset;
   /** `import()`, written as text in the script: a bundler or test runner rewrites it in source. */
   importModule(specifier: string): Promise<Record<string, unknown>>;
 }
@@ -63,7 +65,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const TypeErrorCtor = TypeError;
   const ProxyCtor = Proxy;
   const PromiseCtor = Promise;
-  const MapCtor = Map;
+  const setPrototypeOf = Object.setPrototypeOf;
   const collect = g.gc as (() => void) | undefined;
   // --expose-gc makes it a non-configurable global: deleted where it can be, else emptied (it is
   // writable), so only the bootstrap holds it.
@@ -72,15 +74,26 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   // Typed-array and DataView methods too: a guest that replaced Uint8Array.prototype.subarray
   // made every frame's write loop spin (writeSync got what the guest returned).
   const callOf = Function.prototype.call;
-  const subarrayOf = callOf.bind(U8.prototype.subarray) as unknown as (bytes: Uint8Array, from: number) => Uint8Array;
+  // Views are made with `new`, never `subarray`: subarray reads a species the guest can replace.
   const setIn = callOf.bind(U8.prototype.set) as unknown as (target: Uint8Array, source: Uint8Array, offset: number) => void;
   const setUint32 = callOf.bind(DataViewCtor.prototype.setUint32) as unknown as (
     view: DataView,
     at: number,
     value: number,
   ) => void;
-  const typedLength = (getOwnDesc(Object.getPrototypeOf(U8.prototype), "length") as PropertyDescriptor).get as () => number;
-  const lengthOf = callOf.bind(typedLength) as unknown as (bytes: Uint8Array) => number;
+  const getUint32 = callOf.bind(DataViewCtor.prototype.getUint32) as unknown as (view: DataView, at: number) => number;
+  const typedGetter = (name: string) =>
+    callOf.bind((getOwnDesc(Object.getPrototypeOf(U8.prototype), name) as PropertyDescriptor).get as () => unknown);
+  const lengthOf = typedGetter("length") as unknown as (bytes: Uint8Array) => number;
+  const bufferOf = typedGetter("buffer") as unknown as (bytes: Uint8Array) => ArrayBuffer;
+  const offsetOf = typedGetter("byteOffset") as unknown as (bytes: Uint8Array) => number;
+  const promiseThen = callOf.bind(PromiseCtor.prototype.then) as unknown as (
+    promise: Promise<unknown>,
+    onValue: ((value: Any) => void) | undefined,
+    onError: (error: unknown) => void,
+  ) => void;
+  const startsWith = callOf.bind(String.prototype.startsWith) as unknown as (text: string, prefix: string) => boolean;
+  const indexOf = callOf.bind(String.prototype.indexOf) as unknown as (text: string, part: string, from: number) => number;
   const encode = encoder.encode.bind(encoder);
   const decode = decoder.decode.bind(decoder);
   const writeSync = stdout.writeSync.bind(stdout);
@@ -109,7 +122,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     setIn(frame, body, 4);
     let written = 0;
     while (written < 4 + size) {
-      const wrote = writeSync(subarrayOf(frame, written));
+      const wrote = writeSync(written === 0 ? frame : new U8(buffer, written));
       // A write that makes no progress ends the process: the host reads that as its loss.
       if (!(wrote > 0)) exit(70);
       written += wrote;
@@ -264,9 +277,21 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
    * imported under a URL of its own, so every run gets a fresh module instance.
    */
   async function evaluate(message: Any): Promise<void> {
-    if (message.reset && !resetGlobals()) send({ t: "dirty" });
+    if (message.reset) {
+      resetting = true;
+      // Reset (and its builtins checked) at the last ping too: what fails now was done since, by
+      // what the last run left running. No guest code runs here again (ERR_INSTANCE_RESET).
+      if (!globals.reset()) {
+        send({ t: "dirty" });
+        exit(70);
+      }
+    }
     served = undefined;
-    const [maxOutput, maxEntries, maxBytes, maxBridge] = message.caps as [number, number, number, number];
+    const caps = message.caps as number[];
+    const maxOutput = caps[0];
+    const maxEntries = caps[1];
+    const maxBytes = caps[2];
+    const maxBridge = caps[3];
     if (message.bindingsText !== null)
       internals.start(message.bindingsText, message.mode, message.inputText, maxOutput, maxEntries, maxBytes, maxBridge);
     else internals.begin(message.mode, message.inputText, maxOutput, maxEntries, maxBytes, maxBridge);
@@ -298,10 +323,14 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     if ((message.mode === "prepare" || message.mode === "call") && ns.default === undefined && served) {
       const handler = served;
       const view: Record<string, unknown> = {};
-      for (const key of ReflectOwnKeys(ns) as string[]) {
-        if (key !== "default") defineProperty(view, key, { get: () => ns[key], enumerable: true, configurable: true });
+      const keys = ReflectOwnKeys(ns) as string[];
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        const field = { __proto__: null, get: () => ns[key], enumerable: true, configurable: true };
+        if (key !== "default") defineProperty(view, key, field as PropertyDescriptor);
       }
-      defineProperty(view, "default", { value: { fetch: handler }, enumerable: true, configurable: true });
+      const entry = { __proto__: null, value: { fetch: handler }, enumerable: true, configurable: true };
+      defineProperty(view, "default", entry as PropertyDescriptor);
       entryNs = view;
     }
     if (message.mode === "prepare") hasEntry = entryNs.default !== undefined;
@@ -310,10 +339,14 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
 
   function call(message: Any): string {
     const path = message.path as string;
-    if (!hasEntry && (path === "default" || path.startsWith("default."))) {
-      const count = (message.joined as string).split("\u0001").length;
-      const missing = `m${stringify({ path, hint: MISSING_ENTRY })}`;
-      return Array.from({ length: count }, () => missing).join("\u0001");
+    if (!hasEntry && (path === "default" || startsWith(path, "default."))) {
+      // One outcome per call in the batch; no array or object method (the guest's to replace).
+      const missing = `m{"path":${stringify(path)},"hint":${stringify(MISSING_ENTRY)}}`;
+      let outcomes = missing;
+      for (let at = indexOf(message.joined, "\u0001", 0); at >= 0; at = indexOf(message.joined, "\u0001", at + 1)) {
+        outcomes += `\u0001${missing}`;
+      }
+      return outcomes;
     }
     return message.caps
       ? internals.call(path, message.joined, message.caps[0], message.caps[1], message.caps[2], message.caps[3])
@@ -325,7 +358,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     try {
       switch (message.t) {
         case "evaluate":
-          void evaluate(message).catch(failures);
+          whenSettled(evaluate(message), undefined, failures);
           return;
         case "call":
           send({ t: "reply", seq: message.seq, value: call(message) });
@@ -337,6 +370,9 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
           internals.fire(message.timerId);
           return;
         case "ping":
+          // The host pings once a run's result is out: a function's process is reset now, and
+          // reported dirty (so retired) when the run changed what the next would use.
+          if (resetting && !(globals.reset() && globals.builtinsIntact())) send({ t: "dirty" });
           send({ t: "reply", seq: message.seq, value: true });
           return;
         case "heap":
@@ -350,27 +386,18 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   }
 
   // ---- per-run reset of a function's process: nothing of one call's globals reaches the next ------
-  let baseline = new MapCtor<PropertyKey, PropertyDescriptor | undefined>();
-  function snapshot(): void {
-    baseline = new MapCtor();
-    for (const key of ReflectOwnKeys(g)) baseline.set(key, getOwnDesc(g, key));
-  }
-  function resetGlobals(): boolean {
-    let clean = true;
-    for (const key of ReflectOwnKeys(g)) {
-      if (!baseline.has(key) && !deleteProperty(g, key)) clean = false;
-    }
-    for (const [key, desc] of baseline) {
-      const now = getOwnDesc(g, key);
-      if (desc && (!now || now.value !== desc.value || now.get !== desc.get || now.set !== desc.set)) {
-        try {
-          defineProperty(g, key, desc);
-        } catch {
-          clean = false;
-        }
-      }
-    }
-    return clean;
+  const globals = parts.createReset(g);
+  /** Set by the first run that asks for the reset: this process serves one function's runs. */
+  let resetting = false;
+
+  /** `then` without reading the promise's `constructor` (a species the guest may have replaced). */
+  function whenSettled(
+    promise: Promise<unknown>,
+    onValue: ((value: Any) => void) | undefined,
+    onError: (error: unknown) => void,
+  ) {
+    defineProperty(promise, "constructor", { __proto__: null, value: undefined } as PropertyDescriptor);
+    promiseThen(promise, onValue, onError);
   }
 
   async function start(): Promise<void> {
@@ -424,12 +451,13 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       filename: "<warm-up>",
     });
     await parts.importModule("data:text/javascript,export default 1").catch(() => undefined);
-    snapshot();
+    // What the reset keeps and checks: the globals now, and the builtins (reset.ts).
+    globals.snapshot([], ((await parts.importModule("node:util")) as Any).types.isProxy);
     send({ t: "ready" });
+    // Frames are read with captured functions only, and without `await` (which reads a species).
     let buffered = new U8(0);
     const chunk = new U8(1 << 16);
-    for (;;) {
-      const n = await read(chunk);
+    const onRead = (n: number | null) => {
       if (n === null) {
         // The host is gone (its end of the pipe closed): leave nothing behind in the temp directory.
         try {
@@ -437,18 +465,28 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
         } catch {}
         exit(0);
       }
-      const next = new U8(buffered.length + n);
-      next.set(buffered, 0);
-      next.set(chunk.subarray(0, n), buffered.length);
+      const size = lengthOf(buffered);
+      const next = new U8(size + (n as number));
+      setIn(next, buffered, 0);
+      setIn(next, new U8(bufferOf(chunk), 0, n as number), size);
       buffered = next;
-      while (buffered.length >= 4) {
-        const length = new DataViewCtor(buffered.buffer, buffered.byteOffset).getUint32(0);
-        if (buffered.length < 4 + length) break;
-        const body = buffered.subarray(4, 4 + length);
-        buffered = buffered.subarray(4 + length);
-        dispatch(parse(decode(body)));
+      while (lengthOf(buffered) >= 4) {
+        const buffer = bufferOf(buffered);
+        const at = offsetOf(buffered);
+        const length = getUint32(new DataViewCtor(buffer, at), 0);
+        const left = lengthOf(buffered) - 4 - length;
+        if (left < 0) break;
+        const body = new U8(buffer, at + 4, length);
+        buffered = new U8(buffer, at + 4 + length, left);
+        const message = parse(decode(body));
+        // Fields a frame leaves out read as undefined, never as what the guest put on Object.prototype.
+        setPrototypeOf(message, null);
+        dispatch(message);
       }
-    }
+      pump();
+    };
+    const pump = () => whenSettled(read(chunk), onRead, () => onRead(null));
+    pump();
   }
   void start();
 }

@@ -9,6 +9,7 @@ import { createInspect } from "../guest/inspect.js";
 import { installRuntime } from "../guest/runtime.js";
 import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
 import { privateTempDir } from "./private-dir.js";
+import { createReset } from "./reset.js";
 
 /**
  * Deno's Node compatibility reads `Atomics` and `process` when its core modules first load: these
@@ -37,6 +38,7 @@ const parts = {
   createInspect: (${createInspect.toString()}),
   createFetchWire: (${createFetchWire.toString()}),
   installRuntime: (${installRuntime.toString()}),
+  createReset: (${createReset.toString()}),
   importModule: (specifier) => import(specifier),
 };
 (${denoGuestMain.toString()})(parts, Deno.args[0]);
