@@ -498,8 +498,78 @@ describe("the deno engine", () => {
       const globals = { data: 5, other: async () => "host" };
       expect(completed(await sandbox.run({ code, input: "plant", globals })).value).toEqual([false, "number"]);
       const next = completed(await sandbox.run({ code, input: "look", globals }));
-      expect(next.stats.warm).toBe(true);
+      // Since the reset checks the builtins, a process whose Object.prototype changed is retired.
+      expect(next.stats.warm).toBe(false);
       expect(next.value).toEqual([false, "number"]);
+    });
+
+    it("a prototype polluted through one caller's input never makes the next caller's run evaluate another script", async () => {
+      // A naive deep merge of the input set Object.prototype.script and .filename: the bootstrap
+      // read the next run's frame through Object.prototype (a module with imports has no
+      // `script`), and evaluated the polluter's script with the next caller's globals.
+      const code = `import { format } from "node:util";
+        function merge(target, source) {
+          for (const key in source) {
+            if (typeof source[key] === "object" && source[key] !== null) merge(target[key] ??= {}, source[key]);
+            else target[key] = source[key];
+          }
+          return target;
+        }
+        export default (input) => format("%s:%s", merge({}, input).name, typeof apiKey);`;
+      const script = "(function () { return { default: () => 'forged, saw ' + globalThis.apiKey }; })";
+      const attack = { name: "mallory", constructor: { prototype: { filename: "<guest>", script } } };
+      expect(completed(await sandbox.run({ code, input: attack })).value).toBe("mallory:undefined");
+      const victim = await sandbox.run({ code, input: { name: "alice" }, globals: { apiKey: "alice-secret" } });
+      expect(completed(victim).value).toBe("alice:string");
+      // The polluted process served no further run.
+      expect(victim.stats.warm).toBe(false);
+    });
+
+    it("a run that replaces the builtins the reset uses does not keep its globals for the next run", async () => {
+      // The reset asked `baseline.has(key)` (Map.prototype.has) whether a global was the bootstrap's.
+      const code = `export default (input) => {
+          const seen = globalThis.leak ?? null;
+          if (input.plant) { globalThis.leak = input.secret; Map.prototype.has = () => true; }
+          return seen;
+        }`;
+      expect(completed(await sandbox.run({ code, input: { plant: true, secret: "secret-1" } })).value).toBe(null);
+      expect(completed(await sandbox.run({ code, input: { plant: false } })).value).toBe(null);
+      const third = completed(await sandbox.run({ code, input: { plant: false } }));
+      expect(third.value).toBe(null);
+      expect(third.stats.warm).toBe(true);
+    });
+
+    it("a run that hooks typed-array methods never reads the frames of the next run", async () => {
+      // The bootstrap's read loop called Uint8Array.prototype.subarray on each frame it read: the
+      // hook saw the next run's input and globals.
+      const code = `export default (input) => {
+          const seen = Object.prototype.stolen ?? null;
+          if (input.plant) {
+            const original = Uint8Array.prototype.subarray;
+            Uint8Array.prototype.subarray = function (from, to) {
+              const bytes = original.call(this, from, to);
+              const text = new TextDecoder().decode(bytes);
+              if (text.includes('"evaluate"')) Object.prototype.stolen = text.includes("alice-secret");
+              return bytes;
+            };
+          }
+          return seen;
+        }`;
+      expect(completed(await sandbox.run({ code, input: { plant: true } })).value).toBe(null);
+      const next = completed(await sandbox.run({ code, input: { plant: false }, globals: { apiKey: "alice-secret" } }));
+      expect(next.value).toBe(null);
+    });
+
+    it("the last match of a run (RegExp.input, RegExp.$1) does not reach the next run", async () => {
+      const code = `export default (input) => {
+          const seen = [RegExp.input, RegExp.$1];
+          if (input.secret) /(.+)/.test(input.secret);
+          return seen;
+        }`;
+      completed(await sandbox.run({ code, input: { secret: "secret-1" } }));
+      const next = completed(await sandbox.run({ code, input: {} }));
+      expect(next.stats.warm).toBe(true);
+      expect(next.value).toEqual(["", ""]);
     });
   });
 
