@@ -96,8 +96,11 @@ export class Sandbox implements AsyncDisposable {
     return this.engine.name;
   }
 
-  /** Run a module once, in a fresh instance. */
-  async run(options: RunOptions): Promise<RunResult> {
+  /**
+   * Run a module once, in a fresh instance. `partitionKey` is the executor's (internal): the deno
+   * engine keeps a function's process for its next run, never for another partition's.
+   */
+  async run(options: RunOptions, partitionKey = ""): Promise<RunResult> {
     this.check();
     this.engine.expectRun?.();
     options = ownRunOptions(options, RUN_KEYS, "run options");
@@ -113,8 +116,9 @@ export class Sandbox implements AsyncDisposable {
       ? await this.readBodiesFirst(call.args, checked)
       : await this.readBodiesFirst([options.input], checked, INPUT);
     if (unread) return unread;
-    if (call) return this.runFresh(checked, call, bindings, { ...sources, ...files }, "call", imports, "call");
-    return this.runFresh(checked, options.input, bindings, { ...sources, ...files }, "run", imports);
+    const sourceImports = { ...sources, ...files };
+    if (call) return this.runFresh(checked, call, bindings, sourceImports, "call", imports, "call", partitionKey);
+    return this.runFresh(checked, options.input, bindings, sourceImports, "run", imports, "input", partitionKey);
   }
 
   /** `capabilities.import` (checked with the other capabilities): only the deno engine imports remote modules. */
@@ -142,6 +146,7 @@ export class Sandbox implements AsyncDisposable {
     mode: RunMode,
     imports?: string[],
     inputName = "input",
+    partitionKey = "",
   ): Promise<RunResult> {
     return this.withSlot(checked.signal, async () => {
       const begun = performance.now();
@@ -160,6 +165,7 @@ export class Sandbox implements AsyncDisposable {
           host,
           mode,
           importHosts: imports,
+          partitionKey,
         }),
       );
     });

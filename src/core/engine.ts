@@ -31,6 +31,8 @@ export interface EngineRunRequest {
   mode?: RunMode;
   /** `capabilities.import`: hosts remote modules may be imported from (the deno engine only). */
   importHosts?: readonly string[];
+  /** The caller's partition key ("" when none): the deno engine reuses a process only within one. */
+  partitionKey?: string;
 }
 
 /** A prefix as the engine keeps it: warm instances that have evaluated the same module. */

@@ -102,3 +102,25 @@ describe("requests that arrive while their module is being prepared (they share 
     expect(waited.stats.wallMs).toBeGreaterThan(100);
   }, 30_000);
 });
+
+describe("the deno engine behind the executor", () => {
+  let t: TestExecutor;
+  beforeAll(async () => {
+    t = await startExecutor({ sandbox: { engine: "deno", host: "inprocess" } });
+  });
+  afterAll(() => t.executor.close());
+
+  it("a module whose default is not a function runs in a process of its partition's own", async () => {
+    // Such a module runs with sandbox.run, which knows no partition: the deno engine kept the
+    // first tenant's process for the second (same code), which read the file the first wrote.
+    const code = `let seen = null;
+      try { seen = Deno.readTextFileSync("./note"); } catch {}
+      Deno.writeTextFileSync("./note", "a run was here");
+      export default seen;`;
+    const first = await t.runResult({ code, partitionKey: "tenant-a" });
+    expect(first).toMatchObject({ status: "completed", value: null });
+    // The same tenant's next run is its function's process: it sees what the first left.
+    expect(await t.runResult({ code, partitionKey: "tenant-a" })).toMatchObject({ status: "completed", stats: { warm: true } });
+    expect(await t.runResult({ code, partitionKey: "tenant-b" })).toMatchObject({ status: "completed", value: null });
+  });
+});

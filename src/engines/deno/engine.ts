@@ -144,7 +144,15 @@ export class DenoEngine implements Engine {
     const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
     const importHosts = request.importHosts ?? [];
     const modules = hostModulesText(bindings.text);
-    const key = functionKey(source.code, source.filename, sourceImports, modules, request.callerLimits ?? limits, importHosts);
+    const key = functionKey(
+      source.code,
+      source.filename,
+      sourceImports,
+      modules,
+      request.callerLimits ?? limits,
+      importHosts,
+      request.partitionKey ?? "",
+    );
     let taken = this.functions.take(key);
     while (taken instanceof Promise) {
       await taken;
@@ -249,6 +257,7 @@ export class DenoEngine implements Engine {
  * hosts: any change is a new process. Deno evaluates a module once per process, so a host module's
  * object is the first run's: keyed by code alone, a later run with other `imports` got the first
  * run's data (another tenant's config) and function numbers that named its own other functions.
+ * Its partition key too: two tenants running the same code shared a process (its files, its state).
  */
 export function functionKey(
   code: string,
@@ -257,9 +266,10 @@ export function functionKey(
   hostModules: string,
   limits: ResolvedLimits,
   importHosts: readonly string[],
+  partitionKey = "",
 ): string {
   return createHash("sha256")
-    .update(JSON.stringify([code, filename, sourceImports, hostModules, limits, importHosts]))
+    .update(JSON.stringify([code, filename, sourceImports, hostModules, limits, importHosts, partitionKey]))
     .digest("hex");
 }
 
