@@ -29,7 +29,19 @@ import { brokeredFetch, importHosts } from "./capabilities.js";
 import { isValidExportPath } from "./names.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
-const RUN_KEYS = ["code", "input", "call", "filename", "globals", "imports", "limits", "signal", "capabilities", "files"];
+const RUN_KEYS = [
+  "code",
+  "input",
+  "call",
+  "filename",
+  "globals",
+  "imports",
+  "limits",
+  "signal",
+  "capabilities",
+  "files",
+  "partitionKey",
+];
 const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 /** Where a run's input bodies are, as errors name it. */
 const INPUT = "in the run's input";
@@ -97,14 +109,15 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /**
-   * Run a module once, in a fresh instance. `partitionKey` is the executor's (internal): the deno
-   * engine keeps a function's process for its next run, never for another partition's.
+   * Run a module once, in a fresh instance (the deno engine: its function's process, never
+   * another partition's; RunOptions.partitionKey).
    */
-  async run(options: RunOptions, partitionKey = ""): Promise<RunResult> {
+  async run(options: RunOptions): Promise<RunResult> {
     this.check();
     this.engine.expectRun?.();
     options = ownRunOptions(options, RUN_KEYS, "run options");
     const checked = this.checkRun(options, RUN_KEYS);
+    const partitionKey = options.partitionKey === undefined ? "" : checkString(options.partitionKey, "partitionKey", 256);
     const call = checkRunCall(options);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");

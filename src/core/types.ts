@@ -183,6 +183,12 @@ export interface RunOptions {
    * entry with `./lib/util.ts`. The deno engine only; at most 256 files and 20 MB.
    */
   files?: Record<string, string>;
+  /**
+   * The tenant the run is for. The deno engine keeps a function's process for the next run of the
+   * same function: runs with different keys never share one (invariant 4). The other engines run
+   * every one-off run in a fresh instance, whatever the key.
+   */
+  partitionKey?: string;
 }
 
 export type LogLevel = "log" | "info" | "warn" | "error" | "debug";

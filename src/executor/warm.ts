@@ -110,7 +110,7 @@ export class WarmRunner {
         // A named export: a missing one is the caller's answer, not a module to run instead.
         result = await prefix.call({ export: call.export, args: call.args ?? [], limits, signal });
       } else if (!entry.callable) {
-        return await this.sandbox.run({ code, input, filename, imports, limits, signal }, partitionKey);
+        return await this.sandbox.run({ code, input, filename, imports, limits, signal, partitionKey });
       } else {
         result = await prefix.call({ export: "default", args: [input], limits, signal });
       }
@@ -118,7 +118,7 @@ export class WarmRunner {
         // The prefix stays: requests that `call` a named export still use its warm instances.
         entry.callable = false;
         // Its partition's own (a deno function's process is kept for the next run of its code).
-        return await this.sandbox.run({ code, input, filename, imports, limits, signal }, partitionKey);
+        return await this.sandbox.run({ code, input, filename, imports, limits, signal, partitionKey });
       }
       if (result.ok) {
         // As `sandbox.run` reports them: the module's data exports (as evaluated when it was prepared).

@@ -470,6 +470,20 @@ describe("the deno engine", () => {
   });
 
   describe("state between calls", () => {
+    it("runs with different partition keys never share a function's process", async () => {
+      // why: a function's process is kept for the next run of the same code; keyed without the
+      // tenant, tenant-b's run of the same code read the file tenant-a's run left in it.
+      const code = `let seen = null;
+        try { seen = Deno.readTextFileSync("./note"); } catch {}
+        Deno.writeTextFileSync("./note", "tenant-a was here");
+        export default seen;`;
+      expect(completed(await sandbox.run({ code, partitionKey: "tenant-a" })).value).toBeNull();
+      const again = completed(await sandbox.run({ code, partitionKey: "tenant-a" }));
+      expect(again.stats.warm).toBe(true);
+      expect(completed(await sandbox.run({ code, partitionKey: "tenant-b" })).value).toBeNull();
+      await expect(sandbox.run({ code, partitionKey: 5 as unknown as string })).rejects.toThrow(/partitionKey must be a string/);
+    });
+
     it("secrets and per-call data never reach the next call of the same function", async () => {
       const code = `let previous;
         export default (input) => {
