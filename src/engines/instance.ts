@@ -93,6 +93,11 @@ export interface EngineInstance {
   /** Wake the thread this instance runs on, if it has one of its own that may be asleep. */
   wake?(): void;
   /**
+   * The thread this instance shares is held by another guest that was stopped and has not
+   * answered since (quickjs): work given to it now waits, and dies with the thread if it is stuck.
+   */
+  stalled?(): boolean;
+  /**
    * The guest has finished the current crossing and its outcome waits for this thread to read
    * it (v8's shared-memory calls): no limit may fire for time spent waiting on the host.
    */

@@ -47,7 +47,7 @@ export class Spares<I extends EngineInstance = EngineInstance> {
   async take(memoryMb: number): Promise<I> {
     if (this.disposed) throw disposedError();
     if (memoryMb === this.memoryMb) {
-      const spare = this.ready.pop();
+      const spare = this.takeReady();
       if (spare) {
         // Refill after the run that took it is under way: creating an isolate blocks this
         // thread for about a millisecond, which must not land on that run's critical path.
@@ -70,6 +70,20 @@ export class Spares<I extends EngineInstance = EngineInstance> {
       throw disposedError();
     }
     return instance;
+  }
+
+  /**
+   * The newest spare that can run now. One lost while waiting (its QuickJS thread ended) is
+   * dropped: a run on it hung until its wall time. One on a stalled thread stays for later: a
+   * run on it waited for the stuck guest and failed with the thread (ERR_INSTANCE_RESET).
+   */
+  private takeReady(): I | undefined {
+    for (let i = this.ready.length - 1; i >= 0; i--) {
+      const spare = this.ready[i];
+      if (spare.disposed) this.ready.splice(i, 1);
+      else if (!spare.stalled?.()) return this.ready.splice(i, 1)[0];
+    }
+    return undefined;
   }
 
   private refillSoon(): void {

@@ -314,7 +314,9 @@ export class WarmPool implements EnginePrefix {
     while (this.queue.length > 0 && this.idle.length > 0) {
       // Shared out over the idle instances: one crossing each, run in parallel.
       const share = Math.ceil(this.queue.length / this.idle.length);
-      this.drain(this.leaveIdle() as EngineInstance, share);
+      const instance = this.leaveIdle();
+      if (!instance) break;
+      this.drain(instance, share);
     }
     this.serveOrphans();
   }
@@ -427,12 +429,22 @@ export class WarmPool implements EnginePrefix {
 
   /** An idle instance out of the idle list and the residency budget (not counted busy yet). */
   private leaveIdle(): EngineInstance | undefined {
-    const instance = this.idle.pop();
-    if (!instance) return undefined;
-    const resident = this.residents.get(instance);
-    if (resident) this.residency.leave(resident);
-    this.residents.delete(instance);
-    return instance;
+    for (let i = this.idle.length - 1; i >= 0; i--) {
+      const instance = this.idle[i];
+      const lost = instance.disposed || instance.tainted;
+      // On a stalled thread (another tenant's stopped guest holds it) it stays idle: a call
+      // would wait for that guest, and die with the thread if it is stuck.
+      if (!lost && instance.stalled?.()) continue;
+      this.idle.splice(i, 1);
+      const resident = this.residents.get(instance);
+      if (resident) this.residency.leave(resident);
+      this.residents.delete(instance);
+      if (!lost) return instance;
+      // Lost while idle (a QuickJS thread ended under another tenant's stuck guest): handed
+      // out, it failed the call at once and hung a run until its wall time.
+      instance.dispose();
+    }
+    return undefined;
   }
 
   counts(): PrefixCounts {

@@ -95,6 +95,8 @@ export class QuickJSInstance implements EngineInstance {
 
   async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
     const { bindings, mode, inputText, caps, source, sourceImports } = request;
+    // Lost (its thread ended) before this run reached it: nothing would ever answer.
+    if (this.gone) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS instance was lost before the run started");
     // A fresh instance has nothing installed: empty bindings need no installing (a one-off run's usual case).
     const bindingsText = !bindings || (!this.bindings && bindings.text === EMPTY_BINDINGS_TEXT) ? null : bindings.text;
     if (bindings) this.bindings = bindings;
@@ -154,6 +156,10 @@ export class QuickJSInstance implements EngineInstance {
    */
   wake(): void {
     this.thread.post({ t: "wake", id: 0 });
+  }
+
+  stalled(): boolean {
+    return this.thread.stalled;
   }
 
   ping(): Promise<unknown> {

@@ -29,6 +29,8 @@ export class QuickJSThread {
   private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   private seq = 0;
   private dead = false;
+  /** Stops sent to guests on this thread that it has not answered yet (expectResponsive). */
+  private unanswered = 0;
 
   constructor(
     data: QuickJSWorkerData,
@@ -53,6 +55,15 @@ export class QuickJSThread {
 
   get alive(): boolean {
     return !this.dead;
+  }
+
+  /**
+   * A guest on it was stopped and the thread has not answered since: it may be stuck in a
+   * builtin until it is ended. New instances go elsewhere (made here, they waited for the stuck
+   * guest and died with the thread: the one-off runs meanwhile failed with ERR_INSTANCE_RESET).
+   */
+  get stalled(): boolean {
+    return this.unanswered > 0;
   }
 
   attach(id: number, listener: ThreadListener): void {
@@ -85,10 +96,12 @@ export class QuickJSThread {
       this.lost("the QuickJS worker stopped answering after a guest was stopped");
     }, STUCK_MS);
     timer.unref();
-    this.request({ t: "ping", id: 0 }).then(
-      () => clearTimeout(timer),
-      () => clearTimeout(timer),
-    );
+    this.unanswered++;
+    const answered = () => {
+      this.unanswered--;
+      clearTimeout(timer);
+    };
+    this.request({ t: "ping", id: 0 }).then(answered, answered);
   }
 
   terminate(): Promise<number> {
@@ -135,7 +148,9 @@ export class QuickJSThreads {
   async pick(): Promise<QuickJSThread> {
     this.data ??= await workerData(this.busyPollMs);
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
-    const alive = this.threads.filter((t) => t.alive);
+    // A stalled thread does not count: one more is started beside it (it is answering again,
+    // or ended, within STUCK_MS).
+    const alive = this.threads.filter((t) => t.alive && !t.stalled);
     if (alive.length < this.size) {
       const thread = new QuickJSThread(
         this.data,
