@@ -258,9 +258,19 @@ export async function dispatchBridgeCall(
 
 /** A host error as the guest's answer, or TOO_LARGE when its text is longer than `maxBytes`. */
 function errorAnswer(error: unknown, maxBytes: number): BridgeAnswer {
-  const text = bridgeErrorText(error);
+  let text: string;
+  try {
+    text = bridgeErrorText(error);
+  } catch {
+    // A host function threw something reading throws from (a Proxy whose traps throw): this
+    // rejection escaped, unhandled, and ended the host process (in-process host).
+    text = bridgeErrorText(new Error(UNREADABLE_THROWN));
+  }
   return text.length > maxBytes ? TOO_LARGE : { ok: false, text };
 }
+
+const UNREADABLE_THROWN =
+  "the host function failed with a value cordon could not read (reading it threw: a getter or a Proxy trap)";
 
 /** Encode a host error for the guest without stacks (host frames never reach the guest). */
 export function bridgeErrorText(error: unknown): string {
