@@ -212,8 +212,8 @@ export class QuickJSInstance implements EngineInstance {
       case "call":
         listener?.onCall(message.callId, message.fnId, message.argsText);
         return;
-      case "timer":
-        listener?.onTimer(message.timerId, message.ms);
+      case "timers":
+        for (let i = 0; i + 1 < message.list.length; i += 2) listener?.onTimer(message.list[i], message.list[i + 1]);
         return;
       case "done":
         listener?.onDone(message.kind, message.kind === "t" ? untagged(message.text) : message.text, message.index);

@@ -45,7 +45,8 @@ export type FromWorker =
   | { t: "reply"; id: number; seq: number; value?: unknown; error?: string }
   | { t: "log"; id: number; level: string; message: string; index?: number }
   | { t: "call"; id: number; callId: number; fnId: number; argsText: string }
-  | { t: "timer"; id: number; timerId: number; ms: number }
+  /** A crossing's timer changes, as pairs: timer id, delay in ms (negative: cancelled). */
+  | { t: "timers"; id: number; list: number[] }
   | { t: "done"; id: number; kind: string; text: string; index?: number }
   /** Guest code threw past the runtime: an uncaught exception, an interrupt, out of memory. */
   | {
