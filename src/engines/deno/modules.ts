@@ -36,36 +36,31 @@ function isRelative(specifier: string): boolean {
 }
 
 const recordCache = new Map<string, string[]>();
+/** The entry's name in esbuild's metafile. */
+const GUEST = "<guest>";
 
 /** The module specifiers a module imports, as esbuild's parser finds them (static, re-exports, literal import()). */
 export async function importSpecifiers(code: string, bound?: CompileBound): Promise<string[]> {
   const key = createHash("sha256").update(code).digest("base64");
   const cached = recordCache.get(key);
   if (cached) return cached;
-  const found = new Set<string>();
-  await withEsbuild(
+  // The metafile lists every import esbuild's parser found, each left external: no plugin needed
+  // (a plugin is a function, and esbuild's calls run where functions cannot be sent).
+  const { metafile } = await withEsbuild(
     (esbuild) =>
       esbuild.build({
-        stdin: { contents: code, loader: "js", sourcefile: "<guest>" },
+        stdin: { contents: code, loader: "js", sourcefile: GUEST },
         bundle: true,
         write: false,
         format: "esm",
         logLevel: "silent",
         platform: "neutral",
-        plugins: [
-          {
-            name: "cordon-import-records",
-            setup(b) {
-              b.onResolve({ filter: /.*/ }, (args) => {
-                found.add(args.path);
-                return { path: args.path, external: true };
-              });
-            },
-          },
-        ],
+        external: ["*"],
+        metafile: true,
       }),
     bound,
   );
+  const found = new Set((metafile?.inputs[GUEST]?.imports ?? []).map((record) => record.path));
   const list = [...found];
   if (recordCache.size >= 512) recordCache.delete(recordCache.keys().next().value as string);
   recordCache.set(key, list);
