@@ -1,9 +1,8 @@
-import { createRequire } from "node:module";
-import { CordonError } from "./errors.js";
 import { onAbort } from "./abort-listeners.js";
 import { signalAborted, signalReasonValue } from "./abort-reason.js";
-
-type Esbuild = typeof import("esbuild");
+import { EsbuildThread, EsbuildThreadLost } from "./esbuild-thread.js";
+import type { EsbuildAnswers, EsbuildOperation } from "./esbuild-worker.js";
+import { CordonError } from "./errors.js";
 
 /**
  * How long esbuild may work on one module. Its cost is not linear in the text: 800 KB of
@@ -35,42 +34,37 @@ export function compileBound(wallTimeMs: number, ...signals: (AbortSignal | unde
 export const DEFAULT_BOUND: CompileBound = { timeoutMs: COMPILE_TIME_MAX_MS };
 
 /**
- * One esbuild service process, behind its own copy of esbuild's JavaScript API (the API keeps one
- * service per module instance). `live` counts the calls on it whose callers still wait.
+ * One esbuild service (a copy of esbuild's module on the thread, with its own process). `live`
+ * counts the calls on it whose callers still wait; a `retired` one takes no new calls.
  */
 interface Service {
-  esbuild: Esbuild;
+  thread: EsbuildThread;
+  id: number;
   live: number;
   retired: boolean;
   stopped?: boolean;
+  /** The only service of a thread of its own, ended with it. */
+  solo?: boolean;
 }
 
-const require = createRequire(import.meta.url);
+/** The thread every service but a retry's runs on, replaced when it ends. */
+let shared: EsbuildThread | undefined;
 /** The service new calls go to. */
 let current: Service | undefined;
-/** Copies of the module whose service was stopped: the next service starts in one of them. */
-const stopped: Esbuild[] = [];
 
 function serviceNow(): Service {
-  current ??= { esbuild: stopped.pop() ?? loadEsbuild(), live: 0, retired: false };
+  if (current && (current.retired || current.thread.lost)) current = undefined;
+  if (!current) {
+    if (!shared || shared.lost) shared = new EsbuildThread();
+    current = { thread: shared, id: shared.newService(), live: 0, retired: false };
+  }
   return current;
 }
 
-/**
- * A second copy of the module is a second service: the only way to end one transform without
- * ending everyone else's is to stop the service it runs on. The copy is kept by no cache: Node
- * lists each module a `require` loads among its parent's children, and a copy per abandoned
- * compile grew the heap by ~165 KB each, for good.
- */
-function loadEsbuild(): Esbuild {
-  const path = require.resolve("esbuild");
-  delete require.cache[path];
-  const esbuild = require(path) as Esbuild;
-  const loaded = require.cache[path];
-  delete require.cache[path];
-  const siblings = loaded?.parent?.children;
-  if (loaded && siblings?.includes(loaded)) siblings.splice(siblings.indexOf(loaded), 1);
-  return esbuild;
+/** A service on a thread of its own for one call: retired from the start, ended with the call. */
+function soloService(): Service {
+  const thread = new EsbuildThread();
+  return { thread, id: thread.newService(), live: 0, retired: true, solo: true };
 }
 
 /** New calls go to a new service; this one is stopped once no caller waits on it. */
@@ -84,32 +78,40 @@ function stopIfAbandoned(service: Service): void {
   // Stopped, a service never answers the calls it held: only abandoned ones may be left on it.
   if (!service.retired || service.live > 0 || service.stopped) return;
   service.stopped = true;
-  void service.esbuild.stop();
-  // Its module starts a new service on its next call: the next one new calls need.
-  stopped.push(service.esbuild);
+  if (service.solo) service.thread.stop();
+  else service.thread.stopService(service.id);
 }
 
 /**
- * Call esbuild, within `bound`. Past the deadline (or on abort) the caller gets its error at once
- * and the call is abandoned: its service takes no new calls and is stopped (the only way to end a
- * transform) as soon as the calls it still serves for others have answered. Those lose nothing;
- * they only share the cores with the abandoned work until then (each within its own bound).
+ * Call esbuild, within `bound`. The call runs on esbuild's thread (esbuild-thread.ts): whatever
+ * esbuild's client does there (throw where no caller can catch, run out of memory decoding an
+ * output) ends at most that thread; the calls it held fail and later calls get a new thread.
  *
- * A failure that is not about the text (the service process was killed, say) retires the service
- * too, and the operation is tried once more on a new one. Still failing, it is ERR_INTERNAL.
+ * Past the deadline (or on abort) the caller gets its error at once and the call is abandoned:
+ * its service takes no new calls (a new one on the same thread does) and is stopped with its
+ * process (the only way to end a transform) as soon as the calls it still serves for others have
+ * answered. Those lose nothing; they only share the cores with the abandoned work until then
+ * (each within its own bound).
+ *
+ * A failure that is not about the text (the service process was killed, the thread ended beside
+ * another call's output) retires the service too, and the operation is tried once more on a
+ * thread of its own. Still failing, it is ERR_INTERNAL; an output too large to read back is
+ * ERR_COMPILE.
  */
-export async function withEsbuild<T>(
-  operation: (esbuild: Esbuild) => Promise<T>,
+export async function withEsbuild<K extends EsbuildOperation["kind"]>(
+  operation: Extract<EsbuildOperation, { kind: K }>,
   bound: CompileBound = DEFAULT_BOUND,
-): Promise<T> {
+): Promise<EsbuildAnswers[K]> {
   const deadline = bound.deadline ?? performance.now() + bound.timeoutMs;
   for (let attempt = 0; ; attempt++) {
     const overrun = overrunAt(deadline, bound);
     if (overrun) throw overrun;
-    const service = serviceNow();
+    // A retry runs alone on a thread of its own: when a thread ends while decoding one of several
+    // outputs, only the call that ends its own thread again is the one whose output is too large.
+    const service = attempt === 0 ? serviceNow() : soloService();
     service.live++;
     try {
-      return await within(operation(service.esbuild), deadline, bound);
+      return (await within(service.thread.call(service.id, operation), deadline, bound)) as EsbuildAnswers[K];
     } catch (error) {
       if (error instanceof CordonError) {
         // Past the deadline, or aborted: abandoned, so its service goes once the others answer
@@ -119,6 +121,14 @@ export async function withEsbuild<T>(
       }
       if (firstErrorText(error) !== undefined) throw error;
       retire(service);
+      // Alone on the thread, this call's output ended it; beside others, it may have been theirs.
+      if (error instanceof EsbuildThreadLost && error.tooLarge && error.held === 1) {
+        throw new CordonError(
+          "ERR_COMPILE",
+          `${bound.filename ?? "<guest>"}: the compiled module is too large to read back from esbuild ` +
+            `(${error.message}): split the module, or nest less deeply`,
+        );
+      }
       if (attempt > 0) {
         throw new CordonError(
           "ERR_INTERNAL",

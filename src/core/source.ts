@@ -1,4 +1,4 @@
-import type { TransformOptions, TransformResult } from "esbuild";
+import type { TransformOptions } from "esbuild";
 import { type CompileBound, DEFAULT_BOUND, firstErrorText, withEsbuild } from "./esbuild-calls.js";
 import { CordonError } from "./errors.js";
 import { MAX_NESTING, scanNesting } from "./nesting.js";
@@ -192,8 +192,8 @@ async function withoutTail(error: unknown, text: string, limit: Limit): Promise<
 }
 
 /** esbuild's transform, through `withEsbuild`, within the module's limit. */
-function transformGuest(limit: Limit, code: string, options: TransformOptions): Promise<TransformResult> {
-  return withEsbuild((esbuild) => esbuild.transform(code, options), limit);
+function transformGuest(limit: Limit, code: string, options: TransformOptions): Promise<{ code: string; map: string }> {
+  return withEsbuild({ kind: "transform", code, options }, limit);
 }
 
 /** The text a function body is wrapped in, on the body's first line. */

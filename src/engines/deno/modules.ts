@@ -45,10 +45,11 @@ export async function importSpecifiers(code: string, bound?: CompileBound): Prom
   const cached = recordCache.get(key);
   if (cached) return cached;
   // The metafile lists every import esbuild's parser found, each left external: no plugin needed
-  // (a plugin is a function, and esbuild's calls run where functions cannot be sent).
+  // (a plugin is a function, and esbuild's calls run on a thread functions cannot be sent to).
   const { metafile } = await withEsbuild(
-    (esbuild) =>
-      esbuild.build({
+    {
+      kind: "build",
+      options: {
         stdin: { contents: code, loader: "js", sourcefile: GUEST },
         bundle: true,
         write: false,
@@ -57,7 +58,8 @@ export async function importSpecifiers(code: string, bound?: CompileBound): Prom
         platform: "neutral",
         external: ["*"],
         metafile: true,
-      }),
+      },
+    },
     bound,
   );
   const found = new Set((metafile?.inputs[GUEST]?.imports ?? []).map((record) => record.path));

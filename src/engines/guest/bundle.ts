@@ -96,9 +96,11 @@ let compact: Promise<string> | undefined;
  */
 export function compactGuestRuntimeScript(): Promise<string> {
   if (!compact) {
-    const made = withEsbuild((esbuild) =>
-      esbuild.transform(guestRuntimeScript(), { loader: "js", minify: true, keepNames: true, logLevel: "silent" }),
-    ).then((out) => enclosed(out.code));
+    const made = withEsbuild({
+      kind: "transform",
+      code: guestRuntimeScript(),
+      options: { loader: "js", minify: true, keepNames: true, logLevel: "silent" },
+    }).then((out) => enclosed(out.code));
     compact = made;
     // A failure is not kept: the next instance tries again.
     made.catch(() => {
