@@ -109,7 +109,10 @@ export function esbuildWorkerMain(req: (id: string) => any): void {
       process.exit(0);
     };
     const running = [...children].filter((child) => child.exitCode === null && child.signalCode === null);
-    if (running.length === 0) return ended();
+    if (running.length === 0) {
+      ended();
+      return;
+    }
     let left = running.length;
     for (const child of running) {
       child.ref();
