@@ -1,5 +1,5 @@
 import { signalAborted, signalReason } from "../core/abort-reason.js";
-import { type BridgeAnswer, sharedCodec } from "../core/bindings.js";
+import { type BridgeAnswer, bridgeErrorText, sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
 import { cleanErrorStacks, ERROR_TAG, guestThrown, redefinableError, sanitizeStack } from "../core/guest-errors.js";
@@ -272,7 +272,7 @@ export class Execution implements InstanceListener, Watched {
     void bindings
       .dispatch(fnId, argsText, controller.signal, limits.maxBridgeCallBytes)
       // Dispatching never rejects (bindings.ts); a binding of another kind must not end the host either.
-      .catch((): BridgeAnswer => ({ ok: false, text: HOST_CALL_FAILED }))
+      .catch((): BridgeAnswer => ({ ok: false, text: bridgeErrorText(new Error("the host function failed")) }))
       .then(({ ok, text, tooLarge }) => {
         this.hostCalls.delete(id);
         this.argCharsInFlight -= chars;
@@ -580,8 +580,6 @@ export class RunningExecutions {
 }
 
 const ENDED = "the sandbox was disposed during the run";
-/** What the guest's host call rejects with when dispatching it failed. */
-const HOST_CALL_FAILED = '{"$":"e","n":"Error","m":"the host function failed"}';
 /** Why a compile stops when its execution ended first (its result is already out: nobody reads this). */
 const ENDED_DURING_COMPILE = new CordonError("ERR_INSTANCE_RESET", "the run ended while its modules were compiling");
 
