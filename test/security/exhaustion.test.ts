@@ -312,6 +312,31 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
     expect(called).toBe(false);
   });
 
+  it("pending timers stop at 1000 and host calls in flight at 256, each with a catchable RangeError", async () => {
+    // The README's limits table gives both numbers and says what the guest sees past them.
+    const timers = await sandbox.run({
+      code: `export default () => { let n = 0; try { for (; n < 5000; n++) setTimeout(() => {}, 60000); return n }
+        catch (e) { return [n, e instanceof RangeError, e.message] } }`,
+    });
+    expect(timers.ok && timers.value).toEqual([1000, true, expect.stringContaining("limit 1000")]);
+    const calls = await sandbox.run({
+      code: `export default async () => {
+        const seen = Array.from({ length: 258 }, () => ping().then(() => "answered", (e) => [e instanceof RangeError, e.message]));
+        return Promise.race([Promise.all(seen.slice(255)), new Promise((r) => setTimeout(() => r("still pending"), 300))]) }`,
+      globals: { ping: () => new Promise(() => {}) },
+    });
+    // The 256th call waits for its answer (the race's timeout wins); the 257th and 258th are refused at once.
+    expect(calls.ok && calls.value).toBe("still pending");
+    const refused = await sandbox.run({
+      code: `export default async () => {
+        const seen = Array.from({ length: 258 }, () => ping().then(() => "answered", (e) => [e instanceof RangeError, e.message]));
+        return Promise.all(seen.slice(256)) }`,
+      globals: { ping: () => new Promise(() => {}) },
+    });
+    const refusal = [true, expect.stringContaining("limit 256")];
+    expect(refused.ok && refused.value).toEqual([refusal, refusal]);
+  });
+
   it("time spent awaiting the host is not CPU time", async () => {
     const result = await sandbox.run({
       code: "export default async () => { await wait(); return 'ok' }",
