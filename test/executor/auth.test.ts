@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createExecutor } from "../../src/executor/server.js";
@@ -30,6 +31,35 @@ describe("admission: authorization: Bearer <secret>", () => {
       body: JSON.stringify(body),
     });
     expect(basic.status).toBe(401);
+  });
+
+  // The README: "The bearer is compared in constant time ... before any of the body is read."
+  it("refuses a wrong secret before the body arrives: the 401 comes for the head alone", async () => {
+    const { hostname, port } = new URL(t.url);
+    for (const route of ["/run", "/host"]) {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), hostname);
+        let text = "";
+        socket.setEncoding("latin1");
+        socket.on("data", (chunk: string) => {
+          text += chunk;
+          if (text.includes("\r\n\r\n")) {
+            socket.destroy();
+            resolve(text);
+          }
+        });
+        socket.on("error", reject);
+        socket.setTimeout(5000, () => {
+          socket.destroy();
+          resolve(`no answer; got ${JSON.stringify(text)}`);
+        });
+        // 8 MiB declared (under the 32 MiB cap), not one byte of it sent.
+        socket.write(
+          `POST ${route} HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${SECRET.slice(0, -1)}X\r\ncontent-type: application/json\r\ncontent-length: ${8 * 1024 * 1024}\r\n\r\n`,
+        );
+      });
+      expect(answer, route).toMatch(/^HTTP\/1\.1 401 /);
+    }
   });
 
   it("admits the right secret", async () => {
