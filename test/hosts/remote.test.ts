@@ -129,6 +129,25 @@ describe("the remote host against a real executor", () => {
     expect(warm.ok && warm.value).toBe(2);
     expect(warm.stats.warm).toBe(true);
   });
+
+  // The README: "Prefixes of different clients never share a warm instance, whatever their keys."
+  it("two clients' prefixes with the same code and partition key never share an instance or its state", async () => {
+    const { url } = await executor();
+    await using a = await createSandbox({ engine: "v8", host: "remote", remote: { url, secret: SECRET } });
+    await using b = await createSandbox({ engine: "v8", host: "remote", remote: { url, secret: SECRET } });
+    const code = "let n = 0; export const next = () => ++n";
+    await using prefixA = await a.prepare({ code, partitionKey: "tenant" });
+    await using prefixB = await b.prepare({ code, partitionKey: "tenant" });
+    const seen: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      for (const prefix of [prefixA, prefixB]) {
+        const called = await prefix.call({ export: "next" });
+        seen.push(called.ok ? called.value : called.error.code);
+      }
+    }
+    // Shared, the counter would run 1..6 across both.
+    expect(seen).toEqual([1, 1, 2, 2, 3, 3]);
+  });
 });
 
 describe("host bindings answered by the user's own app (createRpcHandler mounted there)", () => {
