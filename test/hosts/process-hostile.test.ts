@@ -43,6 +43,22 @@ describe("a hostile worker process", () => {
     await until(() => !alive(pid));
   });
 
+  // The README: a worker is retired on stats "listing more than 16 prefixes beyond the most the
+  // host has had prepared in it at once". 16 is the slack: that worker keeps serving.
+  it("answering stats with more prefixes than it was given: retired; within the slack: kept", async () => {
+    const within = await sandbox("stats-many-16");
+    await until(() => workerPids(within).length === 1);
+    const [kept] = workerPids(within);
+    const over = await sandbox("stats-many");
+    await until(() => workerPids(over).length === 1);
+    const [pid] = workerPids(over);
+    await until(() => !alive(pid), 5000);
+    // Polled each second: the honest-sized worker has answered at least twice by now.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(alive(kept)).toBe(true);
+    expect(workerPids(within)).toEqual([kept]);
+  });
+
   it.each(["stats-null", "stats-weird"])(
     "reporting %s: retired at its first stats, and stats() stays numbers",
     async (fixture) => {
