@@ -42,6 +42,23 @@ describe("selection from the environment", () => {
     expect(seen.join("\n")).toContain('CORDON_HOST="inproces"');
   });
 
+  it("CORDON_ENGINE=trusted never turns a sandbox into none: it reads as auto and warns; code may still name it", async () => {
+    // why: obeyed, a variable meant for a developer's machine made createSandbox() and
+    // `cordon run` run guests in the host process (the guest read process.pid and the env).
+    process.env.CORDON_ENGINE = "trusted";
+    process.env.CORDON_HOST = "inprocess";
+    const seen = await warnings(() => {
+      expect(environmentDefaults().engine).toBe("auto");
+    });
+    expect(seen.join("\n")).toContain('CORDON_ENGINE="trusted" is ignored');
+    await using fromEnv = await createSandbox();
+    expect(fromEnv.engineName).not.toBe("trusted");
+    const result = await fromEnv.run({ code: `export default () => typeof process` });
+    expect(result.ok && result.value).toBe("undefined");
+    await using named = await createSandbox({ engine: "trusted" });
+    expect(named.engineName).toBe("trusted");
+  });
+
   it("createSandbox takes its defaults from the environment; options in code win", async () => {
     process.env.CORDON_ENGINE = "quickjs";
     process.env.CORDON_HOST = "inprocess";
