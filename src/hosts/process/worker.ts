@@ -79,6 +79,12 @@ export class WorkerProcess {
   private readonly pending = new Map<number, Pending>();
   /** Bindings of prefixes prepared in this worker, by the prepare's id: their host calls come back. */
   private readonly prefixBindings = new Map<number, BindingsLike>();
+  /**
+   * Prefixes (by owner) disposed while runs or calls of theirs were in flight: their bindings stay
+   * until the last one is answered. A call made before the dispose may need a new instance there,
+   * whose prefix evaluation calls host functions; it failed with "the run is over" (found by review).
+   */
+  private readonly draining = new Set<number>();
   /** The limits last sent with a call to each prefix handle (the worker holds them too). */
   private readonly callLimits = new CallLimitsSent();
   private nextId = 0;
@@ -363,7 +369,8 @@ export class WorkerProcess {
 
   disposePrefix(prefix: number, owner: number): void {
     this.callLimits.forget(prefix);
-    this.prefixBindings.delete(owner);
+    if (this.prefixCaller(owner)) this.draining.add(owner);
+    else this.prefixBindings.delete(owner);
     this.owners.delete(prefix);
     this.prefixMemory.delete(prefix);
     this.send({ t: "prefix-dispose", prefix });
@@ -563,6 +570,11 @@ export class WorkerProcess {
     // A one-off run's host calls end with it, whatever the worker says.
     for (const call of this.bridgeCalls.values()) if (call.id === id) call.controller.abort();
     if (this.pending.size === 0) this.setHeld(false);
+    const owner = pending.owner;
+    if (owner !== undefined && this.draining.has(owner) && !this.prefixCaller(owner)) {
+      this.draining.delete(owner);
+      this.prefixBindings.delete(owner);
+    }
     return pending;
   }
 
@@ -597,6 +609,7 @@ export class WorkerProcess {
       } else pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
     }
     this.prefixBindings.clear();
+    this.draining.clear();
     for (const call of this.bridgeCalls.values()) call.controller.abort();
     this.bridgeCalls.clear();
     try {

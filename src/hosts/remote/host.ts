@@ -149,8 +149,9 @@ class RemotePrefix implements EnginePrefix {
     if (answer.prefix !== undefined) {
       this.handle = answer.prefix;
     }
-    // Disposed while preparing: the executor's copy goes too, and the grant's registration.
-    if (this.disposed) {
+    // Disposed while preparing: the executor's copy goes too, and the grant's registration; once
+    // the runs and calls made before the dispose, which waited for this prepare, are answered.
+    if (this.disposed && this.busy === 0) {
       this.release();
       this.registration?.unregister();
       this.registration = undefined;
@@ -210,6 +211,7 @@ class RemotePrefix implements EnginePrefix {
       return goneFailure(this.engine);
     } finally {
       this.busy--;
+      if (this.disposed && this.busy === 0) this.release();
     }
   }
 
@@ -221,7 +223,9 @@ class RemotePrefix implements EnginePrefix {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    this.release();
+    // Runs and calls made before this are served first, host functions included: the last one
+    // releases (they failed "the run is over" once the grant went at dispose: found by review).
+    if (this.busy === 0) this.release();
     this.onDispose();
   }
 
