@@ -67,7 +67,7 @@ export class ProcessHost implements Engine {
 
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: EnginePrefix; result: RunResult }> {
     const prefix = new ProcessPrefix(this.name, this.pool, request, () => this.prefixes.delete(prefix));
-    const result = await prefix.ensure();
+    const { result } = await prefix.ensure();
     if (result.ok) this.prefixes.add(prefix);
     return { prefix, result };
   }
@@ -101,6 +101,13 @@ export class ProcessHost implements Engine {
   }
 }
 
+/** What a prepare left: its result, and the worker and handle that hold the prefix when it evaluated. */
+interface Prepared {
+  result: RunResult;
+  worker?: WorkerProcess;
+  handle?: number;
+}
+
 /**
  * A prefix held by a worker process. When its worker dies or is recycled, the next run or call
  * prepares it again in another worker (that run is cold); nothing else notices.
@@ -109,8 +116,14 @@ class ProcessPrefix implements EnginePrefix {
   private worker: WorkerProcess | undefined;
   private handle: number | undefined;
   private owner = 0;
-  private preparing: Promise<RunResult> | undefined;
+  private preparing: Promise<Prepared> | undefined;
   private busy = 0;
+  /**
+   * Runs and calls waiting for the prefix to be prepared again: made before a dispose, they are
+   * served by the new copy, which goes once they are sent (a call made just before dispose()
+   * failed with "the worker process running this was lost", sent to the dead worker: found by review).
+   */
+  private waiting = 0;
   private disposed = false;
 
   constructor(
@@ -126,27 +139,27 @@ class ProcessPrefix implements EnginePrefix {
   }
 
   /** Make sure a live worker holds this prefix; the prepare's result says whether it evaluated. */
-  ensure(): Promise<RunResult> {
-    if (this.held()) return Promise.resolve(heldPrefixResult(this.engine, "process"));
-    if (this.worker?.alive && this.handle !== undefined) {
-      // Retiring: prepare elsewhere. Calls already sent there finish (with their bindings); the
-      // worker ends, and its copy of the prefix with it, once it has none left.
-      this.worker = undefined;
-      this.handle = undefined;
-    }
+  ensure(): Promise<Prepared> {
+    if (this.held())
+      return Promise.resolve({ result: heldPrefixResult(this.engine, "process"), worker: this.worker, handle: this.handle });
+    // Retiring: prepare elsewhere. Calls already sent there finish (with their bindings); the
+    // worker ends, and its copy of the prefix with it, once it has none left. Dead: forgotten,
+    // or a call waiting for the new copy was sent to the dead worker.
+    this.worker = undefined;
+    this.handle = undefined;
     this.preparing ??= this.prepareOnce().finally(() => {
       this.preparing = undefined;
     });
     return this.preparing;
   }
 
-  private async prepareOnce(): Promise<RunResult> {
+  private async prepareOnce(): Promise<Prepared> {
     const { key, source, sourceImports, bindings, limits, partitionKey } = this.request;
     let worker: WorkerProcess;
     try {
       worker = await this.pool.pick(partitionKey ?? "");
     } catch (error) {
-      return instanceFailure(this.engine, "process", error);
+      return { result: instanceFailure(this.engine, "process", error) };
     }
     const answer = await worker.prepare(
       { t: "prepare", key, source, sourceImports, bindingsText: bindings.text, limits },
@@ -154,18 +167,14 @@ class ProcessPrefix implements EnginePrefix {
       limits.memoryMb,
       limits.wallTimeMs + BACKSTOP_MS,
     );
-    if (answer.prefix !== undefined) {
-      // Disposed while it was prepared again (after its worker died or was recycled): dispose()
-      // found no worker to tell, and the new copy stayed in the worker for good (found by review).
-      if (this.disposed) {
-        worker.disposePrefix(answer.prefix, answer.owner as number);
-        return answer.result;
-      }
-      this.worker = worker;
-      this.handle = answer.prefix;
-      this.owner = answer.owner;
-    }
-    return answer.result;
+    if (answer.prefix === undefined) return { result: answer.result };
+    this.worker = worker;
+    this.handle = answer.prefix;
+    this.owner = answer.owner;
+    // Disposed while it was prepared again, and nothing waits for it: it goes at once (dispose()
+    // found no worker to tell, and the new copy stayed in the worker for good: found by review).
+    if (this.disposed && this.waiting === 0) this.dropCopy();
+    return { result: answer.result, worker, handle: answer.prefix };
   }
 
   async run(request: PrefixRunRequest): Promise<RunResult> {
@@ -195,14 +204,31 @@ class ProcessPrefix implements EnginePrefix {
     signal: AbortSignal | undefined,
     message: (handle: number) => Parameters<WorkerProcess["request"]>[0],
   ): Promise<RunResult> {
-    const warm = this.held();
-    if (!warm) {
-      const prepared = await this.ensure();
-      if (!prepared.ok) return prepared;
+    if (this.held()) return this.start(this.worker as WorkerProcess, this.handle as number, true, limits, signal, message);
+    let answer: Promise<RunResult>;
+    this.waiting++;
+    try {
+      const { result, worker, handle } = await this.ensure();
+      if (!result.ok) return notPreparedAgain(result);
+      if (!worker || handle === undefined) return instanceFailure(this.engine, "process", new Error("the prefix has no worker"));
+      // Sent now, before the last waiter lets a dispose take the copy (frames keep their order).
+      answer = this.start(worker, handle, false, limits, signal, message);
+    } finally {
+      this.waiting--;
+      if (this.disposed && this.waiting === 0) this.dropCopy();
     }
-    const worker = this.worker;
-    const handle = this.handle;
-    if (!worker || handle === undefined) return instanceFailure(this.engine, "process", new Error("the prefix has no worker"));
+    return answer;
+  }
+
+  /** Send a run or call to the worker holding the prefix; counted busy until it answers. */
+  private async start(
+    worker: WorkerProcess,
+    handle: number,
+    warm: boolean,
+    limits: PrefixRunRequest["limits"],
+    signal: AbortSignal | undefined,
+    message: (handle: number) => Parameters<WorkerProcess["request"]>[0],
+  ): Promise<RunResult> {
     this.busy++;
     try {
       const result = await worker.request(message(handle), undefined, limits.memoryMb, signal, limits.wallTimeMs + BACKSTOP_MS);
@@ -221,7 +247,29 @@ class ProcessPrefix implements EnginePrefix {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    if (this.worker?.alive && this.handle !== undefined) this.worker.disposePrefix(this.handle, this.owner);
+    // Runs and calls waiting for a new copy were made before this: the last of them drops it.
+    if (this.waiting === 0) this.dropCopy();
     this.onDispose();
   }
+
+  /** Tell the worker holding the prefix to dispose of it (calls already sent there are served). */
+  private dropCopy(): void {
+    if (this.worker?.alive && this.handle !== undefined) this.worker.disposePrefix(this.handle, this.owner);
+    this.worker = undefined;
+    this.handle = undefined;
+  }
+}
+
+/**
+ * A prefix that no longer evaluates in a new worker (a host function now throws, a limit): each
+ * waiting run or call gets its own copy of that failure, saying it was the prefix that failed.
+ */
+function notPreparedAgain(result: RunResult & { ok: false }): RunResult {
+  const message = `the prefix failed to evaluate when it was prepared again in a new worker process (its worker was recycled or lost): ${result.error.message}`;
+  return {
+    ...result,
+    error: { ...result.error, message },
+    logs: [...result.logs],
+    stats: { ...result.stats, warm: false },
+  } as RunResult;
 }
