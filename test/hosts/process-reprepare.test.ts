@@ -77,12 +77,33 @@ describe.each(["v8", "quickjs"] as const)("re-preparing a prefix on the process 
       expect(result.ok).toBe(false);
       if (result.ok) continue;
       expect(result.error.code).toBe("ERR_USER_CODE");
-      expect(result.error.message).toMatch(/prepared again in a new worker process.*the config moved/);
+      expect(result.error.message).toMatch(/could not be prepared again in a new worker process.*the config moved/);
       expect(result.stats.warm).toBe(false);
     }
     expect(new Set(results).size).toBe(3);
     // The next call tries again: the prefix works once its code does.
     moved = false;
     expect(await prefix.call({ export: "add", args: [1] })).toMatchObject({ status: "completed", value: 2 });
+  });
+
+  it("a sandbox disposed while a re-prepare is in flight: the waiting call fails saying so, and no worker is left", async () => {
+    const s = await createSandbox({ engine, host: "process" });
+    const prefix = await s.prepare({
+      code: "await init(); export function get() { return 1 }",
+      globals: { init: () => new Promise((resolve) => setTimeout(resolve, 400)) },
+      limits: { wallTimeMs: 10_000 },
+    });
+    await killWorkers(s);
+    const call = prefix.call({ export: "get" });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const pids = workerPids(s);
+    await s.dispose();
+    const result = await call;
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.error.code).toBe("ERR_INSTANCE_RESET");
+      expect(result.error.message).toMatch(/could not be prepared again.*disposed/);
+    }
+    await until(() => pids.every((pid) => !alive(pid)), 5000);
   });
 });

@@ -265,7 +265,7 @@ class ProcessPrefix implements EnginePrefix {
  * waiting run or call gets its own copy of that failure, saying it was the prefix that failed.
  */
 function notPreparedAgain(result: RunResult & { ok: false }): RunResult {
-  const message = `the prefix failed to evaluate when it was prepared again in a new worker process (its worker was recycled or lost): ${result.error.message}`;
+  const message = `the prefix could not be prepared again in a new worker process (its worker was recycled or lost): ${result.error.message}`;
   return {
     ...result,
     error: { ...result.error, message },

@@ -78,6 +78,9 @@ export class WorkerPool {
       await best.started();
       return best;
     } catch (error) {
+      // Ended by dispose() while it started: "the worker exited while starting (signal SIGKILL)" said nothing of why.
+      if (this.disposed)
+        throw new CordonError("ERR_INSTANCE_RESET", "the sandbox was disposed while a worker process was starting");
       throw new CordonError("ERR_INSTANCE_RESET", `cordon: a worker process failed to start: ${(error as Error).message}`);
     }
   }
