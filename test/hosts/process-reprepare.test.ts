@@ -106,4 +106,23 @@ describe.each(["v8", "quickjs"] as const)("re-preparing a prefix on the process 
     }
     await until(() => pids.every((pid) => !alive(pid)), 5000);
   });
+
+  it("a call aborted while it waits for a slow re-prepare is answered at its abort; the others still complete", async () => {
+    const s = await sandbox();
+    const prefix = await s.prepare({
+      code: "await init(); export function get() { return 1 }",
+      globals: { init: () => new Promise((resolve) => setTimeout(resolve, 1500)) },
+      limits: { wallTimeMs: 10_000 },
+    });
+    await killWorkers(s);
+    const other = prefix.call({ export: "get" });
+    const started = performance.now();
+    const aborted = await prefix.call({ export: "get", signal: AbortSignal.timeout(100) });
+    // It waited for the whole prepare (2.3 s on a busy machine).
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(aborted).toMatchObject({ status: "aborted", error: { code: "ERR_ABORTED" } });
+    expect(await other).toMatchObject({ status: "completed", value: 1 });
+    await prefix.dispose();
+    await until(() => s.stats().warmInstances === 0 && s.stats().prefixes.length === 0, 5000);
+  });
 });

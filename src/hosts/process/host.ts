@@ -8,7 +8,9 @@ import type {
   PrefixCounts,
   PrefixRunRequest,
 } from "../../core/engine.js";
-import { heldPrefixResult } from "../../core/results.js";
+import { onAbort } from "../../core/abort-listeners.js";
+import { signalAborted, signalReason } from "../../core/abort-reason.js";
+import { abortedResult, heldPrefixResult } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 import { instanceFailure } from "../../engines/pooled-engine.js";
@@ -208,7 +210,9 @@ class ProcessPrefix implements EnginePrefix {
     let answer: Promise<RunResult>;
     this.waiting++;
     try {
-      const { result, worker, handle } = await this.ensure();
+      const prepared = await untilAborted(this.ensure(), signal);
+      if (!prepared) return abortedResult(this.engine, "process", signalReason(signal as AbortSignal));
+      const { result, worker, handle } = prepared;
       if (!result.ok) return notPreparedAgain(result);
       if (!worker || handle === undefined) return instanceFailure(this.engine, "process", new Error("the prefix has no worker"));
       // Sent now, before the last waiter lets a dispose take the copy (frames keep their order).
@@ -241,7 +245,13 @@ class ProcessPrefix implements EnginePrefix {
 
   counts(): PrefixCounts {
     const held = this.held() ? 1 : 0;
-    return { key: this.request.key.slice(0, 16), warm: held, idle: this.busy === 0 ? held : 0, busy: this.busy, queued: 0 };
+    return {
+      key: this.request.key.slice(0, 16),
+      warm: held,
+      idle: this.busy === 0 ? held : 0,
+      busy: this.busy,
+      queued: this.waiting,
+    };
   }
 
   dispose(): void {
@@ -272,4 +282,18 @@ function notPreparedAgain(result: RunResult & { ok: false }): RunResult {
     logs: [...result.logs],
     stats: { ...result.stats, warm: false },
   } as RunResult;
+}
+
+/**
+ * `promise`, or undefined once `signal` aborts: a call waiting for its prefix's re-prepare is
+ * answered at its abort, not when the prepare (others may still wait for) ends (seen: 2.3 s late).
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
+  if (!signal) return promise;
+  if (signalAborted(signal)) return Promise.resolve(undefined);
+  let stop = () => {};
+  const aborted = new Promise<undefined>((resolve) => {
+    stop = onAbort(signal, () => resolve(undefined));
+  });
+  return Promise.race([promise, aborted]).finally(stop);
 }
