@@ -161,7 +161,9 @@ describe("process host", () => {
     // before the 20 ms polls below ran again) and is still short enough to wait out.
     const s = await sandbox({ workers: { min: 1, max: 2, idleTtlMs: 1500 } });
     await s.run({ code: "export default 0" });
-    const slow = { code: "export default () => new Promise((r) => setTimeout(() => r(1), 600))" };
+    // Long enough that the second run still finds the first worker busy on a loaded machine (with
+    // 600 ms a CI run saw it free again, and no second worker ever started).
+    const slow = { code: "export default () => new Promise((r) => setTimeout(() => r(1), 3000))" };
     const first = s.run(slow);
     await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
     // A run that finds the only worker busy makes the pool start a second one (for the runs after it).
