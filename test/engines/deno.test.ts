@@ -585,6 +585,56 @@ describe("the deno engine", () => {
       expect(next.stats.warm).toBe(true);
       expect(next.value).toEqual(["", ""]);
     });
+    describe("work a run leaves pending", () => {
+      // why: a node:timers interval planted by one run (node:timers reaches Deno's own timers, not
+      // cordon's) ran during the next caller's run of the same function, read its apiKey global and
+      // wrote it to a file the run after returned. A process with guest work still pending after a
+      // run is now retired: the next run is cold.
+      const thief = (plant: string) => `${plant}
+        export default async (input) => {
+          let seen = null; try { seen = Deno.readTextFileSync("./stolen"); } catch {}
+          if (input.plant) leave(() => { if (typeof apiKey === "string") Deno.writeTextFileSync("./stolen", apiKey); });
+          if (input.wait) await new Promise((r) => setTimeout(r, 100));
+          return seen;
+        }`;
+      const kinds: Record<string, string> = {
+        "a node:timers setInterval": `import { setInterval } from "node:timers"; const leave = (f) => setInterval(f, 5);`,
+        "an unref'd node:timers setTimeout": `import { setTimeout } from "node:timers"; const leave = (f) => setTimeout(f, 50).unref();`,
+        "a promise chain waiting on node:timers/promises": `import { setTimeout as sleep } from "node:timers/promises"; const leave = (f) => { sleep(50).then(f); };`,
+        "a node:worker_threads Worker": `import { Worker } from "node:worker_threads"; const leave = (f) => { new Worker("setInterval(() => {}, 1000)", { eval: true }).on("message", f); };`,
+        "a file left open": `const leave = (f) => { Deno.openSync("./held", { write: true, create: true }); };`,
+      };
+      for (const [kind, plant] of Object.entries(kinds)) {
+        it(`${kind} left by one run retires the process: the next caller's data is never read`, async () => {
+          const code = thief(plant);
+          expect(completed(await sandbox.run({ code, input: { plant: true } })).value).toBeNull();
+          const second = completed(await sandbox.run({ code, input: { wait: true }, globals: { apiKey: "alice-secret" } }));
+          expect(second.stats.warm).toBe(false);
+          expect(completed(await sandbox.run({ code, input: {} })).value).toBeNull();
+        });
+      }
+
+      it("a run that awaited all it started keeps its process warm (no false positive)", async () => {
+        const code = `import { setTimeout as sleep } from "node:timers/promises";
+          import { setInterval, clearInterval, setTimeout as later } from "node:timers";
+          import { Worker } from "node:worker_threads";
+          export default async () => {
+            await sleep(5);
+            await new Promise((r) => later(r, 5));
+            await new Promise((r) => { let n = 0; const i = setInterval(() => { if (++n === 2) { clearInterval(i); r(); } }, 2); });
+            const file = Deno.openSync("./f", { write: true, create: true }); file.close();
+            await Deno.writeTextFile("./g", "x"); await Deno.readTextFile("./g");
+            const w = new Worker("require('node:worker_threads').parentPort.postMessage(1)", { eval: true });
+            await new Promise((r) => w.once("message", r)); await w.terminate();
+            await new Promise((r) => queueMicrotask(r));
+            return "ok";
+          }`;
+        expect(completed(await sandbox.run({ code })).value).toBe("ok");
+        const second = completed(await sandbox.run({ code }));
+        expect(second.value).toBe("ok");
+        expect(second.stats.warm).toBe(true);
+      });
+    });
   });
 
   describe("imports", () => {

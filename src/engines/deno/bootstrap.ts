@@ -13,6 +13,7 @@ import type { Codec } from "../../core/codec.js";
 import type { FetchWire } from "../../core/fetch-wire.js";
 import type { FormatLogArgs } from "../guest/inspect.js";
 import type { GuestHostCallbacks, GuestInternals, GuestRuntimeConfig } from "../guest/runtime.js";
+import type { PendingWatch } from "./pending.js";
 import type { GlobalReset } from "./reset.js";
 
 export interface DenoGuestConfig {
@@ -31,6 +32,7 @@ export interface DenoGuestParts {
   createFetchWire(): FetchWire;
   installRuntime(host: GuestHostCallbacks, codec: Codec, format: FormatLogArgs, config: GuestRuntimeConfig): GuestInternals;
   createReset(global: object): GlobalReset;
+  createPendingWatch(core: unknown): PendingWatch;
   /** `import()`, written as text in the script: a bundler or test runner rewrites it in source. */
   importModule(specifier: string): Promise<Record<string, unknown>>;
 }
@@ -42,6 +44,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const g = globalThis as Any;
   const D = g.Deno as Any;
   const config = JSON.parse(configText) as DenoGuestConfig;
+  // What a run left pending (pending.ts), watched with Deno's core as it is before guest code.
+  const leftovers = parts.createPendingWatch(D[D.internal]?.core);
   // Everything the bootstrap uses is captured before guest code can replace it.
   const stdin = D.stdin;
   const stdout = D.stdout;
@@ -279,6 +283,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   async function evaluate(message: Any): Promise<void> {
     if (message.reset) {
       resetting = true;
+      leftovers.track();
       // Reset (and its builtins checked) at the last ping too: what fails now was done since, by
       // what the last run left running. No guest code runs here again (ERR_INSTANCE_RESET).
       if (!globals.reset()) {
@@ -372,7 +377,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
         case "ping":
           // The host pings once a run's result is out: a function's process is reset now, and
           // reported dirty (so retired) when the run changed what the next would use.
-          if (resetting && !(globals.reset() && globals.builtinsIntact())) send({ t: "dirty" });
+          // Also when work it started is still pending: it would run during the next caller's run.
+          if (resetting && !(globals.reset() && globals.builtinsIntact() && !leftovers.pending())) send({ t: "dirty" });
           send({ t: "reply", seq: message.seq, value: true });
           return;
         case "heap":
@@ -453,6 +459,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     await parts.importModule("data:text/javascript,export default 1").catch(() => undefined);
     // What the reset keeps and checks: the globals now, and the builtins (reset.ts).
     globals.snapshot([], ((await parts.importModule("node:util")) as Any).types.isProxy);
+    leftovers.snapshot();
     send({ t: "ready" });
     // Frames are read with captured functions only, and without `await` (which reads a species).
     let buffered = new U8(0);
@@ -485,7 +492,12 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       }
       pump();
     };
-    const pump = () => whenSettled(read(chunk), onRead, () => onRead(null));
+    const pump = () =>
+      whenSettled(
+        leftovers.untracked(() => read(chunk)),
+        onRead,
+        () => onRead(null),
+      );
     pump();
   }
   void start();

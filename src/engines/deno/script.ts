@@ -9,6 +9,7 @@ import { createInspect } from "../guest/inspect.js";
 import { installRuntime } from "../guest/runtime.js";
 import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
 import { privateTempDir } from "./private-dir.js";
+import { createPendingWatch } from "./pending.js";
 import { createReset } from "./reset.js";
 
 /**
@@ -39,6 +40,7 @@ const parts = {
   createFetchWire: (${createFetchWire.toString()}),
   installRuntime: (${installRuntime.toString()}),
   createReset: (${createReset.toString()}),
+  createPendingWatch: (${createPendingWatch.toString()}),
   importModule: (specifier) => import(specifier),
 };
 (${denoGuestMain.toString()})(parts, Deno.args[0]);
