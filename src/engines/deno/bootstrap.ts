@@ -410,6 +410,9 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     // Deno's Node compatibility reads some globals when a builtin first loads: load them all now.
     await PromiseCtor.all(config.nodeBuiltins.map((name) => parts.importModule(`node:${name}`).catch(() => undefined)));
     await hideHostFacts();
+    // Deno's core (raw ops, its leak tracing) is the bootstrap's alone: a guest that turned the
+    // tracing off around a node:timers interval left it running unseen for the next caller's run.
+    deleteProperty(D, D.internal);
     for (const name of [
       "SharedArrayBuffer",
       "Atomics",
