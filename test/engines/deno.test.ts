@@ -585,6 +585,18 @@ describe("the deno engine", () => {
       expect(next.stats.warm).toBe(true);
       expect(next.value).toEqual(["", ""]);
     });
+    it("a function's other modules are evaluated afresh on every run, as its entry is", async () => {
+      // why: only the entry got a URL of its own per run; a value one caller's run left in a module
+      // of the function's files (./store.ts) was read by the next caller's run in the same process.
+      const files = { "lib/store.ts": "export const store: string[] = [];", "lib/use.ts": 'export { store } from "./store.ts";' };
+      const code = `import { store } from "./lib/use.ts";
+        export default (input) => { const seen = [...store]; if (input) store.push(input); return seen; }`;
+      expect(completed(await sandbox.run({ code, files, input: "secret-1" })).value).toEqual([]);
+      const second = completed(await sandbox.run({ code, files }));
+      expect(second.stats.warm).toBe(true);
+      expect(second.value).toEqual([]);
+    });
+
     describe("work a run leaves pending", () => {
       // why: a node:timers interval planted by one run (node:timers reaches Deno's own timers, not
       // cordon's) ran during the next caller's run of the same function, read its apiKey global and

@@ -22,11 +22,19 @@ const SCHEMES = /^(?:node|npm|jsr|https?|data|file|blob):/;
  */
 export function rewriteSpecifier(
   specifier: string,
-  local: { sourceImports: ReadonlySet<string>; hostModules: ReadonlySet<string>; fileUrl(kind: "i" | "h", s: string): string },
+  local: {
+    sourceImports: ReadonlySet<string>;
+    hostModules: ReadonlySet<string>;
+    fileUrl(kind: "i" | "h", s: string): string;
+    /** Appended to the guest's own modules (`?r=<run>`): each run evaluates them afresh. */
+    run?: string;
+  },
 ): string {
+  const run = local.run ?? "";
   if (local.hostModules.has(specifier)) return local.fileUrl("h", specifier);
-  if (local.sourceImports.has(specifier) && !isRelative(specifier)) return local.fileUrl("i", specifier);
-  if (isRelative(specifier) || SCHEMES.test(specifier)) return specifier;
+  if (local.sourceImports.has(specifier) && !isRelative(specifier)) return `${local.fileUrl("i", specifier)}${run}`;
+  if (isRelative(specifier)) return `${specifier}${run}`;
+  if (SCHEMES.test(specifier)) return specifier;
   if (isBuiltin(specifier)) return `node:${specifier}`;
   return `npm:${specifier}`;
 }
@@ -111,6 +119,9 @@ export async function writeGraph(
   bound?: CompileBound,
 ): Promise<WrittenGraph> {
   const hostSources = hostModuleSources(bindingsText ?? "{}");
+  // The function's own modules (its files and source imports) are evaluated afresh on every run,
+  // as the entry is: a value one run left in a module's scope never reaches the next.
+  const run = `?r=${++evaluationSeq}`;
   const names = new Map<string, string>();
   const lineMaps = new Map<string, LineMap>();
   const hash = (s: string) => createHash("sha256").update(s).digest("hex").slice(0, 24);
@@ -119,6 +130,7 @@ export async function writeGraph(
     sourceImports: new Set(Object.keys(sourceImports)),
     hostModules: new Set(Object.keys(hostSources)),
     fileUrl: (kind: "i" | "h", specifier: string) => pathToFileURL(pathFor(kind, specifier)).href,
+    run,
   };
   const write = async (path: string, code: string) => {
     const specifiers = await importSpecifiers(code, bound);
@@ -144,7 +156,7 @@ export async function writeGraph(
   names.set(entry, source.filename);
   lineMaps.set(source.filename, source.lineMap);
   await write(entry, source.code);
-  return { url: `${pathToFileURL(entry).href}?r=${++evaluationSeq}`, names, lineMaps };
+  return { url: `${pathToFileURL(entry).href}${run}`, names, lineMaps };
 }
 
 /** Check and normalize a multi-file source's paths: relative, inside the directory, within the caps. */
