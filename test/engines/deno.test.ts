@@ -597,6 +597,17 @@ describe("the deno engine", () => {
       expect(second.value).toEqual([]);
     });
 
+    it("a value a run puts on a node: module object (node:process) retires the process", async () => {
+      // why: node: module objects are shared by every run of a process; a value one caller's run
+      // put on node:process was read by the next caller's run.
+      const code = `import proc from "node:process";
+        export default (input) => { const seen = proc.__stash ?? null; if (input) proc.__stash = input; return seen; }`;
+      expect(completed(await sandbox.run({ code, input: "secret-1" })).value).toBeNull();
+      const second = completed(await sandbox.run({ code }));
+      expect(second.stats.warm).toBe(false);
+      expect(second.value).toBeNull();
+    });
+
     describe("work a run leaves pending", () => {
       // why: a node:timers interval planted by one run (node:timers reaches Deno's own timers, not
       // cordon's) ran during the next caller's run of the same function, read its apiKey global and
@@ -634,7 +645,14 @@ describe("the deno engine", () => {
         const code = `import { setTimeout as sleep } from "node:timers/promises";
           import { setInterval, clearInterval, setTimeout as later } from "node:timers";
           import { Worker } from "node:worker_threads";
+          import proc from "node:process";
+          import { EventEmitter } from "node:events";
+          import { Buffer } from "node:buffer";
+          import { format } from "node:util";
           export default async () => {
+            await new Promise((r) => proc.nextTick(r));
+            const e = new EventEmitter(); e.on("x", () => {}); e.emit("x");
+            format("%s", Buffer.from("a").toString("hex"), proc.cwd(), proc.argv.length);
             await sleep(5);
             await new Promise((r) => later(r, 5));
             await new Promise((r) => { let n = 0; const i = setInterval(() => { if (++n === 2) { clearInterval(i); r(); } }, 2); });

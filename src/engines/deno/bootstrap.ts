@@ -461,7 +461,14 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     });
     await parts.importModule("data:text/javascript,export default 1").catch(() => undefined);
     // What the reset keeps and checks: the globals now, and the builtins (reset.ts).
-    globals.snapshot([], ((await parts.importModule("node:util")) as Any).types.isProxy);
+    // The preloaded node: modules' objects too (node:process, node:events…): a value one run puts
+    // on them retires the process, as a changed builtin does.
+    const nodeObjects: unknown[] = [];
+    for (let i = 0; i < config.nodeBuiltins.length; i++) {
+      const ns = (await parts.importModule(`node:${config.nodeBuiltins[i]}`).catch(() => undefined)) as Any;
+      if (ns) nodeObjects[nodeObjects.length] = ns.default ?? ns;
+    }
+    globals.snapshot(nodeObjects, ((await parts.importModule("node:util")) as Any).types.isProxy);
     leftovers.snapshot();
     send({ t: "ready" });
     // Frames are read with captured functions only, and without `await` (which reads a species).
