@@ -27,6 +27,22 @@ describe("quickjs/inprocess timers", () => {
     expect(used.active / result.stats.cpuMs).toBeLessThan(0.15);
   });
 
+  it("timers whose delays all passed within one crossing fire in the order they fall due", async () => {
+    // why: after a crossing longer than their delays both were sent at 0, in the order set, and
+    // the 40 ms timer fired before the 10 ms one (seen in CI, where load stretched a 30 ms spin).
+    const code = `export default async () => {
+      const seen = [];
+      setTimeout(() => seen.push("40"), 40);
+      setTimeout(() => seen.push("10"), 10);
+      setTimeout(() => seen.push("25"), 25);
+      const spun = Date.now(); while (Date.now() - spun < 60) {}
+      await new Promise((r) => setTimeout(r, 50));
+      return seen;
+    }`;
+    const result = await sandbox.run({ code });
+    expect(result.ok && result.value, JSON.stringify(result)).toEqual(["10", "25", "40"]);
+  });
+
   it("timers still fire in order, with their delays counted from when they were set", async () => {
     const code = `export default async () => {
       const seen = [];

@@ -191,8 +191,16 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   function flushTimers(inst: Instance): void {
     if (inst.timers.size === 0) return;
     const now = performance.now();
+    // In the order they fall due (cancels first): a crossing longer than their delays leaves
+    // several at 0, and the host starts equal delays in the order it is given them (a 40 ms timer
+    // set before a 10 ms one fired first after a 30 ms spin under load).
+    const changes: [number, number, number][] = [];
+    for (const [timer, [delay, at]] of inst.timers) {
+      changes.push(delay < 0 ? [timer, delay, -1] : [timer, Math.max(0, delay - (now - at)), at + delay]);
+    }
+    changes.sort((x, y) => x[2] - y[2]);
     const list: number[] = [];
-    for (const [timer, [delay, at]] of inst.timers) list.push(timer, delay < 0 ? delay : Math.max(0, delay - (now - at)));
+    for (const [timer, delay] of changes) list.push(timer, delay);
     inst.timers.clear();
     post({ t: "timers", id: inst.id, list });
   }
