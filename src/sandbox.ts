@@ -117,7 +117,7 @@ export class Sandbox implements AsyncDisposable {
     this.engine.expectRun?.();
     options = ownRunOptions(options, RUN_KEYS, "run options");
     const checked = this.checkRun(options, RUN_KEYS);
-    const partitionKey = options.partitionKey === undefined ? "" : checkString(options.partitionKey, "partitionKey", 256);
+    const partitionKey = checkPartitionKey(options.partitionKey);
     const call = checkRunCall(options);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
@@ -203,7 +203,7 @@ export class Sandbox implements AsyncDisposable {
     options = ownRunOptions(options, PREPARE_KEYS, "prepare options");
     const code = checkString(options.code, "code", MAX_CODE_LENGTH);
     const filename = options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256);
-    const partitionKey = options.partitionKey === undefined ? "" : checkString(options.partitionKey, "partitionKey", 256);
+    const partitionKey = checkPartitionKey(options.partitionKey);
     const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
@@ -577,6 +577,11 @@ function ownRunOptions<T>(options: T, keys: string[], where: string): T {
   }
   if (own.call !== undefined) own.call = ownOptions(own.call, ["export", "args"], "call");
   return own as T;
+}
+
+/** A run's or prefix's tenant: "" when none (instances and Deno processes are kept per key). */
+function checkPartitionKey(value: unknown): string {
+  return value === undefined ? "" : checkString(value, "partitionKey", 256);
 }
 
 /** `run({ call: { export, args } })`: which export a one-off run calls instead of the default with `input`. */
