@@ -1,8 +1,8 @@
-import { onAbort } from "./abort-listeners.js";
 import { signalAborted, signalReasonValue } from "./abort-reason.js";
 import { EsbuildThread, EsbuildThreadLost } from "./esbuild-thread.js";
 import type { EsbuildAnswers, EsbuildOperation } from "./esbuild-worker.js";
 import { CordonError } from "./errors.js";
+import { whenAborted } from "./when-aborted.js";
 
 /**
  * How long esbuild may work on one module. Its cost is not linear in the text: 800 KB of
@@ -151,16 +151,14 @@ export function firstErrorText(error: unknown): string | undefined {
 /** `work`'s outcome, or the overrun error when the deadline passes or a signal aborts first. */
 function within<T>(work: Promise<T>, deadline: number, bound: CompileBound): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const signals = (bound.signals ?? []).filter((signal) => signal !== undefined);
-    const stops: (() => void)[] = [];
+    let stopWatching = () => {};
     const end = (settle: () => void) => {
       clearTimeout(timer);
-      for (const stop of stops) stop();
+      stopWatching();
       settle();
     };
-    const aborted = () => end(() => reject(overrunAt(Number.POSITIVE_INFINITY, bound)));
     const timer = setTimeout(() => end(() => reject(overrunAt(0, bound))), Math.max(0, deadline - performance.now()));
-    for (const signal of signals) stops.push(onAbort(signal, aborted));
+    stopWatching = whenAborted(bound.signals ?? [], () => end(() => reject(overrunAt(Number.POSITIVE_INFINITY, bound))));
     work.then(
       (value) => end(() => resolve(value)),
       (error) => end(() => reject(error)),
