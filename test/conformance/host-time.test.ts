@@ -1,0 +1,124 @@
+import { readFileSync, readdirSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+import { outcome } from "./results.js";
+
+/**
+ * A guest that loops one kind of crossing to the host as fast as it can, under a CPU limit far
+ * below its wall limit. Whatever the host does for it (on v8 in process: on the host's own
+ * thread, while the isolate's CPU clock is paused) is charged to its CPU time, so the loop ends
+ * in ERR_CPU_TIMEOUT well before the wall limit. Uncharged, arming and clearing timers kept the
+ * v8 host's thread busy for 1.5 s (1000 intervals of 0 ms: 1.7 s) within a 300 ms CPU limit,
+ * ending only at the wall limit; a setTimeout(0) chain ran into the wall limit with 243 ms of
+ * CPU charged and 740 ms of the host thread's spent.
+ */
+const CPU_MS = 200;
+const WALL_MS = 6000;
+
+/**
+ * Each loop runs until a limit ends it. `net`: a capability, so that fetch exists. `slow`: the
+ * loop waits between crossings (timers wait 1 ms at least), so its CPU time grows slowly.
+ */
+const LOOPS: { kind: string; code: string; net?: string[]; slow?: true }[] = [
+  { kind: "console.log, small", code: `for (;;) console.log("x");` },
+  // Past the log limits the runtime drops a line before it crosses.
+  {
+    kind: "console.* with large and many arguments",
+    code: `const s = "y".repeat(1 << 19); const a = Array.from({ length: 2000 }, (_, i) => i);
+      for (;;) { console.warn(s, s, s); console.error(...a); }`,
+  },
+  { kind: "setTimeout/clearTimeout churn", code: `for (;;) clearTimeout(setTimeout(() => {}, 1000));` },
+  { kind: "setInterval/clearInterval churn", code: `for (;;) clearInterval(setInterval(() => {}, 1000));` },
+  { kind: "a setTimeout(0) chain", code: `await new Promise(() => { const f = () => setTimeout(f, 0); f(); });`, slow: true },
+  {
+    kind: "1000 intervals of 0 ms",
+    code: `for (let i = 0; i < 1000; i++) setInterval(() => {}, 0); await new Promise(() => {});`,
+  },
+  {
+    kind: "1000 setTimeout(0) chains",
+    code: `for (let i = 0; i < 1000; i++) { const f = () => setTimeout(f, 0); f(); } await new Promise(() => {});`,
+  },
+  { kind: "small URLs", code: `for (;;) new URL("http://a.test/x?y=1").searchParams.get("y");` },
+  {
+    kind: "port setters on a 1 MiB href",
+    code: `const w = new URL("http://a.test/"); w.pathname = "\\u4e00".repeat(116000); for (let i = 0; ; i++) w.port = String(i % 60000);`,
+  },
+  { kind: "crypto.getRandomValues", code: `const b = new Uint8Array(65536); for (;;) crypto.getRandomValues(b);` },
+  { kind: "crypto.randomUUID", code: `for (;;) crypto.randomUUID();` },
+  {
+    kind: "TextEncoder, atob, structuredClone, Headers, Response",
+    code: `const e = new TextEncoder(), d = new TextDecoder(), o = { a: [1, 2], m: new Map([[1, 2]]) };
+      for (;;) {
+        d.decode(e.encode("hello".repeat(100))); atob(btoa("hello".repeat(100))); structuredClone(o);
+        const r = new Response("x".repeat(1000), { headers: { a: "b" } }); new Headers(r.headers).get("a"); await r.text();
+      }`,
+  },
+  // A host call: the host's work on it is not the guest's CPU (its count is bounded instead).
+  {
+    kind: "fetch denied by policy",
+    code: `for (;;) { try { await fetch("http://denied.test/"); } catch {} }`,
+    net: ["allowed.test"],
+  },
+];
+
+/** A thread's CPU time in ms so far (Linux); 0 once it has gone. */
+function cpuOf(schedstat: string): number {
+  try {
+    return Number(readFileSync(schedstat, "utf8").split(" ")[0]) / 1e6;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * The CPU time of the host's thread (ms): this thread on the in-process hosts; on the process host,
+ * the main threads of this process's children (its worker processes, where isolates and QuickJS
+ * threads live on other threads).
+ */
+function hostThreadCpuMs(host: string): number {
+  if (host !== "process") return cpuOf("/proc/thread-self/schedstat");
+  let sum = 0;
+  for (const task of readdirSync(`/proc/${process.pid}/task`)) {
+    let children = "";
+    try {
+      children = readFileSync(`/proc/${process.pid}/task/${task}/children`, "utf8");
+    } catch {}
+    for (const child of children.split(" ").filter(Boolean)) sum += cpuOf(`/proc/${child}/task/${child}/schedstat`);
+  }
+  return sum;
+}
+
+describe.each(COMBINATIONS)("host time a guest causes on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+    await sandbox.run({ code: "export default 1" }); // a process worker's start-up is not the guest's time
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it.each(LOOPS)("$kind: ends on its CPU limit well before its wall limit", async ({ code, net, slow }) => {
+    const cpu = hostThreadCpuMs(combo.host);
+    const result = await sandbox.run({
+      code: `export default async () => { ${code} }`,
+      capabilities: net ? { net } : undefined,
+      limits: { cpuTimeMs: CPU_MS, wallTimeMs: WALL_MS },
+    });
+    const hostMs = Math.round(hostThreadCpuMs(combo.host) - cpu);
+    const context = JSON.stringify({ ...result.stats, hostMs, logs: result.logs.length });
+    // A denied fetch is a host call: the bridge-call limit (1000) may end it first.
+    const ends = net ? ["ERR_CPU_TIMEOUT", "ERR_BRIDGE_CALL_LIMIT"] : ["ERR_CPU_TIMEOUT"];
+    expect(ends, context).toContain(outcome(result));
+    if (net) return; // on the remote host a host call takes ~10 ms: no time of the guest's
+    // Measured on v8 in process at load 8 on 2 cores, with a 300 ms limit: 0.3-0.7 s, the
+    // setTimeout(0) chain ~2 s (~150 µs charged per ms of wall time: its timers wait 1 ms each);
+    // before the fix, 2.4-5.7 s, and the chain reached the wall limit.
+    expect(result.stats.wallMs, context).toBeLessThan(slow ? 4500 : 3000);
+    // Where the host's thread can be measured, it did not work for the guest much longer than the
+    // guest was charged: before, up to 1.7 s within a 300 ms limit; after, ~1.1x at most. (The
+    // remote host's thread is the executor's; Deno's guest runs in the Deno process, not on it.)
+    if (combo.host !== "remote") expect(hostMs, context).toBeLessThan(2 * CPU_MS);
+  });
+});
