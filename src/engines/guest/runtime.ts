@@ -847,7 +847,17 @@ export function installRuntime(
     },
     runFactory(factory, bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars) {
       start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
-      entry(factory(helpers));
+      let exports: Record<string, unknown>;
+      try {
+        exports = factory(helpers);
+      } catch (error) {
+        // As runScript: a value that is no Error is reported as a call's throw is (its encoding,
+        // bounded by the output limit), not copied out whole by the QuickJS worker.
+        if (error instanceof ErrorCtor) throw error;
+        reportOutcome(thrownOutcome(error));
+        return;
+      }
+      entry(exports);
     },
     start,
     settle(callId, ok, text) {

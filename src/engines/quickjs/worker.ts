@@ -86,6 +86,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     notFound?: string;
     /** Module-form evaluations so far: the tag of the next one's module names (evaluateModule). */
     evaluations: number;
+    /** The current run's output limit (its caps' first): a thrown value past it is not copied out (describeError). */
+    maxOutputChars: number;
     /** A module-form evaluation's promise while it is pending: read after each crossing (settleEvaluation). */
     evaluation?: Any;
     /**
@@ -115,28 +117,59 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     } catch {}
   }
 
+  interface Described {
+    name: string;
+    message: string;
+    stack?: string;
+    /** A part of it is longer than the run's output limit: reported as ERR_OUTPUT_TOO_LARGE, as a call's throw is. */
+    tooLarge?: boolean;
+  }
+
   /**
-   * What a thrown or rejected value says. `vm.dump` runs guest code (toJSON, getters, Proxy
+   * What a thrown or rejected value says. Reading it runs guest code (toJSON, getters, Proxy
    * traps): call it only inside a crossing (inVm, or enter/leave), where that code's CPU counts
-   * and the interrupt can stop it.
+   * and the interrupt can stop it. An Error's parts are read one by one, each measured before it
+   * is copied out: `vm.dump` of a whole error failed on a cycle (`e.cause = e`) and on a 200 MB
+   * message, and the caller got `Uncaught "Error: boom"` or `Uncaught ""`.
    */
-  function describeError(vm: Any, handle: Any): { name: string; message: string; stack?: string } {
+  function describeError(inst: Instance, handle: Any): Described {
+    const vm = inst.vm;
+    const limit = inst.maxOutputChars;
+    const lengthOf = (h: Any): number => {
+      const length = vm.getProp(h, "length");
+      const n = vm.typeof(length) === "number" ? vm.getNumber(length) : 0;
+      length.dispose();
+      return n;
+    };
+    try {
+      if (vm.typeof(handle) === "object") {
+        const parts: Record<string, string | undefined> = {};
+        let tooLarge = false;
+        for (const key of ["name", "message", "stack"]) {
+          const part = vm.getProp(handle, key);
+          if (vm.typeof(part) === "string") {
+            if (lengthOf(part) > limit) tooLarge = true;
+            else parts[key] = vm.getString(part);
+          }
+          part.dispose();
+        }
+        if (tooLarge) return { name: "Error", message: "", tooLarge };
+        if (parts.name !== undefined || parts.message !== undefined || parts.stack !== undefined) {
+          const name = parts.name ?? "Error";
+          const message = parts.message ?? "";
+          return { name, message, stack: parts.stack === undefined ? undefined : `${name}: ${message}\n${parts.stack}` };
+        }
+      } else if (vm.typeof(handle) === "string" && lengthOf(handle) > limit) {
+        return { name: "Error", message: "", tooLarge: true };
+      }
+    } catch {
+      // A getter that threw, or memory that ran out while reading: described as any value is, below.
+    }
     let dumped: Any;
     try {
       dumped = vm.dump(handle);
     } catch {
       dumped = undefined;
-    }
-    const errorLike =
-      dumped &&
-      typeof dumped === "object" &&
-      (typeof dumped.name === "string" || typeof dumped.message === "string" || typeof dumped.stack === "string");
-    if (errorLike) {
-      return {
-        name: String(dumped.name ?? "Error"),
-        message: String(dumped.message ?? ""),
-        stack: typeof dumped.stack === "string" ? `${dumped.name}: ${dumped.message}\n${dumped.stack}` : undefined,
-      };
     }
     // Any other value is described as a call's thrown value is (core/guest-errors.ts), shortened alike.
     let shown = typeof dumped === "bigint" ? `${dumped}n` : (JSON.stringify(dumped) ?? String(dumped));
@@ -232,7 +265,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       if (!instances.has(inst.id)) return;
       const jobs = inst.rt.executePendingJobs(-1);
       if (jobs.error) {
-        const error = describeError(inst.vm, jobs.error);
+        const error = describeError(inst, jobs.error);
         release(jobs.error);
         threw(inst, error);
         return;
@@ -252,7 +285,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     if (state.type === "pending") return;
     inst.evaluation = undefined;
     if (state.type === "rejected") {
-      const error = describeError(inst.vm, state.error);
+      const error = describeError(inst, state.error);
       release(state.error);
       threw(inst, error);
     } else if (state.value !== promise) release(state.value);
@@ -267,7 +300,14 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     return inst.memory.buffer.byteLength >= inst.memoryMaxBytes - 4 * 1024 * 1024;
   }
 
-  function threw(inst: Instance, error: { name: string; message: string; stack?: string }): void {
+  function threw(inst: Instance, error: Described): void {
+    if (error.tooLarge) {
+      // What the guest runtime reports for a call's throw past the limit (runtime.ts, thrownOutcome).
+      const message = `the error the guest threw is larger than the limit of ${inst.maxOutputChars} bytes`;
+      inst.reported = true;
+      post({ t: "done", id: inst.id, kind: "f", text: JSON.stringify({ code: "ERR_OUTPUT_TOO_LARGE", message }), index: 0 });
+      return;
+    }
     // At its limit QuickJS may throw a bare value instead of an error: tell that apart from a
     // guest's own `throw null` by asking how much memory is in use.
     if (error.message.startsWith("Uncaught ") && exhausted(inst)) error = { name: "InternalError", message: "out of memory" };
@@ -299,7 +339,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     try {
       const result = vm.callFunction(inst.fns[name], vm.undefined, ...(leading ? [leading, ...handles] : handles));
       if (result.error) {
-        const error = describeError(vm, result.error);
+        const error = describeError(inst, result.error);
         release(result.error);
         threw(inst, error);
         return undefined;
@@ -350,6 +390,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       enteredAt: 0,
       cpuMs: 0,
       evaluations: 0,
+      maxOutputChars: 16 * 1024 * 1024,
       timers: new Map(),
     };
     // Called by QuickJS while guest code runs: stop when told to. (The host counts the CPU time
@@ -453,7 +494,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     const result = vm.evalCode(workerData.runtimeScript, "<cordon>");
     leave(inst);
     if (result.error) {
-      const error = describeError(vm, result.error);
+      const error = describeError(inst, result.error);
       release(result.error);
       instances.delete(id);
       throw new Error(`the guest runtime failed to start: ${error.message}`);
@@ -601,7 +642,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     const script = message.script as { code: string; filename: string };
     const compiled = vm.evalCode(script.code, script.filename);
     if (compiled.error) {
-      threw(inst, describeError(vm, compiled.error));
+      threw(inst, describeError(inst, compiled.error));
       release(compiled.error);
       return;
     }
@@ -648,7 +689,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       type: "module",
     });
     if (result.error) {
-      const error = describeError(vm, result.error);
+      const error = describeError(inst, result.error);
       release(result.error);
       threw(inst, error);
       return;
@@ -702,6 +743,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     switch (message.t) {
       case "evaluate": {
         inst.reported = false;
+        inst.maxOutputChars = message.caps[0];
         inVm(inst, () => {
           if (message.script) {
             evaluateScript(inst, message);
@@ -718,6 +760,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       }
       case "call": {
         inst.reported = true; // a call's outcomes come back with its reply
+        if (message.caps) inst.maxOutputChars = message.caps[0];
         const value = inVm(inst, () =>
           callInternal(
             inst,
