@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CONTROL_BYTES } from "../../src/engines/quickjs/protocol.js";
+import { QuickJSThreads } from "../../src/engines/quickjs/threads.js";
 import { type Sandbox, createSandbox } from "../../src/index.js";
 
 /**
@@ -71,5 +73,54 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s: a thread held by a
     await new Promise((resolve) => setTimeout(resolve, STUCK_MS + 500));
     const after = await sandbox.run({ code: "export default 6" });
     expect(after.ok ? after.value : after.error.code).toBe(6);
+  }, 20_000);
+});
+
+/**
+ * A thread stalled by a stopped guest gets a replacement beside it (QuickJSThreads.pick). When
+ * the stalled thread answers again before it is ended, one thread is too many: it is retired.
+ */
+describe("quickjs: a stalled thread that answers again", () => {
+  // Busy in a builtin for a few hundred ms (well under STUCK_MS, when the thread would be ended).
+  const STALL = `(h) => { const a = []; a.length = ${1e6}; a.join(""); return {}; }`;
+
+  // why: the replacement made while a thread was stalled was never retired: a thread held for a
+  // second by each of N stopped guests left the engine with N threads more than its size.
+  it("leaves the thread count at its size", async () => {
+    const threads = new QuickJSThreads(0, 1);
+    try {
+      const thread = await threads.pick();
+      thread.attach(1, { onMessage: () => {}, onLost: () => {} });
+      await thread.request({ t: "create", id: 1, memoryMb: 64, control: new SharedArrayBuffer(CONTROL_BYTES), warmUp: false });
+      const started = performance.now();
+      thread.post({
+        t: "evaluate",
+        id: 1,
+        bindingsText: null,
+        mode: "run",
+        inputText: '{"$":"u"}',
+        caps: [1 << 24, 1000, 1 << 20, 1 << 24],
+        script: { code: STALL, filename: "<guest>" },
+      });
+      // As an instance whose guest was stopped is disposed (QuickJSInstance.dispose): the ping
+      // waits behind the guest, so the thread is stalled until the guest comes back.
+      thread.detach(1);
+      thread.post({ t: "dispose", id: 1 });
+      thread.expectResponsive();
+      expect(thread.stalled).toBe(true);
+      const replacement = await threads.pick();
+      expect(replacement).not.toBe(thread);
+      expect(threads.count).toBe(2);
+      const deadline = performance.now() + 10_000;
+      while (threads.count > 1 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(threads.count).toBe(1);
+      // Retired when the stalled thread answered, not ended by the stuck-thread timer.
+      expect(performance.now() - started).toBeLessThan(STUCK_MS);
+      const next = await threads.pick();
+      expect(next.alive).toBe(true);
+      expect(threads.count).toBe(1);
+    } finally {
+      await threads.dispose();
+    }
   }, 20_000);
 });

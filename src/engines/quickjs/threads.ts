@@ -16,6 +16,14 @@ const STACK_BYTES = 512 * 1024;
 /** A worker that does not answer this long after being told to stop a guest is ended. */
 const STUCK_MS = 3000;
 
+/** What a thread tells the set it belongs to. */
+export interface ThreadEvents {
+  /** It died or was ended. */
+  exit(thread: QuickJSThread): void;
+  /** It answered every stop sent to it: no longer stalled. */
+  answered(thread: QuickJSThread): void;
+}
+
 export interface ThreadListener {
   onMessage(message: FromWorker): void;
   /** The thread died or was ended: the instance is gone. */
@@ -31,10 +39,12 @@ export class QuickJSThread {
   private dead = false;
   /** Stops sent to guests on this thread that it has not answered yet (expectResponsive). */
   private unanswered = 0;
+  /** One thread too many (see QuickJSThreads.rebalance): given no new instances, ended once idle. */
+  private retiring = false;
 
   constructor(
     data: QuickJSWorkerData,
-    private readonly onExit: (thread: QuickJSThread) => void,
+    private readonly events: ThreadEvents,
     readonly busyPollMs: number,
   ) {
     // The worker's source is evaluated as CommonJS (it needs `require`), so it gets none of the
@@ -66,12 +76,24 @@ export class QuickJSThread {
     return this.unanswered > 0;
   }
 
+  /** Alive, answering and not retiring: a thread new instances may go to. */
+  get usable(): boolean {
+    return !this.dead && this.unanswered === 0 && !this.retiring;
+  }
+
+  /** Take no new instances; end once the ones it has are gone (at once if it has none). */
+  retire(): void {
+    this.retiring = true;
+    this.endIfRetired();
+  }
+
   attach(id: number, listener: ThreadListener): void {
     this.listeners.set(id, listener);
   }
 
   detach(id: number): void {
     this.listeners.delete(id);
+    this.endIfRetired();
   }
 
   post(message: ToWorker): void {
@@ -100,6 +122,7 @@ export class QuickJSThread {
     const answered = () => {
       this.unanswered--;
       clearTimeout(timer);
+      if (this.unanswered === 0 && !this.dead) this.events.answered(this);
     };
     this.request({ t: "ping", id: 0 }).then(answered, answered);
   }
@@ -107,6 +130,12 @@ export class QuickJSThread {
   terminate(): Promise<number> {
     this.dead = true;
     return this.worker.terminate();
+  }
+
+  private endIfRetired(): void {
+    if (!this.retiring || this.dead || this.listeners.size > 0 || this.replies.size > 0) return;
+    void this.terminate();
+    this.events.exit(this);
   }
 
   private route(message: FromWorker): void {
@@ -128,7 +157,7 @@ export class QuickJSThread {
     this.replies.clear();
     for (const listener of this.listeners.values()) listener.onLost(reason);
     this.listeners.clear();
-    this.onExit(this);
+    this.events.exit(this);
   }
 }
 
@@ -149,21 +178,36 @@ export class QuickJSThreads {
     this.data ??= await workerData(this.busyPollMs);
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
     // A stalled thread does not count: one more is started beside it (it is answering again,
-    // or ended, within STUCK_MS).
-    const alive = this.threads.filter((t) => t.alive && !t.stalled);
-    if (alive.length < this.size) {
-      const thread = new QuickJSThread(
-        this.data,
-        (gone) => {
-          const index = this.threads.indexOf(gone);
-          if (index >= 0) this.threads.splice(index, 1);
-        },
-        this.busyPollMs,
-      );
+    // or ended, within STUCK_MS; answering, one thread is retired: rebalance).
+    const usable = this.threads.filter((t) => t.usable);
+    if (usable.length < this.size) {
+      const thread = new QuickJSThread(this.data, this.events, this.busyPollMs);
       this.threads.push(thread);
       return thread;
     }
-    return alive.reduce((a, b) => (b.load < a.load ? b : a));
+    return usable.reduce((a, b) => (b.load < a.load ? b : a));
+  }
+
+  /** How many threads are running (retiring ones included): `size`, plus one per stalled thread until it is retired. */
+  get count(): number {
+    return this.threads.length;
+  }
+
+  private readonly events: ThreadEvents = {
+    exit: (gone) => {
+      const index = this.threads.indexOf(gone);
+      if (index >= 0) this.threads.splice(index, 1);
+    },
+    answered: () => this.rebalance(),
+  };
+
+  /**
+   * A stalled thread that answers again leaves one thread too many (its replacement): the least
+   * loaded ones beyond `size` are retired, so the count returns to `size` once they are idle.
+   */
+  private rebalance(): void {
+    const usable = this.threads.filter((t) => t.usable).sort((a, b) => a.load - b.load);
+    for (let extra = usable.length - this.size; extra > 0; extra--) usable[extra - 1].retire();
   }
 
   async dispose(): Promise<void> {
