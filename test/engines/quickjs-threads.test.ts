@@ -91,7 +91,8 @@ describe("quickjs: a stalled thread that answers again", () => {
     try {
       const thread = await threads.pick();
       thread.attach(1, { onMessage: () => {}, onLost: () => {} });
-      await thread.request({ t: "create", id: 1, memoryMb: 64, control: new SharedArrayBuffer(CONTROL_BYTES), warmUp: false });
+      const control = new SharedArrayBuffer(CONTROL_BYTES);
+      await thread.request({ t: "create", id: 1, memoryMb: 64, control, warmUp: false });
       const started = performance.now();
       thread.post({
         t: "evaluate",
@@ -104,8 +105,9 @@ describe("quickjs: a stalled thread that answers again", () => {
       });
       // As an instance whose guest was stopped is disposed (QuickJSInstance.dispose): the ping
       // waits behind the guest, so the thread is stalled until the guest comes back.
-      thread.detach(1);
+      Atomics.store(new Int32Array(control, 0, 1), 0, 1);
       thread.post({ t: "dispose", id: 1 });
+      thread.detach(1);
       thread.expectResponsive();
       expect(thread.stalled).toBe(true);
       const replacement = await threads.pick();
