@@ -11,7 +11,7 @@ let nextId = 0;
 
 /**
  * performance.now() plus this is process.hrtime in ms, the clock the worker publishes entry times
- * in (worker.ts, hrtimeOffset: the first performance.now() is slow, so warmed, then the closest
+ * in (worker-crossing.ts, hrtimeOffset: the first performance.now() is slow, so warmed, then the closest
  * of a few readings). The same lines as there: the worker is evaluated from its own source and
  * cannot import them.
  */
@@ -79,7 +79,7 @@ export class QuickJSInstance implements EngineInstance {
   cpuTimeNs(): bigint {
     const control = this.control;
     const cpu = this.cpu;
-    // A consistent pair: the version is even and unchanged around the reads (worker.ts, publish).
+    // A consistent pair: the version is even and unchanged around the reads (worker-crossing.ts, publish).
     for (let attempt = 0; attempt < 4; attempt++) {
       const version = Atomics.load(control, 1);
       if (version & 1) continue;

@@ -9,7 +9,7 @@ import type { RuntimeCaps } from "../instance.js";
  * The shared memory of an instance (`control` in "create"): bytes 0–3 (Int32) the stop flag (the
  * interrupt handler reads it), bytes 4–7 (Int32) a version of what follows (odd while the worker
  * writes it), bytes 8–15 (Float64) the CPU time counted over finished crossings (ms), bytes 16–23
- * (Float64) when the current crossing entered (ms of process.hrtime, 0 between crossings). worker.ts hard-codes the size
+ * (Float64) when the current crossing entered (ms of process.hrtime, 0 between crossings). worker-instances.ts hard-codes the size
  * (it is evaluated from its source and cannot import this).
  */
 export const CONTROL_BYTES = 24;

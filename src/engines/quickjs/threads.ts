@@ -9,6 +9,8 @@ import { warmUpModulesJson } from "../warm-up-modules.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
 import { memorySnapshots } from "./memory-snapshot.js";
 import { installSeededRandom } from "./seeded-random.js";
+import { quickjsCrossings } from "./worker-crossing.js";
+import { quickjsInstances } from "./worker-instances.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 
 /** QuickJS's own stack limit for guest code. */
@@ -226,6 +228,8 @@ async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
     hostServicesSource: createHostServices.toString(),
     seededRandomSource: installSeededRandom.toString(),
     memorySnapshotsSource: memorySnapshots.toString(),
+    crossingsSource: quickjsCrossings.toString(),
+    instancesSource: quickjsInstances.toString(),
     callbackNames: HOST_CALLBACK_NAMES,
     stackBytes: STACK_BYTES,
     busyPollMs,

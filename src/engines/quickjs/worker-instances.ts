@@ -1,0 +1,332 @@
+/**
+ * A QuickJS worker's instances (worker.ts): each a WASM instance of QuickJS with its own capped
+ * memory, booted once per thread as a template and copied from its memory after that (decision
+ * 013), and the host functions the guest runtime calls.
+ *
+ * SELF-CONTAINED, as worker.ts: evaluated in the worker from `quickjsInstances.toString()`, so
+ * it imports nothing at run time and gets what it shares with the rest of the worker as `ctx`.
+ */
+import type { MemoryPages, memorySnapshots } from "./memory-snapshot.js";
+import type { Instance, quickjsCrossings } from "./worker-crossing.js";
+import type { QuickJSWorkerData } from "./worker.js";
+
+// biome-ignore lint/suspicious/noExplicitAny: QuickJS and its handles are loaded by path at run time, untyped.
+type Any = any;
+
+export interface InstancesContext {
+  req(id: string): Any;
+  workerData: QuickJSWorkerData;
+  post(message: unknown): void;
+  instances: Map<number, Instance>;
+  crossings: ReturnType<typeof quickjsCrossings>;
+  release(handle: Any): void;
+}
+
+export function quickjsInstances({ req, workerData, post, instances, crossings, release }: InstancesContext) {
+  const { readFileSync } = req("node:fs");
+  const core = req(workerData.corePath);
+  const variantModule = req(workerData.variantPath);
+  const variant = variantModule.default ?? variantModule;
+  const names = workerData.callbackNames;
+  const { describeError, publish, enter, leave, pump, exhausted, callInternal } = crossings;
+  /**
+   * Every instance gets its own WASM instance of QuickJS (the compiled module is shared), with a
+   * linear memory capped at its memory limit plus the runtime's own needs. So the cap is hard:
+   * QuickJS's own accounting misses ArrayBuffer data, the capped memory does not. And a failure
+   * that leaves QuickJS unusable (out of memory in C, a failed assertion) ends only that instance.
+   */
+  const Wasm = (globalThis as Any).WebAssembly;
+  const wasmModule: Promise<unknown> = Wasm.compile(readFileSync(workerData.wasmPath));
+  const PAGE = 65536;
+  const BASE_PAGES = 256; // the 16 MB QuickJS starts with: the runtime, its atoms and the guest runtime
+  const snapshots = new Function(`return (${workerData.memorySnapshotsSource})()`)() as ReturnType<typeof memorySnapshots>;
+
+  // The host's own services, evaluated from the source the host sent (this thread cannot import).
+  const services = new Function(`return (${workerData.hostServicesSource})()`)() as {
+    parseUrl(input: unknown, base?: unknown): string;
+    setUrlPart(href: unknown, part: unknown, value: unknown): string;
+    randomBytes(n: unknown): Uint8Array;
+  };
+
+  /** A fresh WebAssembly instance of QuickJS whose memory is capped for `memoryMb`. */
+  async function newModule(memoryMb: number): Promise<{ module: Any; memory: Any; maxPages: number }> {
+    const maxPages = BASE_PAGES + Math.ceil((memoryMb * 1024 * 1024) / PAGE);
+    const memory = new Wasm.Memory({ initial: BASE_PAGES, maximum: maxPages });
+    const module = await core.newQuickJSWASMModuleFromVariant(
+      core.newVariant(variant, { wasmModule: await wasmModule, wasmMemory: memory }),
+    );
+    return { module, memory, maxPages };
+  }
+
+  function newInstance(
+    id: number,
+    memoryMb: number,
+    controlBuffer: SharedArrayBuffer,
+    memory: Any,
+    maxPages: number,
+    rt: Any,
+  ): Instance {
+    const control = new Int32Array(controlBuffer, 0, 2);
+    const cpu = new Float64Array(controlBuffer, 8, 2);
+    rt.setMemoryLimit(memoryMb * 1024 * 1024);
+    rt.setMaxStackSize(workerData.stackBytes);
+    const inst: Instance = {
+      id,
+      broken: false,
+      reported: false,
+      memory,
+      memoryMaxBytes: maxPages * PAGE,
+      rt,
+      vm: undefined,
+      fns: {},
+      toBytes: undefined,
+      reseed: undefined,
+      control,
+      cpu,
+      enteredAt: 0,
+      cpuMs: 0,
+      evaluations: 0,
+      maxOutputChars: 16 * 1024 * 1024,
+      timers: new Map(),
+    };
+    // Called by QuickJS while guest code runs: stop when told to. (The host counts the CPU time
+    // from the published entry time.)
+    rt.setInterruptHandler(() => Atomics.load(control, 0) !== 0);
+    return inst;
+  }
+
+  /**
+   * The host functions the guest runtime calls, in the order they are registered: a copied
+   * instance registers the same functions in the same order, so the ids its memory holds match.
+   */
+  function hostFunctions(inst: Instance): [string, (...args: Any[]) => Any][] {
+    const { id, vm } = inst;
+    const str = (h: Any) => (h === undefined ? undefined : vm.getString(h));
+    const num = (h: Any) => (h === undefined ? undefined : vm.getNumber(h));
+    return [
+      [names.log, (level, message, index) => post({ t: "log", id, level: str(level), message: str(message), index: num(index) })],
+      [
+        names.call,
+        (callId, fnId, argsText) => post({ t: "call", id, callId: num(callId), fnId: num(fnId), argsText: str(argsText) }),
+      ],
+      [
+        names.timer,
+        (timerId, ms) => {
+          const timer = num(timerId) as number;
+          const delay = num(ms) as number;
+          const queued = inst.timers.get(timer);
+          // Cancelled in the crossing that set it: the host never hears of it.
+          if (delay < 0 && queued && queued[0] >= 0) inst.timers.delete(timer);
+          else inst.timers.set(timer, [delay, performance.now()]);
+        },
+      ],
+      [
+        names.done,
+        (kind, text, index) => {
+          let outcome = str(text);
+          // Out of memory, QuickJS may throw a bare null the runtime then reports as thrown, or
+          // fail to read the error it threw (the runtime then says so): name it.
+          const bare = !outcome?.includes('"$":"e"') || outcome.includes("the thrown value could not be read");
+          if (str(kind) === "t" && bare && exhausted(inst)) {
+            outcome = '{"$":"e","n":"InternalError","m":"out of memory"}';
+            inst.broken = true;
+          }
+          inst.reported = true;
+          post({
+            t: "done",
+            id,
+            kind: str(kind),
+            text: outcome,
+            index: index === undefined || vm.typeof(index) !== "number" ? undefined : num(index),
+          });
+        },
+      ],
+      [
+        names.parseUrl,
+        (input, base) =>
+          vm.newString(
+            services.parseUrl(str(input), base === undefined || vm.typeof(base) === "undefined" ? undefined : str(base)),
+          ),
+      ],
+      [names.setUrlPart, (href, part, value) => vm.newString(services.setUrlPart(str(href), str(part), str(value)))],
+      [
+        names.randomBytes,
+        (n) => {
+          const buffer = vm.newArrayBuffer(services.randomBytes(num(n)).buffer);
+          const bytes = vm.unwrapResult(vm.callFunction(inst.toBytes, vm.undefined, buffer));
+          buffer.dispose();
+          return bytes;
+        },
+      ],
+    ];
+  }
+
+  const INTERNALS = ["begin", "start", "runFactory", "settle", "fire", "call", "warmUp"];
+
+  /** Four 32-bit words from the host's CSPRNG: a Math.random sequence of the instance's own. */
+  function freshSeed(): number[] {
+    const bytes = services.randomBytes(16);
+    return [0, 4, 8, 12].map((i) => (bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24)) >>> 0);
+  }
+
+  /** Make an instance the long way: a new context, the host functions, the guest runtime compiled and run. */
+  async function boot(id: number, memoryMb: number, controlBuffer: SharedArrayBuffer, warmUp: boolean): Promise<Instance> {
+    const { module, memory, maxPages } = await newModule(memoryMb);
+    const inst = newInstance(id, memoryMb, controlBuffer, memory, maxPages, module.newRuntime());
+    const vm = inst.rt.newContext();
+    inst.vm = vm;
+    for (const [name, fn] of hostFunctions(inst)) {
+      const handle = vm.newFunction(name, fn);
+      vm.setProp(vm.global, name, handle);
+      handle.dispose();
+    }
+    inst.toBytes = vm.unwrapResult(vm.evalCode("(buffer) => new Uint8Array(buffer)", "<cordon>"));
+    instances.set(id, inst);
+    // Before anything else runs in the context: Math.random with a sequence of its own.
+    inst.reseed = vm.unwrapResult(
+      vm.evalCode(`(${workerData.seededRandomSource})(globalThis, [${freshSeed().join(",")}])`, "<cordon>"),
+    );
+    enter(inst);
+    const result = vm.evalCode(workerData.runtimeScript, "<cordon>");
+    leave(inst);
+    if (result.error) {
+      const error = describeError(inst, result.error);
+      release(result.error);
+      instances.delete(id);
+      throw new Error(`the guest runtime failed to start: ${error.message}`);
+    }
+    const internals = result.value;
+    for (const name of INTERNALS) inst.fns[name] = vm.getProp(internals, name);
+    internals.dispose();
+    // A spare made ahead runs a few modules as guests write them, with no outcome reported: the
+    // pages its first run touches are then mapped already, and QuickJS's atoms and shapes made.
+    // Measured, paced one-off p50 (one run per 60 ms): 1.28-1.48 ms without, 1.27-1.30 ms with.
+    if (warmUp) {
+      enter(inst);
+      try {
+        callInternal(inst, "warmUp", [workerData.warmUpModules]);
+        pump(inst);
+      } catch {
+        // A warm-up that fails costs only its benefit.
+      }
+      leave(inst);
+      inst.reported = false;
+      inst.timers.clear();
+    }
+    // What the bootstrap cost is not the guest's.
+    inst.cpuMs = 0;
+    publish(inst, 0, 0);
+    return inst;
+  }
+
+  interface Template {
+    pages: MemoryPages;
+    rt: number;
+    ctx: number;
+    fns: Record<string, number>;
+    toBytes: number;
+    reseed: number;
+  }
+  let template: Promise<Template | undefined> | undefined;
+
+  /**
+   * Boot one instance (warmed up) as this thread's template and keep its memory's pages, once.
+   * Undefined where copying cannot be trusted: instantiating the module twice must give the same
+   * memory, and a copy must run. Instances are then booted, as before.
+   */
+  function templateOnce(): Promise<Template | undefined> {
+    template ??= (async () => {
+      try {
+        const [a, b] = [await newModule(64), await newModule(64)];
+        if (!snapshots.same(a.memory.buffer, b.memory.buffer)) return undefined;
+        const inst = await boot(-1, 64, new SharedArrayBuffer(24), true);
+        instances.delete(-1);
+        // The context's own handle on its global object: released, or every copy would hold a
+        // reference its runtime can never free.
+        inst.vm.global.dispose();
+        const pages = snapshots.diff(a.memory.buffer, inst.memory.buffer);
+        if (pages.byteLength > BASE_PAGES * PAGE) return undefined;
+        const fns: Record<string, number> = {};
+        for (const name of INTERNALS) fns[name] = inst.fns[name].value;
+        const made: Template = {
+          pages,
+          rt: inst.rt.rt.value,
+          ctx: inst.vm.ctx.value,
+          fns,
+          toBytes: inst.toBytes.value,
+          reseed: inst.reseed.value,
+        };
+        // A copy must run guest code and draw its own random numbers.
+        const [x, y] = [await copy(made, -2, 64, new SharedArrayBuffer(24)), await copy(made, -3, 64, new SharedArrayBuffer(24))];
+        const draw = (i: Instance): number => {
+          const handle = i.vm.unwrapResult(i.vm.evalCode("typeof __cordon_entry === 'function' ? Math.random() : -1"));
+          const drawn = i.vm.getNumber(handle);
+          handle.dispose();
+          return drawn;
+        };
+        const [dx, dy] = [draw(x), draw(y)];
+        // Dropped whole, as every instance is (the host sets the stop flag before it disposes
+        // one; see dispose): QuickJS's own teardown of a copy reports objects it still holds.
+        for (const copied of [x, y]) {
+          Atomics.store(copied.control, 0, 1);
+          dispose(copied);
+        }
+        return dx >= 0 && dy >= 0 && dx !== dy ? made : undefined;
+      } catch {
+        return undefined;
+      }
+    })();
+    return template;
+  }
+
+  /** An instance copied from the template's memory: ~2 ms here, against ~13 ms to boot one. */
+  async function copy(from: Template, id: number, memoryMb: number, controlBuffer: SharedArrayBuffer): Promise<Instance> {
+    const { module, memory, maxPages } = await newModule(memoryMb);
+    snapshots.apply(from.pages, memory);
+    // quickjs-emscripten 0.32's runtime and context objects, wrapped around the template's
+    // pointers (its own API makes them only for a new runtime; `contextPointer` is its hook).
+    const { ffi, callbacks } = module;
+    const lifetime = new core.Lifetime(from.rt, undefined, (pointer: number) => {
+      ffi.QTS_FreeRuntime(pointer);
+      callbacks.deleteRuntime(pointer);
+    });
+    const rt = new core.QuickJSRuntime({ module: module.module, ffi, callbacks, rt: lifetime });
+    const inst = newInstance(id, memoryMb, controlBuffer, memory, maxPages, rt);
+    const vm = rt.newContext({ contextPointer: from.ctx });
+    inst.vm = vm;
+    for (const [, fn] of hostFunctions(inst)) rt.hostRefs.put(fn);
+    for (const name of INTERNALS) inst.fns[name] = vm.memory.heapValueHandle(from.fns[name]);
+    inst.toBytes = vm.memory.heapValueHandle(from.toBytes);
+    inst.reseed = vm.memory.heapValueHandle(from.reseed);
+    const seed = freshSeed().map((n) => vm.newNumber(n));
+    vm.unwrapResult(vm.callFunction(inst.reseed, vm.undefined, ...seed)).dispose();
+    for (const handle of seed) handle.dispose();
+    instances.set(id, inst);
+    return inst;
+  }
+
+  async function create(id: number, memoryMb: number, controlBuffer: SharedArrayBuffer, warmUp: boolean): Promise<void> {
+    const from = await templateOnce();
+    if (from) await copy(from, id, memoryMb, controlBuffer);
+    else await boot(id, memoryMb, controlBuffer, warmUp);
+  }
+
+  function dispose(inst: Instance): void {
+    instances.delete(inst.id);
+    // After an interrupt or out of memory QuickJS may hold objects it can no longer free (its
+    // runtime teardown asserts and aborts): such an instance is dropped whole, memory and all.
+    if (inst.broken || Atomics.load(inst.control, 0) !== 0) return;
+    try {
+      inst.evaluation?.dispose();
+      for (const handle of Object.values(inst.fns)) handle.dispose();
+      inst.toBytes?.dispose();
+      inst.reseed?.dispose();
+      inst.vm.dispose();
+      inst.rt.dispose();
+    } catch {
+      // Dropped with its WASM instance: nothing else shares it.
+    }
+  }
+
+  return { create, dispose };
+}
