@@ -8,12 +8,12 @@ import type {
   PrefixCounts,
   PrefixRunRequest,
 } from "../../core/engine.js";
-import { onAbort } from "../../core/abort-listeners.js";
-import { signalAborted, signalReason } from "../../core/abort-reason.js";
+import { signalReason } from "../../core/abort-reason.js";
 import { abortedResult, heldPrefixResult } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 import { instanceFailure } from "../../engines/pooled-engine.js";
+import { untilAborted } from "../until-aborted.js";
 import { WorkerPool, type WorkerPoolOptions } from "./pool.js";
 import type { WorkerProcess } from "./worker.js";
 
@@ -282,18 +282,4 @@ function notPreparedAgain(result: RunResult & { ok: false }): RunResult {
     logs: [...result.logs],
     stats: { ...result.stats, warm: false },
   } as RunResult;
-}
-
-/**
- * `promise`, or undefined once `signal` aborts: a call waiting for its prefix's re-prepare is
- * answered at its abort, not when the prepare (others may still wait for) ends (seen: 2.3 s late).
- */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T | undefined> {
-  if (!signal) return promise;
-  if (signalAborted(signal)) return Promise.resolve(undefined);
-  let stop = () => {};
-  const aborted = new Promise<undefined>((resolve) => {
-    stop = onAbort(signal, () => resolve(undefined));
-  });
-  return Promise.race([promise, aborted]).finally(stop);
 }

@@ -9,9 +9,11 @@ import type {
   PrefixRunRequest,
 } from "../../core/engine.js";
 import type { RemoteRequest } from "../../core/protocol.js";
-import { failedResult, heldPrefixResult } from "../../core/results.js";
+import { signalReason } from "../../core/abort-reason.js";
+import { abortedResult, failedResult, heldPrefixResult } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 import type { Callbacks, Registration } from "./callbacks.js";
+import { untilAborted } from "../until-aborted.js";
 import { DEADLINE_SLACK_MS, type ExecutorClient } from "./client.js";
 
 type RemoteEngine = RemoteRequest["engine"];
@@ -195,7 +197,10 @@ class RemotePrefix implements EnginePrefix {
       // Once more after the executor lost the prefix: prepared again, that request is cold.
       for (let attempt = 0; attempt < 2; attempt++) {
         const warm = this.handle !== undefined;
-        const prepared = await this.ensure();
+        // A call aborted while it waits for a re-prepare is answered at its abort (it waited
+        // for the whole prepare); the prepare goes on for the others.
+        const prepared = await untilAborted(this.ensure(), signal);
+        if (!prepared) return abortedResult(this.engine, "remote", signalReason(signal as AbortSignal));
         if (!prepared.ok) return prepared;
         const handle = this.handle;
         if (handle === undefined) return goneFailure(this.engine);
