@@ -268,7 +268,10 @@ export interface PrefixStats {
   warm: number;
   idle: number;
   busy: number;
-  /** Calls waiting for a free instance; they cross together when one frees. */
+  /**
+   * Calls waiting for a free instance (they cross together when one frees), or on the process
+   * and remote hosts for the prefix to be prepared again.
+   */
   queued: number;
 }
 

@@ -85,7 +85,10 @@ export class ProcessHost implements Engine {
       idleHeapBytes: sum((s) => s.idleHeapBytes),
       budgetBytes: this.budgetBytes,
       spareInstances: sum((s) => s.spareInstances),
-      prefixes: reported.flatMap((s) => s.prefixes),
+      prefixes: withWaiting(
+        reported.flatMap((s) => s.prefixes),
+        [...this.prefixes].map((p) => p.counts()),
+      ),
       workers: workers.map((w) => ({
         pid: w.pid,
         partition: w.partition,
@@ -119,7 +122,6 @@ class ProcessPrefix implements EnginePrefix {
   private handle: number | undefined;
   private owner = 0;
   private preparing: Promise<Prepared> | undefined;
-  private busy = 0;
   /**
    * Runs and calls waiting for the prefix to be prepared again: made before a dispose, they are
    * served by the new copy, which goes once they are sent (a call made just before dispose()
@@ -224,7 +226,7 @@ class ProcessPrefix implements EnginePrefix {
     return answer;
   }
 
-  /** Send a run or call to the worker holding the prefix; counted busy until it answers. */
+  /** Send a run or call to the worker holding the prefix (its engine there counts it busy). */
   private async start(
     worker: WorkerProcess,
     handle: number,
@@ -233,25 +235,17 @@ class ProcessPrefix implements EnginePrefix {
     signal: AbortSignal | undefined,
     message: (handle: number) => Parameters<WorkerProcess["request"]>[0],
   ): Promise<RunResult> {
-    this.busy++;
-    try {
-      const result = await worker.request(message(handle), undefined, limits.memoryMb, signal, limits.wallTimeMs + BACKSTOP_MS);
-      if (!warm) result.stats.warm = false;
-      return result;
-    } finally {
-      this.busy--;
-    }
+    const result = await worker.request(message(handle), undefined, limits.memoryMb, signal, limits.wallTimeMs + BACKSTOP_MS);
+    if (!warm) result.stats.warm = false;
+    return result;
   }
 
+  /**
+   * What the host knows and the workers do not: runs and calls waiting for a re-prepare, as
+   * `queued`. The worker holding the prefix reports its instances (warm, idle, busy) itself.
+   */
   counts(): PrefixCounts {
-    const held = this.held() ? 1 : 0;
-    return {
-      key: this.request.key.slice(0, 16),
-      warm: held,
-      idle: this.busy === 0 ? held : 0,
-      busy: this.busy,
-      queued: this.waiting,
-    };
+    return { key: this.request.key.slice(0, 16), warm: 0, idle: 0, busy: 0, queued: this.waiting };
   }
 
   dispose(): void {
@@ -268,6 +262,22 @@ class ProcessPrefix implements EnginePrefix {
     this.worker = undefined;
     this.handle = undefined;
   }
+}
+
+/**
+ * The workers' reports of their prefixes, with the runs and calls waiting on the host for a
+ * re-prepare added to their prefix's `queued`: while no worker holds it, the prefix is listed
+ * from those alone (it was missing from stats, and its waiting calls with it).
+ */
+function withWaiting(reported: PrefixCounts[], host: PrefixCounts[]): PrefixCounts[] {
+  const prefixes = reported.map((p) => ({ ...p }));
+  for (const waiting of host) {
+    if (waiting.queued === 0) continue;
+    const listed = prefixes.find((p) => p.key === waiting.key);
+    if (listed) listed.queued += waiting.queued;
+    else prefixes.push(waiting);
+  }
+  return prefixes;
 }
 
 /**

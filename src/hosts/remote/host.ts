@@ -103,6 +103,8 @@ class RemotePrefix implements EnginePrefix {
   private registration: Registration | undefined;
   private preparing: Promise<RunResult> | undefined;
   private busy = 0;
+  /** Of the busy, those waiting for the prefix to be prepared again: stats count them as queued. */
+  private waiting = 0;
   private disposed = false;
 
   constructor(
@@ -199,7 +201,7 @@ class RemotePrefix implements EnginePrefix {
         const warm = this.handle !== undefined;
         // A call aborted while it waits for a re-prepare is answered at its abort (it waited
         // for the whole prepare); the prepare goes on for the others.
-        const prepared = await untilAborted(this.ensure(), signal);
+        const prepared = warm ? await this.ensure() : await this.waitForPrepare(signal);
         if (!prepared) return abortedResult(this.engine, "remote", signalReason(signal as AbortSignal));
         if (!prepared.ok) return prepared;
         const handle = this.handle;
@@ -220,9 +222,19 @@ class RemotePrefix implements EnginePrefix {
     }
   }
 
+  private async waitForPrepare(signal: AbortSignal | undefined): Promise<RunResult | undefined> {
+    this.waiting++;
+    try {
+      return await untilAborted(this.ensure(), signal);
+    } finally {
+      this.waiting--;
+    }
+  }
+
   counts(): PrefixCounts {
     const held = this.handle !== undefined ? 1 : 0;
-    return { key: this.request.key.slice(0, 16), warm: held, idle: this.busy === 0 ? held : 0, busy: this.busy, queued: 0 };
+    const busy = this.busy - this.waiting;
+    return { key: this.request.key.slice(0, 16), warm: held, idle: busy === 0 ? held : 0, busy, queued: this.waiting };
   }
 
   dispose(): void {
