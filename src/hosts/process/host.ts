@@ -139,6 +139,9 @@ class ProcessPrefix implements EnginePrefix {
 
   /** A live worker that is not retiring holds it: a recycled worker gets no new work, so its prefixes move. */
   private held(): boolean {
+    // Runs sent to the worker holding the prefix pick no worker: without this, one worker took
+    // 12 prefix runs with maxRunsPerWorker 2 (the pool looks only at picks and once a second).
+    if (this.worker) this.pool.retireIfWornOut(this.worker);
     return this.worker?.usable === true && this.handle !== undefined;
   }
 

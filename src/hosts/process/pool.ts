@@ -157,8 +157,11 @@ export class WorkerPool {
     }
   }
 
-  /** A worker past maxRunsPerWorker takes no new runs; it ends once idle (tend). */
-  private retireIfWornOut(worker: WorkerProcess): void {
+  /**
+   * A worker past maxRunsPerWorker takes no new runs; it ends once idle (tend). Also asked by a
+   * prefix before it sends to the worker holding it: its runs pick no worker.
+   */
+  retireIfWornOut(worker: WorkerProcess): void {
     if (worker.retiring || !worker.alive || worker.runs < this.options.maxRunsPerWorker) return;
     worker.retiring = true;
     if (worker.partition === "" && this.count("") < this.options.min) this.spawn("");
