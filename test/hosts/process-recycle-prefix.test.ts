@@ -16,9 +16,9 @@ function hostRecords(s: Sandbox) {
   const workers = host.pool.list() as any[];
   const sizes = workers.map((w) => ({
     alive: w.alive as boolean,
-    owners: w.owners.size as number,
-    bindings: w.prefixBindings.size as number,
-    memory: w.prefixMemory.size as number,
+    owners: w.prefixes.owners.size as number,
+    bindings: w.prefixes.bindings.size as number,
+    memory: w.prefixes.memory.size as number,
   }));
   return { workers: workers.length, prefixes: host.prefixes.size as number, sizes };
 }

@@ -50,6 +50,19 @@ export function lostResult(engine: RanEngine, code: ErrorCode, cause: string): R
   return failedResult(engine, "process", { code, name: "CordonError", message });
 }
 
+/**
+ * The result of a request in a worker that died with `code`. A `neighbour` of the request blamed
+ * (for its silence or memory) did nothing wrong: it fails with ERR_INSTANCE_RESET, saying so.
+ */
+export function deathResult(engine: RanEngine, code: ErrorCode, cause: string, neighbour: boolean): RunResult {
+  if (!neighbour) return lostResult(engine, code, cause);
+  const why =
+    code === "ERR_MEMORY_LIMIT"
+      ? "the worker was killed for another run's memory"
+      : "another run in this worker stopped answering";
+  return lostResult(engine, "ERR_INSTANCE_RESET", `${why}: ${cause}`);
+}
+
 /** The worker keeps each prefix's call limits: a call sends them only when they changed. */
 export class CallLimitsSent {
   private readonly sent = new Map<number, ResolvedLimits>();

@@ -1,47 +1,26 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { type BindingsLike, type BridgeAnswer, peerMaxBytes } from "../../core/bindings.js";
+import type { ChildProcess } from "node:child_process";
+import { rmSync } from "node:fs";
+import type { BindingsLike } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
-import { encodeTextFrame, FrameReader, MAX_FRAME_BYTES } from "../../core/framing.js";
+import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import { signalAborted, signalReason } from "../../core/abort-reason.js";
-import { CallLimitsSent, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
+import { deathResult, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
+import { BridgeCalls, sendBridgeAnswer } from "./bridge-calls.js";
 import { FloodGuard } from "./flood-guard.js";
+import { armBackstop, InFlight, type Pending, type WithoutId } from "./pending.js";
+import { PrefixRecords } from "./prefix-records.js";
 import { readRss } from "./rss.js";
+import { spawnWorker } from "./spawn.js";
 import type { WorkerConfig } from "./worker-main.js";
 import { onAbort } from "../../core/abort-listeners.js";
 
-/** The worker entry runs from dist/ (child processes run JavaScript; `npm test` builds first). */
-const WORKER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/worker-main.js", import.meta.url));
 const START_TIMEOUT_MS = 15_000;
-/** A worker that sent nothing for this long while a request is overdue is taken as hung. */
-const SILENT_MS = 2_000;
-const EXTENSION_STEP_MS = 1_000;
-const MAX_EXTENSION_MS = 30_000;
-
-/** A request without its id (the worker process numbers requests itself), per union member. */
-type WithoutId<T> = T extends unknown ? Omit<T, "id"> : never;
-
-interface Pending {
-  resolve(result: RunResult): void;
-  bindings?: BindingsLike;
-  /** A prefix's run or call: the id of the prepare whose bindings it may call. */
-  owner?: number;
-  /** Host calls the request may still make (its maxBridgeCalls): the worker's own count, checked again here. */
-  hostCalls?: number;
-  memoryMb: number;
-  /** The answer to a prepare carries the prefix handle too. */
-  onPrepared?(prefix: number | undefined, result: RunResult): void;
-  timer?: NodeJS.Timeout;
-}
 
 export interface WorkerOptions {
   config: WorkerConfig;
@@ -66,27 +45,14 @@ export class WorkerProcess {
   retiring = false;
   /** The worker engine's stats, as of its last answer. */
   engineStats: EngineStats | undefined;
-  /** Which prepare request (its id: the owner of the prefix's bindings) made each prefix handle. */
-  private readonly owners = new Map<number, number>();
-  /** Each prefix handle's memory limit in bytes, as the host sent it. */
-  private readonly prefixMemory = new Map<number, number>();
+  /** The prefixes this worker holds, as the host knows them. */
+  private readonly prefixes = new PrefixRecords();
   private readonly engineOptions: WorkerConfig["engineOptions"];
-  /** Bridge calls being answered, by call id: the request (or prefix owner) id each belongs to. */
-  private readonly bridgeCalls = new Map<number, { controller: AbortController; id: number }>();
+  private readonly bridgeCalls = new BridgeCalls();
   private readonly child: ChildProcess;
   private readonly guard: FloodGuard;
   private readonly dir: string;
-  private readonly pending = new Map<number, Pending>();
-  /** Bindings of prefixes prepared in this worker, by the prepare's id: their host calls come back. */
-  private readonly prefixBindings = new Map<number, BindingsLike>();
-  /**
-   * Prefixes (by owner) disposed while runs or calls of theirs were in flight: their bindings stay
-   * until the last one is answered. A call made before the dispose may need a new instance there,
-   * whose prefix evaluation calls host functions; it failed with "the run is over" (found by review).
-   */
-  private readonly draining = new Set<number>();
-  /** The limits last sent with a call to each prefix handle (the worker holds them too). */
-  private readonly callLimits = new CallLimitsSent();
+  private readonly pending = new InFlight();
   private nextId = 0;
   private deathCode: ErrorCode | undefined;
   /** The request whose silence ended the worker: it alone fails with the timeout's code. */
@@ -110,18 +76,7 @@ export class WorkerProcess {
     this.partition = options.partition;
     this.pipePollMs = options.config.pipePollMs;
     this.engineOptions = options.config.engineOptions;
-    // A private working directory, an empty environment: nothing of the host's.
-    this.dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
-    try {
-      this.child = spawn(process.execPath, ["--no-node-snapshot", options.entry ?? WORKER_MAIN, JSON.stringify(options.config)], {
-        cwd: this.dir,
-        env: {},
-        stdio: ["pipe", "pipe", "inherit"],
-      });
-    } catch (error) {
-      rmSync(this.dir, { recursive: true, force: true });
-      throw error;
-    }
+    ({ child: this.child, dir: this.dir } = spawnWorker(options.config, options.entry));
     this.guard = new FloodGuard(this.child.stdin as NonNullable<ChildProcess["stdin"]>);
     this.ready = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -217,9 +172,7 @@ export class WorkerProcess {
 
   /** Memory the runs in flight may use, in bytes: part of this worker's budget. */
   get memoryInFlight(): number {
-    let total = 0;
-    for (const p of this.pending.values()) total += p.memoryMb * 1024 * 1024;
-    return total;
+    return this.pending.memoryBytes;
   }
 
   /** Read the resident size now (the watchdog does, every 25 ms); `lastRss` keeps the figure. */
@@ -240,9 +193,7 @@ export class WorkerProcess {
    */
   get warmHeapBytes(): number {
     const { budgetBytes, maxInstances } = this.engineOptions;
-    let held = 0;
-    for (const bytes of this.prefixMemory.values()) held += bytes * maxInstances;
-    return Math.min(this.engineStats?.idleHeapBytes ?? 0, budgetBytes, held);
+    return Math.min(this.engineStats?.idleHeapBytes ?? 0, budgetBytes, this.prefixes.heldBytes(maxInstances));
   }
 
   /**
@@ -266,7 +217,7 @@ export class WorkerProcess {
       // worker every second or two: measured, 35% fewer calls per second.
       if (message.t !== "prefix-call") this.runs++;
       this.lastUsed = performance.now();
-      const owner = message.t === "run" ? undefined : this.owners.get(message.prefix);
+      const owner = message.t === "run" ? undefined : this.prefixes.ownerOf(message.prefix);
       const pending: Pending = { resolve, bindings, memoryMb, owner, hostCalls: message.limits?.maxBridgeCalls };
       this.pending.set(id, pending);
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
@@ -279,7 +230,8 @@ export class WorkerProcess {
         };
         message.abortable = true;
       }
-      if (message.t === "prefix-call") message.limits = this.callLimits.toSend(message.prefix, message.limits as ResolvedLimits);
+      if (message.t === "prefix-call")
+        message.limits = this.prefixes.callLimitsToSend(message.prefix, message.limits as ResolvedLimits);
       message.poll = wouldPollProcess(this.pipePollMs) || undefined;
       message.id = id;
       this.sendRequest(id, message);
@@ -303,7 +255,7 @@ export class WorkerProcess {
         bindings,
         hostCalls: message.limits.maxBridgeCalls,
         onPrepared: (prefix, result) => {
-          if (prefix !== undefined) this.prefixBindings.set(id, bindings);
+          if (prefix !== undefined) this.prefixes.prepared(id, bindings);
           resolve({ prefix, result, owner: id });
         },
       };
@@ -325,7 +277,7 @@ export class WorkerProcess {
     } catch (error) {
       if (!(error instanceof RangeError)) throw error;
       // The worker never got these limits: the next call to the prefix must carry them.
-      if (message.t === "prefix-call") this.callLimits.forget(message.prefix);
+      if (message.t === "prefix-call") this.prefixes.forgetCallLimits(message.prefix);
       const pending = this.take(id);
       if (!pending) return;
       const result = failedResult(
@@ -338,27 +290,16 @@ export class WorkerProcess {
     }
   }
 
-  /**
-   * The host's last word on a request the worker's own limits should have ended: past the run's
-   * wall time (+1 s) the worker is ended — unless it is still talking (it answers the pool's stats
-   * polls every second). A worker starved of CPU by guests that spin in it answers late, not never;
-   * ending it would fail every other run inside it. A worker silent for 2 s, or still not done
-   * 30 s past the deadline, is ended, and only `id` fails with ERR_WALL_TIMEOUT.
-   */
-  private backstop(id: number, pending: Pending, ms: number, cause: string, extendedMs = 0): void {
-    pending.timer = setTimeout(() => {
-      if (!this.pending.has(id)) return;
-      const talking = performance.now() - this.lastHeard < SILENT_MS;
-      if (talking && extendedMs < MAX_EXTENSION_MS) {
-        this.backstop(id, pending, EXTENSION_STEP_MS, cause, extendedMs + EXTENSION_STEP_MS);
-        return;
-      }
-      this.culprit = id;
-      const why = talking
-        ? ` (+1 s, and ${MAX_EXTENSION_MS / 1000} s more while it still answered)`
-        : " (+1 s), and it stopped answering";
-      this.kill("ERR_WALL_TIMEOUT", `${cause}${why}`);
-    }, ms);
+  /** Past `ms` unanswered, the worker is ended and `id` alone fails with ERR_WALL_TIMEOUT (pending.ts). */
+  private backstop(id: number, pending: Pending, ms: number, cause: string): void {
+    armBackstop(pending, ms, cause, {
+      unanswered: () => this.pending.has(id),
+      silentForMs: () => performance.now() - this.lastHeard,
+      end: (why) => {
+        this.culprit = id;
+        this.kill("ERR_WALL_TIMEOUT", why);
+      },
+    });
   }
 
   /** Ask for the warm heap figure (part of this worker's memory budget); the answer updates it. */
@@ -368,11 +309,7 @@ export class WorkerProcess {
   }
 
   disposePrefix(prefix: number, owner: number): void {
-    this.callLimits.forget(prefix);
-    if (this.prefixCaller(owner)) this.draining.add(owner);
-    else this.prefixBindings.delete(owner);
-    this.owners.delete(prefix);
-    this.prefixMemory.delete(prefix);
+    this.prefixes.disposed(prefix, owner, this.pending.callerOf(owner) !== undefined);
     this.send({ t: "prefix-dispose", prefix });
     // stats() sums the workers' reports: without a fresh one the prefix was listed, warm, until
     // the next poll (up to a second).
@@ -465,10 +402,8 @@ export class WorkerProcess {
         if (!this.readStats(event.stats)) return;
         const pending = this.take(event.id) as Required<Pick<Pending, "onPrepared">> & Pending;
         const result = this.decode(event.resultText);
-        if (typeof event.prefix === "number") {
-          this.owners.set(event.prefix, event.id);
-          if (result.ok) this.prefixMemory.set(event.prefix, pending.memoryMb * 1024 * 1024);
-        }
+        if (typeof event.prefix === "number")
+          this.prefixes.answered(event.prefix, event.id, result.ok ? pending.memoryMb * 1024 * 1024 : undefined);
         pending.onPrepared(result.ok ? event.prefix : undefined, result);
         return;
       }
@@ -476,8 +411,8 @@ export class WorkerProcess {
         // A run's own bindings while it runs, or a prefix's while a run or call of it is in
         // flight here: a worker cannot reach another prefix's host functions at other times.
         const own = this.pending.get(event.id);
-        const caller = own?.bindings ? own : this.prefixCaller(event.id);
-        const bindings = own?.bindings ?? (caller ? this.prefixBindings.get(event.id) : undefined);
+        const caller = own?.bindings ? own : this.pending.callerOf(event.id);
+        const bindings = own?.bindings ?? (caller ? this.prefixes.bindingsOf(event.id) : undefined);
         if (!bindings || !caller) {
           const flood = this.guard.strayCall();
           if (flood) this.retire("ERR_INSTANCE_RESET", flood);
@@ -489,21 +424,13 @@ export class WorkerProcess {
           this.retire("ERR_INSTANCE_RESET", "protocol error: more host calls than the run's maxBridgeCalls");
           return;
         }
-        // Stopped when the worker says the run or call ended, when the run's request is answered,
-        // or when the worker dies.
-        const controller = new AbortController();
-        this.bridgeCalls.set(event.cid, { controller, id: event.id });
-        void bindings
-          .dispatch(event.fnId, event.argsText, controller.signal, peerMaxBytes(event.maxBytes))
-          .catch((): BridgeAnswer => ({ ok: false, text: '{"$":"e","n":"Error","m":"the host function failed"}' }))
-          .then((answer) => {
-            this.bridgeCalls.delete(event.cid);
-            this.sendAnswer(event.cid, answer);
-          });
+        this.bridgeCalls.start(event.cid, event.id, bindings, event, (cid, answer) =>
+          sendBridgeAnswer((m) => this.send(m), cid, answer),
+        );
         return;
       }
       case "bridge-cancel":
-        this.bridgeCalls.get(event.cid)?.controller.abort();
+        this.bridgeCalls.cancel(event.cid);
         return;
       case "stats": {
         const unasked = this.guard.statsFrame();
@@ -520,25 +447,9 @@ export class WorkerProcess {
     }
   }
 
-  /**
-   * A host call's answer. One larger than a frame carries (64 MiB) threw in encodeTextFrame, an
-   * unhandled rejection that ended the host process (a host function returning 70 MB did): the
-   * guest gets a catchable error instead.
-   */
-  private sendAnswer(cid: number, { ok, text, tooLarge }: BridgeAnswer): void {
-    try {
-      this.send(tooLarge ? { t: "bridge-result", cid, ok: false, text: "", tooLarge } : { t: "bridge-result", cid, ok, text });
-    } catch {
-      const message = `ERR_BRIDGE_PAYLOAD_TOO_LARGE: the host function's answer (${text.length} characters encoded) is larger than a worker's pipe carries (${MAX_FRAME_BYTES} bytes)`;
-      this.send({ t: "bridge-result", cid, ok: false, text: JSON.stringify({ $: "e", n: "RangeError", m: message }) });
-    }
-  }
-
   /** Keep a worker's stats when they are numbers (they set its memory budget); else retire it. */
   private readStats(stats: unknown): boolean {
-    let preparing = 0;
-    for (const pending of this.pending.values()) if (pending.onPrepared) preparing++;
-    const read = this.guard.readStats(stats, this.owners.size, preparing);
+    const read = this.guard.readStats(stats, this.prefixes.count, this.pending.preparing);
     if (typeof read === "string") {
       this.retire("ERR_INSTANCE_RESET", read);
       return false;
@@ -547,34 +458,16 @@ export class WorkerProcess {
     return true;
   }
 
-  /**
-   * A run or call in flight of the prefix prepared by request `owner`, one with host calls left
-   * when there is one (the worker does not say which call a host call is for).
-   */
-  private prefixCaller(owner: number): Pending | undefined {
-    let found: Pending | undefined;
-    for (const pending of this.pending.values()) {
-      if (pending.owner !== owner) continue;
-      if (pending.hostCalls === undefined || pending.hostCalls > 0) return pending;
-      found ??= pending;
-    }
-    return found;
-  }
-
   private take(id: number): Pending | undefined {
     const pending = this.pending.get(id);
     if (!pending) return undefined;
     this.pending.delete(id);
     clearTimeout(pending.timer);
     this.lastUsed = performance.now();
-    // A one-off run's host calls end with it, whatever the worker says.
-    for (const call of this.bridgeCalls.values()) if (call.id === id) call.controller.abort();
+    this.bridgeCalls.endFor(id);
     if (this.pending.size === 0) this.setHeld(false);
     const owner = pending.owner;
-    if (owner !== undefined && this.draining.has(owner) && !this.prefixCaller(owner)) {
-      this.draining.delete(owner);
-      this.prefixBindings.delete(owner);
-    }
+    if (owner !== undefined && this.prefixes.isDraining(owner) && !this.pending.callerOf(owner)) this.prefixes.drained(owner);
     return pending;
   }
 
@@ -599,19 +492,11 @@ export class WorkerProcess {
     for (const [id, pending] of this.pending) {
       clearTimeout(pending.timer);
       this.pending.delete(id);
-      if (this.culprit !== undefined && id !== this.culprit) {
-        // Ended for another run's silence or memory: this run did nothing wrong.
-        const why =
-          this.deathCode === "ERR_MEMORY_LIMIT"
-            ? "the worker was killed for another run's memory"
-            : "another run in this worker stopped answering";
-        pending.resolve(this.failure("ERR_INSTANCE_RESET", `${why}: ${cause}`));
-      } else pending.resolve(this.failure(this.deathCode ?? "ERR_INSTANCE_RESET", cause));
+      const neighbour = this.culprit !== undefined && id !== this.culprit;
+      pending.resolve(deathResult(this.engine, this.deathCode ?? "ERR_INSTANCE_RESET", cause, neighbour));
     }
-    this.prefixBindings.clear();
-    this.draining.clear();
-    for (const call of this.bridgeCalls.values()) call.controller.abort();
-    this.bridgeCalls.clear();
+    this.prefixes.clear();
+    this.bridgeCalls.endAll();
     try {
       rmSync(this.dir, { recursive: true, force: true });
     } catch {}
