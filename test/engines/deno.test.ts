@@ -668,6 +668,30 @@ describe("the deno engine", () => {
         expect(second.value).toBe("ok");
         expect(second.stats.warm).toBe(true);
       });
+
+      // cordon's own timers and host calls are the host's to end: a run's are cut at its end (no
+      // late firing, no late answer is sent), so the process stays warm and the continuation a run
+      // left never runs, in the next caller's run or after it.
+      const late: Record<string, string> = {
+        "a host call still in flight": "const leave = (f) => { slow().then(f); };",
+        "a setTimeout of cordon's runtime": "const leave = (f) => { setTimeout(f, 50); };",
+        "a setInterval of cordon's runtime": "const leave = (f) => { setInterval(f, 5); };",
+      };
+      for (const [kind, plant] of Object.entries(late)) {
+        it(`${kind} left by one run never runs during the next caller's run`, async () => {
+          const code = thief(plant);
+          const slow = () => new Promise((resolve) => setTimeout(() => resolve("late"), 50));
+          const first = completed(await sandbox.run({ code, input: { plant: true }, globals: { slow, apiKey: "nobody" } }));
+          expect(first.value).toBeNull();
+          const second = completed(await sandbox.run({ code, input: { wait: true }, globals: { slow, apiKey: "alice-secret" } }));
+          expect(second.stats.warm).toBe(true);
+          // The answer to the first run's call (or its timer) was due during the second run's wait.
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          const third = completed(await sandbox.run({ code, input: {}, globals: { slow, apiKey: "nobody" } }));
+          expect(third.stats.warm).toBe(true);
+          expect(third.value).toBeNull();
+        });
+      }
     });
   });
 
