@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sharedCodec } from "../../src/core/bindings.js";
 import { DEFAULT_LIMITS } from "../../src/core/limits.js";
 import { createCallbackCheck } from "../../src/executor/callback-targets.js";
 import { hostRunBody, refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
@@ -85,6 +86,41 @@ describe("POST /host (the remote host's protocol)", () => {
       expect(answer.status, JSON.stringify(bad).slice(0, 80)).toBe(400);
       expect(answer.message).toMatch(message);
     }
+  });
+
+  it("leaves the decoding of a run's values to the guest: the service's thread decodes none of them", async () => {
+    // The guest decodes inputText and bindings data under its run's limits; a second decode on the
+    // service's thread cost as much again, uncharged (a million keys: seconds of a held thread).
+    const codec = sharedCodec();
+    const inputText = codec.encode(new Map([[1, 2]]));
+    const dataText = codec.encode({ k: new Date(5) });
+    const decode = codec.decode;
+    const decoded: string[] = [];
+    // The result's own decode (the worker's answer) is counted out: only the request's texts.
+    codec.decode = (text) => {
+      if (text === inputText || text === dataText) decoded.push(text);
+      return decode(text);
+    };
+    try {
+      const body = {
+        ...(await hostRunBody("import m from 'm'; export default (input) => [input.size, m.k.getTime()]")),
+        bindingsText: JSON.stringify({ globals: {}, modules: { m: { d: dataText } } }),
+        inputText,
+      };
+      const response = await post(body);
+      expect(response.status).toBe(200);
+      expect(JSON.parse(await response.text())).toMatchObject({ ok: true, value: [1, 5] });
+    } finally {
+      codec.decode = decode;
+    }
+    expect(decoded).toEqual([]);
+  });
+
+  it("a well-formed value whose tag the guest cannot read fails the run, not the service", async () => {
+    const body = { ...(await hostRunBody("export default (input) => input")), inputText: '{"$":"b","v":"not digits"}' };
+    const response = await post(body);
+    expect(response.status).toBe(200);
+    expect(JSON.parse(await response.text())).toMatchObject({ ok: false, status: "failed" });
   });
 
   it("a prefix handle it does not hold is ERR_PREFIX_GONE (the client prepares again)", async () => {
