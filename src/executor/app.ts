@@ -57,6 +57,17 @@ type Env = { Bindings: HttpBindings };
 export function createApp(deps: AppDeps): Hono<Env> {
   const app = new Hono<Env>();
 
+  // A request whose body was not read (GET /health or a 404 with a body): its connection closes
+  // after the answer. Node would otherwise read and discard the rest to keep the connection, for
+  // as long as the client sends (up to the request timeout), for a client that holds no secret.
+  app.use(async (c, next) => {
+    await next();
+    if (!c.env.incoming.complete) {
+      lingerAfterRefusal(c.env.incoming);
+      c.header("connection", "close");
+    }
+  });
+
   app.get("/health", (c) => {
     const body = {
       status: deps.draining() ? "draining" : "ok",
