@@ -109,7 +109,9 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
 
 /** Parse and check a `/host` body; a 400 naming the field otherwise. */
 export function parseRemoteRequest(body: Buffer): RemoteRequest {
-  const parsed = parseJsonBody(body, "a host request object");
+  // Values: room for line maps sent as rows of numbers (older clients); members: the fixed fields,
+  // 256 imports and 8 limits are a few hundred.
+  const parsed = parseJsonBody(body, "a host request object", { values: 1_000_000, members: 10_000 });
   const checked = remoteRequestSchema.safeParse(parsed);
   if (!checked.success) {
     const issue = checked.error.issues[0];

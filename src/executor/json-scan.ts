@@ -5,17 +5,28 @@
  * service's thread cost as much as the guest's own decode again, uncharged to any run: a 16 MB
  * object of a million keys held the thread 2-4 s per request, the guest then decoding it anyway.
  *
- * Returns "array", "object" or "scalar" for a well-formed text, undefined otherwise. Nesting is
- * followed with one small number per open level, bounded by the text's length.
+ * Returns "array", "object" or "scalar" for a well-formed text, undefined otherwise, and
+ * "excess" as soon as it has met more than `bounds.values` values (containers and leaves) or
+ * `bounds.members` object members: a body is weighed so before JSON.parse builds it (a million
+ * keys took JSON.parse 2-5 s of the service's thread). Nesting is followed with one small number
+ * per open level, bounded by the text's length.
  */
-export function scanJson(text: string): "array" | "object" | "scalar" | undefined {
+export function scanJson(
+  text: string,
+  bounds: { values?: number; members?: number } = {},
+): "array" | "object" | "scalar" | "excess" | undefined {
   const n = text.length;
+  const maxValues = bounds.values ?? Number.POSITIVE_INFINITY;
+  const maxMembers = bounds.members ?? Number.POSITIVE_INFINITY;
+  let values = 0;
+  let members = 0;
   // Open containers, innermost last: true for an object, false for an array.
   const open: boolean[] = [];
   let i = skipSpace(text, 0);
   let kind: "array" | "object" | "scalar" | undefined;
   for (;;) {
     // A value starts at i.
+    if (++values > maxValues) return "excess";
     const c = text.charCodeAt(i);
     if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
       kind ??= c === 0x7b ? "object" : "array";
@@ -25,6 +36,7 @@ export function scanJson(text: string): "array" | "object" | "scalar" | undefine
       else {
         open.push(c === 0x7b);
         if (c === 0x7b) {
+          if (++members > maxMembers) return "excess";
           i = key(text, i);
           if (i < 0) return undefined;
         }
@@ -44,6 +56,7 @@ export function scanJson(text: string): "array" | "object" | "scalar" | undefine
       if (d === 0x2c /* , */) {
         i = skipSpace(text, i + 1);
         if (inObject) {
+          if (++members > maxMembers) return "excess";
           i = key(text, i);
           if (i < 0) return undefined;
         }

@@ -68,7 +68,8 @@ export type RunRequest = z.infer<typeof runRequestSchema>;
  * data, and the sandbox's codec carries it as data (a copy made by assignment would not).
  */
 export function parseRunRequest(body: Buffer): RunRequest {
-  const parsed = parseJsonBody(body, "a run request object");
+  // input or call.args (one of them) and at most 256 imports, a few fields and limits besides.
+  const parsed = parseJsonBody(body, "a run request object", { values: REQUEST_BOUNDS.maxInputValues + 1_000 });
   const checked = runRequestSchema.safeParse(parsed);
   if (!checked.success) throw new ServiceError("ERR_BAD_REQUEST", describeIssue(checked.error.issues[0]));
   const request = parsed as RunRequest;

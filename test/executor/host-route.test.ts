@@ -88,6 +88,16 @@ describe("POST /host (the remote host's protocol)", () => {
     }
   });
 
+  it("weighs the body before parsing it: more members or values than any host request holds is refused unparsed", async () => {
+    // why: a million unknown keys held the service's thread 7 s before zod named the first issue.
+    // Built by repeat(): a slow build here would stall the executor, which shares this thread.
+    const members = await refusal(await post(`{${'"k":1,'.repeat(20_000)}"k":1}`));
+    expect(members).toMatchObject({ status: 400, code: "ERR_BAD_REQUEST" });
+    expect(members.message).toBe("the body holds more than 1000000 JSON values or 10000 object members: no valid request does");
+    const values = await refusal(await post(`{"t":"run","x":[${"0,".repeat(1_000_000)}0]}`));
+    expect(values.message).toMatch(/more than 1000000 JSON values/);
+  });
+
   it("leaves the decoding of a run's values to the guest: the service's thread decodes none of them", async () => {
     // The guest decodes inputText and bindings data under its run's limits; a second decode on the
     // service's thread cost as much again, uncharged (a million keys: seconds of a held thread).

@@ -89,6 +89,15 @@ describe("scanJson: one JSON value, checked without building it", () => {
     }
   });
 
+  it("stops at the first value or member past its bounds", () => {
+    expect(scanJson("[1,2,3]", { values: 4 })).toBe("array");
+    expect(scanJson("[1,2,3]", { values: 3 })).toBe("excess");
+    expect(scanJson('{"a":1,"b":2}', { members: 2 })).toBe("object");
+    expect(scanJson('{"a":1,"b":2}', { members: 1 })).toBe("excess");
+    // Counted as met: text past the bound is never read, malformed or not.
+    expect(scanJson("[1,2,oops", { values: 2 })).toBe("excess");
+  });
+
   it("follows deep nesting without recursion", () => {
     expect(scanJson(`${"[".repeat(200_000)}${"]".repeat(200_000)}`)).toBe("array");
     expect(scanJson(`${"[".repeat(200_000)}${"]".repeat(199_999)}`)).toBeUndefined();
