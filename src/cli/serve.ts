@@ -13,7 +13,7 @@ export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1]
                     (default: half of --max-connections)
   --grace-ms N      on SIGTERM or SIGHUP, in-flight runs get this long before they are aborted (default 10000)
   --callback-origin O  an origin remote hosts may name for their callbacks, besides their own
-                    address and loopback (repeatable)
+                    address (and loopback, for one on loopback) (repeatable)
 The admission secret is CORDON_EXEC_SECRET (at least 32 bytes), or one generated and printed
 for this run. The first line on stdout is the URL. Service logs are JSON lines on stderr.`;
 

@@ -50,7 +50,7 @@ export interface ExecutorOptions {
   shutdownGraceMs?: number;
   /**
    * Origins (`https://app.internal:8443`) a remote host may name as its callback URL besides its
-   * own address and loopback. Default: none.
+   * own address (and loopback, for a remote host on loopback). Default: none.
    */
   callbackOrigins?: string[];
   /** The service log (pino). Default: JSON lines on stderr; false: none. */

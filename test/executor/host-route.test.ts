@@ -200,4 +200,18 @@ describe("POST /host (the remote host's protocol)", () => {
     expect(check("http://192.0.2.6:8080/rpc", "::ffff:192.0.2.5")).toMatch(/not allowed/);
     expect(check("ftp://127.0.0.1/", "127.0.0.1")).toMatch(/http/);
   });
+
+  it("calls back to loopback only for a requester on loopback: one elsewhere cannot reach the executor's local services", () => {
+    // why: loopback was allowed for every requester, so a tenant on another machine could have the
+    // executor POST to 127.0.0.1:<any port> and read the status and the error text in its run.
+    const check = createCallbackCheck();
+    for (const url of ["http://127.0.0.1:6379/", "http://127.9.9.9:80/", "http://[::1]:8500/", "http://localhost:2375/"]) {
+      expect(check(url, "192.0.2.5"), url).toMatch(/not allowed/);
+      expect(check(url, undefined), url).toMatch(/not allowed/);
+    }
+    expect(check("http://127.0.0.1:1/rpc", "127.0.0.1")).toBeUndefined();
+    expect(check("http://127.0.0.1:1/rpc", "::ffff:127.0.0.1")).toBeUndefined();
+    expect(check("http://localhost:1/rpc", "::1")).toBeUndefined();
+    expect(check("http://[::1]:1/rpc", "127.0.0.1")).toBeUndefined();
+  });
 });
