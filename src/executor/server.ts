@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { getRequestListener } from "@hono/node-server";
 import type { Logger } from "pino";
@@ -139,8 +139,9 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   const runner = new WarmRunner(sandbox, warmModules, { policy, host: hostName });
   const inflight = new InFlight();
   let draining = false;
+  const admit = createAdmission(secret);
   const app = createApp({
-    admit: createAdmission(secret),
+    admit,
     sandbox,
     runner,
     inflight,
@@ -158,9 +159,15 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   // it passes no errorHandler, and the adapter's own refusals were bare 400s.
   const listener = getRequestListener(app.fetch, { overrideGlobalObjects: false, errorHandler: answerRequestError });
   // A request pipelined behind a refused upload is never served: its connection is closing.
-  const server = createServer(requestTimeouts(maxBodyMb), (incoming, outgoing) =>
-    isLingering(incoming.socket) ? incoming.socket.destroy() : listener(incoming, outgoing),
-  );
+  const handle = (incoming: IncomingMessage, outgoing: ServerResponse) =>
+    isLingering(incoming.socket) ? incoming.socket.destroy() : listener(incoming, outgoing);
+  const server = createServer(requestTimeouts(maxBodyMb), handle);
+  // `expect: 100-continue`: Node would invite every such body before a route ran. Only an admitted
+  // request is invited; any other gets its final answer (401, 404, 503) uninvited.
+  server.on("checkContinue", (incoming: IncomingMessage, outgoing: ServerResponse) => {
+    if (!draining && admit(incoming.headers.authorization) === "admitted") outgoing.writeContinue();
+    handle(incoming, outgoing);
+  });
   server.on("clientError", answerClientError);
   limitConnections(server, { maxConnections, perAddress }, logger);
   try {

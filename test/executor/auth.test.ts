@@ -62,6 +62,40 @@ describe("admission: authorization: Bearer <secret>", () => {
     }
   });
 
+  it("answers expect: 100-continue with 100 only for the right secret; a wrong one gets its 401 at once", async () => {
+    // why: Node sent "100 Continue" to every such request before a route ran, inviting a client
+    // without the secret to send its body (read and thrown away while the connection closed).
+    const { hostname, port } = new URL(t.url);
+    const payload = JSON.stringify(body);
+    const exchange = (secret: string) =>
+      new Promise<{ invited: boolean; status: string }>((resolve, reject) => {
+        const socket = connect(Number(port), hostname);
+        let text = "";
+        let invited = false;
+        socket.setEncoding("latin1");
+        socket.on("data", (chunk: string) => {
+          text += chunk;
+          const interim = /^HTTP\/1\.1 100 [^\r]*\r\n\r\n/.exec(text);
+          if (interim) {
+            // Invited: send the body, then read the final answer.
+            invited = true;
+            text = text.slice(interim[0].length);
+            socket.write(payload);
+          }
+          if (text.includes("\r\n\r\n")) {
+            socket.destroy();
+            resolve({ invited, status: text.slice(0, text.indexOf("\r\n")) });
+          }
+        });
+        socket.on("error", reject);
+        socket.write(
+          `POST /run HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${secret}\r\nexpect: 100-continue\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n`,
+        );
+      });
+    expect(await exchange(`${SECRET.slice(0, -1)}X`)).toEqual({ invited: false, status: "HTTP/1.1 401 Unauthorized" });
+    expect(await exchange(SECRET)).toEqual({ invited: true, status: "HTTP/1.1 200 OK" });
+  });
+
   it("admits the right secret", async () => {
     const result = await t.runResult(body);
     expect(result).toMatchObject({ status: "completed", value: 42 });
