@@ -6,7 +6,7 @@ import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER } from "../core/protocol.js";
 import type { RunResult } from "../core/types.js";
 import type { Sandbox } from "../sandbox.js";
 import type { Admission } from "./admission.js";
-import { readCappedBody } from "./body.js";
+import { type BodyBudget, readCappedBody } from "./body.js";
 import { ServiceError } from "./errors.js";
 import { parseRemoteRequest } from "./host-schema.js";
 import { answerHostRequest, type HostRouteDeps } from "./host-route.js";
@@ -25,6 +25,8 @@ export interface AppDeps {
   inflight: InFlight;
   logger: Logger;
   maxBodyBytes: number;
+  /** The request body bytes held at once, across all requests. */
+  bodyBudget: BodyBudget;
   version: string;
   /** Where guests run: "process" (the service's default) or "inprocess". */
   hostName: string;
@@ -157,7 +159,7 @@ async function admitted(c: Context<Env>, deps: AppDeps): Promise<{ body: Buffer;
   const admission = deps.admit(c.req.header("authorization"));
   if (admission === "missing") throw new ServiceError("ERR_UNAUTHORIZED", "send authorization: Bearer <secret>");
   if (admission === "wrong") throw new ServiceError("ERR_UNAUTHORIZED", "the bearer secret is not this executor's");
-  const body = await readCappedBody(incoming, deps.maxBodyBytes);
+  const body = await readCappedBody(incoming, deps.maxBodyBytes, deps.bodyBudget);
   const controller = new AbortController();
   const release = deps.inflight.add(controller);
   destroyWhenStalled(outgoing, () =>
@@ -169,6 +171,7 @@ async function admitted(c: Context<Env>, deps: AppDeps): Promise<{ body: Buffer;
   outgoing.once("close", () => {
     if (!outgoing.writableFinished) controller.abort(new Error("the client closed the connection"));
     release();
+    deps.bodyBudget.give(body.length);
   });
   return { body, signal: controller.signal };
 }

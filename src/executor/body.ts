@@ -12,12 +12,19 @@ import { scanJson } from "./json-scan.js";
  * `connection: close`, and the connection closes after a bounded linger (src/executor/linger.ts),
  * the rest of the upload discarded, never kept.
  */
-export function readCappedBody(incoming: IncomingMessage, capBytes: number): Promise<Buffer> {
+export function readCappedBody(incoming: IncomingMessage, capBytes: number, budget: BodyBudget): Promise<Buffer> {
   const declared = incoming.headers["content-length"];
   if (declared !== undefined && Number(declared) > capBytes) return Promise.reject(tooLarge(capBytes));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
+    const refuse = (error: ServiceError) => {
+      stop();
+      incoming.pause();
+      chunks.length = 0;
+      budget.give(received);
+      reject(error);
+    };
     const stop = () => {
       incoming.off("data", onData);
       incoming.off("end", onEnd);
@@ -25,24 +32,23 @@ export function readCappedBody(incoming: IncomingMessage, capBytes: number): Pro
       incoming.off("close", onClose);
     };
     const onData = (chunk: Buffer) => {
-      received += chunk.length;
-      if (received > capBytes) {
-        stop();
-        incoming.pause();
-        chunks.length = 0;
-        reject(tooLarge(capBytes));
-        return;
+      if (received + chunk.length > capBytes) return refuse(tooLarge(capBytes));
+      if (!budget.take(chunk.length)) {
+        return refuse(
+          new ServiceError(
+            "ERR_CAPACITY",
+            `the executor holds ${budget.bytes} bytes of request bodies being uploaded, its limit; retry later`,
+          ),
+        );
       }
+      received += chunk.length;
       chunks.push(chunk);
     };
     const onEnd = () => {
       stop();
       resolve(Buffer.concat(chunks, received));
     };
-    const onError = () => {
-      stop();
-      reject(new ServiceError("ERR_BAD_REQUEST", "the request body could not be read"));
-    };
+    const onError = () => refuse(new ServiceError("ERR_BAD_REQUEST", "the request body could not be read"));
     // `close` before `end`: the client went away mid-upload.
     const onClose = () => {
       if (!incoming.complete) onError();
@@ -52,6 +58,29 @@ export function readCappedBody(incoming: IncomingMessage, capBytes: number): Pro
     incoming.on("error", onError);
     incoming.on("close", onClose);
   });
+}
+
+/**
+ * The bytes of request bodies held at once, across every connection: without it, each admitted
+ * upload could hold up to the body cap, so a client with the secret and many connections made the
+ * service buffer connections × cap (30 uploads of 30 MB: 962 MB, on its way to the OOM killer).
+ * An upload that would pass it is refused with ERR_CAPACITY (503). A body read whole is given
+ * back when its response ends.
+ */
+export class BodyBudget {
+  private used = 0;
+
+  constructor(readonly bytes: number) {}
+
+  take(n: number): boolean {
+    if (this.used + n > this.bytes) return false;
+    this.used += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.used -= n;
+  }
 }
 
 /**

@@ -11,6 +11,8 @@ export const SERVICE_ERRORS = {
   ERR_PREFIX_GONE: 404,
   ERR_BODY_TOO_LARGE: 413,
   ERR_INTERNAL: 500,
+  /** The bodies being uploaded to this executor already fill its buffer budget: retry later. */
+  ERR_CAPACITY: 503,
   ERR_SHUTTING_DOWN: 503,
 } as const;
 

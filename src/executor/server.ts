@@ -14,6 +14,7 @@ import { createSandbox } from "../create-sandbox.js";
 import { engineOf, type Sandbox } from "../sandbox.js";
 import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
+import { BodyBudget } from "./body.js";
 import { createCallbackCheck } from "./callback-targets.js";
 import { limitConnections, requestTimeouts } from "./connections.js";
 import { isLingering } from "./linger.js";
@@ -32,6 +33,11 @@ export interface ExecutorOptions {
   port?: number;
   /** The request body cap in MiB, refused while streaming. Default 32. */
   maxBodyMb?: number;
+  /**
+   * Request body bytes held at once across all requests, in MiB; an upload past it is refused
+   * with ERR_CAPACITY (503). Default: 8 × maxBodyMb, at least 256.
+   */
+  maxBufferedBodyMb?: number;
   /** The sandbox's options. Default: the process host, engine auto, and SERVICE_POLICY. */
   sandbox?: SandboxOptions;
   /**
@@ -80,6 +86,7 @@ const OPTION_KEYS = [
   "host",
   "port",
   "maxBodyMb",
+  "maxBufferedBodyMb",
   "maxConnections",
   "maxConnectionsPerAddress",
   "sandbox",
@@ -104,6 +111,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new TypeError(`cordon: executor options.port must be an integer from 0 to 65535, got ${String(port)}`);
   const maxBodyMb = positive(options.maxBodyMb, "maxBodyMb", 32);
+  const maxBufferedBodyMb = positive(options.maxBufferedBodyMb, "maxBufferedBodyMb", Math.max(8 * maxBodyMb, 256));
   const warmModules = positive(options.warmModules, "warmModules", 256);
   const maxConnections = whole(options.maxConnections, "maxConnections", DEFAULT_MAX_CONNECTIONS);
   const perAddress = whole(options.maxConnectionsPerAddress, "maxConnectionsPerAddress", Math.ceil(maxConnections / 2));
@@ -147,6 +155,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     inflight,
     logger,
     maxBodyBytes: Math.floor(maxBodyMb * 1024 * 1024),
+    bodyBudget: new BodyBudget(Math.floor(maxBufferedBodyMb * 1024 * 1024)),
     version: packageVersion(),
     hostName,
     draining: () => draining,
