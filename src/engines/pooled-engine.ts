@@ -68,23 +68,33 @@ export class PooledEngine implements Engine {
     const { limits, signal, host, source, sourceImports, inputText, bindings } = request;
     const guestFiles = new Set([source.filename, ...Object.keys(sourceImports)]);
     let instance: EngineInstance;
+    this.spares.runStarted();
     try {
       instance = await this.spares.take(limits.memoryMb);
     } catch (error) {
+      this.spares.runEnded();
       return instanceFailure(this.name, host, error);
     }
     const execution = new Execution(instance, { engine: this.name, limits, signal, host, warm: false, guestFiles });
     // Through running.run: disposed while the instance was being made, the run ends with
     // ERR_INSTANCE_RESET instead of starting (and calling host functions) after dispose resolved.
-    const result = await this.running.run(execution, execution.outcome, () =>
-      execution.evaluate({ bindings, mode: request.mode ?? "run", inputText, source, sourceImports }),
-    );
+    let result: RunResult;
+    try {
+      result = await this.running.run(execution, execution.outcome, () =>
+        execution.evaluate({ bindings, mode: request.mode ?? "run", inputText, source, sourceImports }),
+      );
+    } catch (error) {
+      this.spares.runEnded();
+      throw error;
+    }
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // a quarter of a millisecond on this thread, so it happens after the result is delivered.
     instance.listener = undefined;
     setImmediate(() => {
       instance.dispose();
       execution.drained();
+      // After the result is delivered and the instance gone: a refill put off for the run starts.
+      this.spares.runEnded();
     });
     return result;
   }

@@ -24,6 +24,10 @@ export class Spares<I extends EngineInstance = EngineInstance> {
   private readonly waiting: Waiter<I>[] = [];
   private scheduled = false;
   private disposed = false;
+  /** One-off runs between `take` and their result (runStarted/runEnded). */
+  private running = 0;
+  /** A refill put off until no run is in progress (refillSoon). */
+  private deferred = false;
 
   constructor(
     private readonly size: number,
@@ -86,7 +90,34 @@ export class Spares<I extends EngineInstance = EngineInstance> {
     return undefined;
   }
 
-  private refillSoon(): void {
+  /** A one-off run is starting: until one ends, a refill waits while a spare is still ready. */
+  runStarted(): void {
+    this.running++;
+  }
+
+  /**
+   * Its result is out (its instance disposed): a refill put off meanwhile starts now, even with
+   * other runs still in progress (under steady concurrent load it would otherwise wait until the
+   * spares ran out).
+   */
+  runEnded(): void {
+    this.running--;
+    if (this.deferred) {
+      this.deferred = false;
+      this.refillSoon(true);
+    }
+  }
+
+  /** `now`: a run just ended, nothing to wait for. */
+  private refillSoon(now = false): void {
+    // Making an instance takes the engine's threads and this thread's time: while a run is in
+    // progress and a spare is still ready for the next one, it waits for the run's result
+    // (measured, paced one-off runs on QuickJS: a refill 2 ms after the take landed on a run
+    // that takes ~2 ms, beside it on a 2-core machine). With none ready it starts as before.
+    if (!now && this.running > 0 && this.ready.length > 0) {
+      this.deferred = true;
+      return;
+    }
     if (this.scheduled) return;
     this.scheduled = true;
     setTimeout(() => {

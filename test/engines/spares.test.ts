@@ -23,6 +23,12 @@ function maker(ms: number) {
   return { made, create };
 }
 
+/** Resolves once `done()` holds (the machine is shared and slow: up to 5 s). */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = performance.now() + 5000;
+  while (!done() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+}
+
 describe("Spares", () => {
   it("makes its spares ahead, and says so to the engine (which warms only those up)", async () => {
     const { made, create } = maker(5);
@@ -99,6 +105,33 @@ describe("Spares", () => {
     while (spares.count < 40 && performance.now() < until) await new Promise((r) => setTimeout(r, 10));
     expect(spares.count).toBe(40);
     expect(made.length).toBe(40);
+    spares.dispose();
+  });
+
+  it("with a spare still ready, the refill waits for the run in progress to end (it made one beside the run)", async () => {
+    const { made, create } = maker(5);
+    const spares = new Spares(2, 64, create);
+    await until(() => spares.count === 2);
+    spares.runStarted();
+    await spares.take(64);
+    // Longer than the refill delay: the run is still in progress, one spare is ready.
+    await new Promise((r) => setTimeout(r, 30));
+    expect(made).toHaveLength(2);
+    spares.runEnded();
+    await until(() => spares.count === 2);
+    expect(made).toHaveLength(3);
+    spares.dispose();
+  });
+
+  it("with none ready, the refill starts during the run, as before", async () => {
+    const { made, create } = maker(5);
+    const spares = new Spares(1, 64, create);
+    await until(() => spares.count === 1);
+    spares.runStarted();
+    await spares.take(64);
+    await until(() => spares.count === 1);
+    expect(made).toHaveLength(2);
+    spares.runEnded();
     spares.dispose();
   });
 });
