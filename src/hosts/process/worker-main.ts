@@ -18,6 +18,7 @@ import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult, isEmptyRecord } from "../../core/results.js";
 import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
+import { AfterAnswers } from "./after-answers.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 
@@ -65,13 +66,18 @@ async function main(): Promise<void> {
   console.log = console.info = console.debug = (...args: unknown[]) => process.stderr.write(`${args.join(" ")}\n`);
 
   const config = JSON.parse(process.argv[2] ?? "{}") as WorkerConfig;
+  let answering = 0;
+  // A spare isolate is made again after the answers in progress are written, never ahead of them.
+  const afterAnswers = new AfterAnswers(() => answering === 0);
   // The engine never polls here (its busyPollMs is 0): with the pipe polled as well, a call would
   // pass three threads, two of them spinning, on a 2-core machine (decision 012).
   const engine: Engine =
     config.engine === "quickjs"
       ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
       : // Quick warm calls run on this thread: it serves no caller (decision 012).
-        (await import("../../engines/v8/engine.js")).createV8Engine({ ...config.engineOptions, syncCalls: true });
+        (await import("../../engines/v8/engine.js")).createV8Engine({ ...config.engineOptions, syncCalls: true }, () =>
+          afterAnswers.wait(),
+        );
 
   // Frames sent in one tick leave in one write.
   let corked = false;
@@ -154,7 +160,6 @@ async function main(): Promise<void> {
    * prefix: built and sent with each answer, they halved a busy worker's calls per second with
    * 200 prefixes prepared (17.7k/s -> 8.5k/s) and added 140 µs to a sequential call.
    */
-  let answering = 0;
   // After answering a request the sandbox polls for, this loop turns, so the next one is read
   // without a wake-up; never while a request is in progress (an engine thread computing it needs
   // the core).
@@ -199,6 +204,7 @@ async function main(): Promise<void> {
     event.stats = statsWithAnswer();
     sendAnswer(event);
     poller.answered();
+    afterAnswers.answered();
   };
 
   /** The answer to request `id`: the bare value when that is all the result holds, else the whole result. */
@@ -220,6 +226,7 @@ async function main(): Promise<void> {
   };
 
   const handle = (message: HostRequest) => {
+    if (message.t !== "bridge-result" && message.t !== "abort") afterAnswers.heard();
     switch (message.t) {
       case "run": {
         poller.heard(message.poll);
