@@ -49,12 +49,13 @@ export function isEmptyRecord(record: object): boolean {
  * ERR_COMPILE, as for a module over the code limit.
  */
 export function oversizedRequest(
-  request: { t: string; inputText?: string; source?: { code: string } },
+  request: { t: string; inputText?: string; source?: { code: string; script?: { code: string } } },
   where: string,
   why: string,
 ): RunError {
   const input = request.inputText?.length ?? 0;
-  const code = request.source?.code.length ?? 0;
+  // A process worker gets a module's script form alone when it has one (hosts/process/host.ts).
+  const code = Math.max(request.source?.code.length ?? 0, request.source?.script?.code.length ?? 0);
   const call = request.t === "prefix-call";
   const what = call
     ? "the call's arguments are"

@@ -8,9 +8,9 @@ import { SECRET, startExecutor } from "../executor/helpers.js";
  * own request as a result, and the worker serves the next one.
  */
 describe("the process host and a request over the pipe's frame limit", () => {
-  // 5 M characters (under the 16 Mi code limit) that esbuild writes as `\u4E00`: both compiled
-  // forms, JSON-escaped, make a 70 MB frame.
-  const bigModule = `export default "${"\u4e00".repeat(5_000_000)}".length`;
+  // 10 M characters (under the 16 Mi code limit) that esbuild writes as `\u4E00`: its script
+  // form alone, JSON-escaped, makes a 70 MB frame (a worker gets only that form: host.ts forWorker).
+  const bigModule = `export default "${"\u4e00".repeat(10_000_000)}".length`;
   const limits = { wallTimeMs: 60_000 };
 
   it("a module: ERR_COMPILE, for run, prefix run and prepare", async () => {
@@ -20,6 +20,8 @@ describe("the process host and a request over the pipe's frame limit", () => {
     if (!result.ok) {
       expect(result.error.code).toBe("ERR_COMPILE");
       expect(result.error.message).toMatch(/too large for the pipe to a worker process: a frame of \d+ bytes/);
+      // The frame carries the module once, as its script form: ~70 MB (both forms were ~140 MB).
+      expect(Number(/a frame of (\d+) bytes/.exec(result.error.message)?.[1])).toBeLessThan(100_000_000);
     }
     const prefix = await sandbox.prepare({ code: "export const n = 1" });
     const prefixRun = await prefix.run({ code: bigModule, limits });

@@ -10,6 +10,7 @@ import type {
 } from "../../core/engine.js";
 import { signalReason } from "../../core/abort-reason.js";
 import { abortedResult, heldPrefixResult } from "../../core/results.js";
+import type { GuestSource } from "../../core/source.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
 import { instanceFailure } from "../../engines/pooled-engine.js";
@@ -59,7 +60,7 @@ export class ProcessHost implements Engine {
     }
     const { source, sourceImports, bindings, inputText, limits, mode, signal } = request;
     return worker.request(
-      { t: "run", id: 0, source, sourceImports, bindingsText: bindings.text, inputText, limits, mode },
+      { t: "run", id: 0, source: forWorker(source), sourceImports, bindingsText: bindings.text, inputText, limits, mode },
       bindings,
       limits.memoryMb,
       signal,
@@ -169,7 +170,7 @@ class ProcessPrefix implements EnginePrefix {
       return { result: instanceFailure(this.engine, "process", error) };
     }
     const answer = await worker.prepare(
-      { t: "prepare", key, source, sourceImports, bindingsText: bindings.text, limits },
+      { t: "prepare", key, source: forWorker(source), sourceImports, bindingsText: bindings.text, limits },
       bindings,
       limits.memoryMb,
       limits.wallTimeMs + BACKSTOP_MS,
@@ -189,7 +190,7 @@ class ProcessPrefix implements EnginePrefix {
       t: "prefix-run",
       id: 0,
       prefix: handle,
-      source: request.source,
+      source: forWorker(request.source),
       inputText: request.inputText,
       limits: request.limits,
     }));
@@ -265,6 +266,15 @@ class ProcessPrefix implements EnginePrefix {
     this.worker = undefined;
     this.handle = undefined;
   }
+}
+
+/**
+ * A module as a worker needs it: its engines (v8, quickjs) evaluate the script form whenever
+ * there is one and never read the module form then. Sent both, a frame carried the module twice,
+ * each copy through JSON.stringify here and JSON.parse there (a 20 KB module: a 67 KB frame).
+ */
+function forWorker(source: GuestSource): GuestSource {
+  return source.script ? { ...source, code: "", lineMap: [] } : source;
 }
 
 /**
