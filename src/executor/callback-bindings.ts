@@ -4,6 +4,7 @@ import { bridgeErrorText, TOO_LARGE } from "../core/bindings.js";
 import { readCapped } from "../core/read-capped.js";
 import { whenAborted } from "../core/when-aborted.js";
 import type { RemoteCallback } from "../core/protocol.js";
+import { peekGrant } from "../hosts/remote/grant.js";
 
 /** A callback that has not answered in this long fails the guest's call (the run's own wall limit is usually first). */
 const CALLBACK_TIMEOUT_MS = 120_000;
@@ -23,9 +24,24 @@ export class CallbackBindings implements BindingsLike {
     private callback: RemoteCallback | undefined,
   ) {}
 
-  /** A prefix's later requests bring fresh grants (each expires soon after its request). */
-  renew(callback: RemoteCallback | undefined): void {
-    if (callback) this.callback = callback;
+  /**
+   * A prefix's later requests bring fresh grants (each expires soon after its request). Requests
+   * overlap and may arrive out of order: the grant that expires last is kept, never one that
+   * expires sooner (a short call would cut a long one's host calls off). A callback for another
+   * run, URL or set of names is refused: the prefix's functions are numbered by its own names.
+   * Returns why it was refused, or undefined.
+   */
+  renew(callback: RemoteCallback | undefined): string | undefined {
+    if (!callback) return undefined;
+    const held = this.callback;
+    if (!held) return "callback: this prefix was prepared without host functions to call back";
+    if (callback.run !== held.run || callback.url !== held.url || !sameNames(callback.names, held.names))
+      return "callback: the grant is for another run than this prefix's (its run, URL and names must be the ones it was prepared with)";
+    const fresh = peekGrant(callback.grant);
+    if (fresh?.run !== callback.run) return "callback.grant: not a grant for callback.run";
+    const current = peekGrant(held.grant);
+    if (current === undefined || fresh.exp > current.exp) this.callback = callback;
+    return undefined;
   }
 
   /**
@@ -101,6 +117,10 @@ export class CallbackBindings implements BindingsLike {
     }
     return { ok: answer.ok, text: answer.text };
   }
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((name, i) => name === b[i]);
 }
 
 function failure(error: Error): BridgeAnswer {

@@ -6,6 +6,7 @@ import { abortedResult, failedResult } from "../core/results.js";
 import type { Slots } from "../core/slots.js";
 import type { RunResult, SandboxPolicy } from "../core/types.js";
 import { CallbackBindings } from "./callback-bindings.js";
+import { ServiceError } from "./errors.js";
 import type { RemotePrefixes } from "./remote-prefixes.js";
 
 export interface HostRouteDeps {
@@ -100,7 +101,7 @@ async function answerWith(
     }
     case "prefix-run": {
       const answer = await deps.prefixes.use(request.prefix, (held) => {
-        held.bindings.renew(request.callback);
+        renewGrant(held.bindings, request.callback);
         return withSlot(deps.slots, engine, signal, started, () =>
           held.prefix.run({ source: request.source, sourceImports: {}, inputText: request.inputText, limits, signal: runSignal }),
         );
@@ -109,12 +110,18 @@ async function answerWith(
     }
     case "prefix-call": {
       const answer = await deps.prefixes.use(request.prefix, (held) => {
-        held.bindings.renew(request.callback);
+        renewGrant(held.bindings, request.callback);
         return held.prefix.call({ path: request.path, argsText: request.argsText, limits, signal: runSignal });
       });
       return answer ? { result: answer } : { gone: true };
     }
   }
+}
+
+/** The request's grant, kept if it expires later than the prefix's; a 400 when it is not the prefix's. */
+function renewGrant(bindings: CallbackBindings, callback: RemoteRequest["callback"]): void {
+  const refused = bindings.renew(callback);
+  if (refused) throw new ServiceError("ERR_BAD_REQUEST", refused);
 }
 
 /** `work` once a slot is held; `signal` (the HTTP request's) drops the run while it waits for one. */
