@@ -112,7 +112,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
       if (refused) throw new ServiceError("ERR_BAD_REQUEST", refused);
     }
     const started = performance.now();
-    const answer = await answerHostRequest(deps.host, request, signal);
+    const answer = await answerHostRequest(deps.host, request, signal, c.env.incoming.socket.remoteAddress);
     if ("gone" in answer) throw new ServiceError(PREFIX_GONE, "this executor no longer holds that prefix; prepare it again");
     if ("done" in answer) return c.body(null, 204);
     logRun(deps.logger, answer.result, performance.now() - started);

@@ -6,6 +6,7 @@ import { abortedResult, failedResult } from "../core/results.js";
 import type { Slots } from "../core/slots.js";
 import type { RunResult, SandboxPolicy } from "../core/types.js";
 import { CallbackBindings } from "./callback-bindings.js";
+import { addressKey } from "./connections.js";
 import { ServiceError } from "./errors.js";
 import type { RemotePrefixes } from "./remote-prefixes.js";
 
@@ -29,7 +30,13 @@ export type HostAnswer = { result: RunResult; prefix?: string; load?: string } |
  * would hold the slot from everyone else), and aborts a started one only when it said the run may
  * be aborted (calls that cannot be aborted may coalesce in the engine).
  */
-export async function answerHostRequest(deps: HostRouteDeps, request: RemoteRequest, signal: AbortSignal): Promise<HostAnswer> {
+export async function answerHostRequest(
+  deps: HostRouteDeps,
+  request: RemoteRequest,
+  signal: AbortSignal,
+  /** The requester's address: its prefixes count against its own share. */
+  requester?: string,
+): Promise<HostAnswer> {
   if (request.t === "prefix-dispose") {
     deps.prefixes.dispose(request.prefix);
     return { done: true };
@@ -46,7 +53,7 @@ export async function answerHostRequest(deps: HostRouteDeps, request: RemoteRequ
       }),
     };
   }
-  const answer = await answerWith(engine, deps, request, signal);
+  const answer = await answerWith(engine, deps, request, signal, addressKey(requester));
   if ("result" in answer) answer.load = loadOf(engine);
   return answer;
 }
@@ -62,6 +69,7 @@ async function answerWith(
   deps: HostRouteDeps,
   request: Exclude<RemoteRequest, { t: "prefix-dispose" }>,
   signal: AbortSignal,
+  owner: string,
 ): Promise<HostAnswer> {
   const started = performance.now();
   const limits = resolveLimits(request.limits, {}, deps.policy);
@@ -81,6 +89,10 @@ async function answerWith(
       }
     }
     case "prepare": {
+      // Refused before any work when the prefixes held (and in use) leave no room for it.
+      const bytes = keptChars(request);
+      const full = deps.prefixes.room(owner, bytes);
+      if (full) return { result: capacityFailure(engine, full, started) };
       const bindings = new CallbackBindings(request.bindingsText, request.callback);
       // Never the client's key alone: two clients' prefixes with equal keys call back to
       // different hosts, so they must never share a warm instance.
@@ -97,7 +109,14 @@ async function answerWith(
         bindings.close();
         return { result };
       }
-      return { result, prefix: deps.prefixes.add(prepared.prefix, bindings) };
+      // Others may have taken the room meanwhile.
+      const held = deps.prefixes.add(prepared.prefix, bindings, owner, bytes);
+      if ("refused" in held) {
+        prepared.prefix.dispose();
+        bindings.close();
+        return { result: capacityFailure(engine, held.refused, started) };
+      }
+      return { result, prefix: held.handle };
     }
     case "prefix-run": {
       const answer = await deps.prefixes.use(request.prefix, (held) => {
@@ -116,6 +135,18 @@ async function answerWith(
       return answer ? { result: answer } : { gone: true };
     }
   }
+}
+
+/** What a held prefix keeps to be prepared again: its source, imports and bindings, in characters. */
+function keptChars(request: Extract<RemoteRequest, { t: "prepare" }>): number {
+  let chars = request.source.code.length + (request.source.script?.code.length ?? 0) + request.bindingsText.length;
+  for (const text of Object.values(request.sourceImports)) chars += text.length;
+  return chars;
+}
+
+function capacityFailure(engine: Engine, why: string, started: number): RunResult {
+  const message = `the executor cannot hold another prefix: ${why}`;
+  return failedResult(engine.name, "remote", { code: "ERR_CAPACITY", name: "CordonError", message }, performance.now() - started);
 }
 
 /** The request's grant, kept if it expires later than the prefix's; a 400 when it is not the prefix's. */

@@ -20,7 +20,7 @@ import { limitConnections, requestTimeouts } from "./connections.js";
 import { isLingering } from "./linger.js";
 import { answerClientError, answerRequestError } from "./refusals.js";
 import { InFlight } from "./inflight.js";
-import { RemotePrefixes } from "./remote-prefixes.js";
+import { DEFAULT_PREFIX_CAPS, RemotePrefixes } from "./remote-prefixes.js";
 import { createServiceLogger } from "./log.js";
 import { WarmRunner } from "./warm.js";
 
@@ -50,6 +50,16 @@ export interface ExecutorOptions {
    * connection. Default: half of `maxConnections` (rounded up).
    */
   maxConnectionsPerAddress?: number;
+  /**
+   * Remote hosts' prepared prefixes held at once. Past it the least recently used idle one ends
+   * (its client prepares it again, cold); when all are in use a prepare fails with ERR_CAPACITY.
+   * Default 4096.
+   */
+  maxPrefixes?: number;
+  /** Of those, prepared for one client address (an IPv6 /64) at most; past it that client's own idle ones end first. Default: half of `maxPrefixes`. */
+  maxPrefixesPerAddress?: number;
+  /** MiB of source (imports and bindings included) the held prefixes keep together, to prepare them again. Default 512. */
+  maxPrefixMb?: number;
   /** Prepared modules kept warm (an LRU). Default 256. */
   warmModules?: number;
   /** How long `close()` lets in-flight runs finish before aborting them. Default 10 000 ms. */
@@ -91,6 +101,9 @@ const OPTION_KEYS = [
   "maxConnectionsPerAddress",
   "sandbox",
   "warmModules",
+  "maxPrefixes",
+  "maxPrefixesPerAddress",
+  "maxPrefixMb",
   "shutdownGraceMs",
   "logger",
   "callbackOrigins",
@@ -113,6 +126,14 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   const maxBodyMb = positive(options.maxBodyMb, "maxBodyMb", 32);
   const maxBufferedBodyMb = positive(options.maxBufferedBodyMb, "maxBufferedBodyMb", Math.max(8 * maxBodyMb, 256));
   const warmModules = positive(options.warmModules, "warmModules", 256);
+  const maxPrefixes = whole(options.maxPrefixes, "maxPrefixes", DEFAULT_PREFIX_CAPS.max);
+  const prefixCaps = {
+    max: maxPrefixes,
+    perAddress: whole(options.maxPrefixesPerAddress, "maxPrefixesPerAddress", Math.ceil(maxPrefixes / 2)),
+    maxChars: Math.floor(
+      positive(options.maxPrefixMb, "maxPrefixMb", DEFAULT_PREFIX_CAPS.maxChars / (1024 * 1024)) * 1024 * 1024,
+    ),
+  };
   const maxConnections = whole(options.maxConnections, "maxConnections", DEFAULT_MAX_CONNECTIONS);
   const perAddress = whole(options.maxConnectionsPerAddress, "maxConnectionsPerAddress", Math.ceil(maxConnections / 2));
   const defaultGraceMs = options.shutdownGraceMs === undefined ? 10_000 : graceMs(options.shutdownGraceMs, "shutdownGraceMs");
@@ -139,7 +160,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     }
     return engineOf(await other);
   };
-  const prefixes = new RemotePrefixes();
+  const prefixes = new RemotePrefixes(undefined, prefixCaps);
   const slots = new Slots(
     options.sandbox?.maxConcurrentRuns ?? availableParallelism() * 4,
     options.sandbox?.maxQueuedRuns ?? 10_000,
