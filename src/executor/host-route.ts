@@ -104,7 +104,8 @@ async function answerWith(
         prepared = await engine.prepare({ key, partitionKey, source, sourceImports, bindings, limits, host: "remote" });
         return prepared.result;
       });
-      if (!result.ok || !prepared) {
+      // A client that went away meanwhile never learns the handle: nothing could use or end it.
+      if (!result.ok || !prepared || signal.aborted) {
         prepared?.prefix.dispose();
         bindings.close();
         return { result };
