@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { MAX_TIME_MS } from "../core/limits.js";
 import { createExecutor, type Executor } from "../executor/server.js";
 
-export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--max-connections 4096] [--max-connections-per-address N] [--grace-ms 10000] [--callback-origin URL]...
+export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1] [--max-body-mb 32] [--max-connections 4096] [--max-connections-per-address N] [--max-prefixes 4096] [--max-prefixes-per-address N] [--max-prefix-mb 512] [--grace-ms 10000] [--callback-origin URL]...
 
   Runs the executor service: POST /run and POST /host (authorization: Bearer <secret>), GET /health.
   --port N          the port to listen on (default 8787; 0 picks a free one)
@@ -11,6 +11,10 @@ export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1]
   --max-connections N  open client connections at most; past it new ones are closed (default 4096)
   --max-connections-per-address N  of those, from one client address (an IPv6 /64) at most
                     (default: half of --max-connections)
+  --max-prefixes N  remote hosts' prepared prefixes held at once (default 4096); past it the least
+                    recently used idle one ends, and with all in use a prepare fails (ERR_CAPACITY)
+  --max-prefixes-per-address N  of those, for one client address (default: half of --max-prefixes)
+  --max-prefix-mb N MiB of source the held prefixes keep together (default 512)
   --grace-ms N      on SIGTERM or SIGHUP, in-flight runs get this long before they are aborted (default 10000)
   --callback-origin O  an origin remote hosts may name for their callbacks, besides their own
                     address (and loopback, for one on loopback) (repeatable)
@@ -46,6 +50,9 @@ export async function serve(args: string[]): Promise<number> {
       maxBodyMb: parsed.maxBodyMb,
       maxConnections: parsed.maxConnections,
       maxConnectionsPerAddress: parsed.maxConnectionsPerAddress,
+      maxPrefixes: parsed.maxPrefixes,
+      maxPrefixesPerAddress: parsed.maxPrefixesPerAddress,
+      maxPrefixMb: parsed.maxPrefixMb,
       shutdownGraceMs: parsed.graceMs,
       callbackOrigins: parsed.callbackOrigins,
     });
@@ -114,6 +121,9 @@ function parseServeArgs(args: string[]) {
       "max-body-mb": { type: "string" },
       "max-connections": { type: "string" },
       "max-connections-per-address": { type: "string" },
+      "max-prefixes": { type: "string" },
+      "max-prefixes-per-address": { type: "string" },
+      "max-prefix-mb": { type: "string" },
       "grace-ms": { type: "string" },
       "callback-origin": { type: "string", multiple: true },
     },
@@ -136,6 +146,9 @@ function parseServeArgs(args: string[]) {
     maxBodyMb: number("max-body-mb", values["max-body-mb"]),
     maxConnections: number("max-connections", values["max-connections"]),
     maxConnectionsPerAddress: number("max-connections-per-address", values["max-connections-per-address"]),
+    maxPrefixes: number("max-prefixes", values["max-prefixes"]),
+    maxPrefixesPerAddress: number("max-prefixes-per-address", values["max-prefixes-per-address"]),
+    maxPrefixMb: number("max-prefix-mb", values["max-prefix-mb"]),
     // Past Node's longest timer the grace would end at once.
     graceMs: number("grace-ms", values["grace-ms"], { zero: true, max: MAX_TIME_MS }),
     callbackOrigins: values["callback-origin"],

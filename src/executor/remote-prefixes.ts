@@ -56,18 +56,18 @@ export class RemotePrefixes {
   room(owner: string, bytes: number): string | undefined {
     const { max, perAddress, maxChars } = this.caps;
     if (bytes > maxChars)
-      return `this prefix keeps ${mib(bytes)} MiB of source, more than the ${mib(maxChars)} MiB all prefixes on this executor may keep (executor option maxPrefixMb)`;
+      return `this prefix keeps ${mib(bytes)} MiB of source, more than the ${mib(maxChars)} MiB all prefixes on this executor may keep (executor option maxPrefixMb, cordon serve --max-prefix-mb)`;
     while ((this.perOwner.get(owner) ?? 0) >= perAddress) {
       if (!this.evictIdle((held) => held.owner === owner))
-        return `this client already holds ${perAddress} prefixes on this executor, all in use: the most one client address may hold (executor option maxPrefixesPerAddress); dispose the prefixes it no longer uses`;
+        return `this client already holds ${perAddress} prefixes on this executor, all in use: the most one client address may hold (executor option maxPrefixesPerAddress, cordon serve --max-prefixes-per-address); dispose the prefixes it no longer uses`;
     }
     while (this.held.size >= max) {
       if (!this.evictIdle())
-        return `this executor holds ${max} prefixes, all in use: its most (executor option maxPrefixes); retry later`;
+        return `this executor holds ${max} prefixes, all in use: its most (executor option maxPrefixes, cordon serve --max-prefixes); retry later`;
     }
     while (this.chars + bytes > maxChars) {
       if (!this.evictIdle())
-        return `the prefixes on this executor, all in use, keep ${mib(this.chars)} MiB of source: with this one past the ${mib(maxChars)} MiB they may keep (executor option maxPrefixMb); retry later`;
+        return `the prefixes on this executor, all in use, keep ${mib(this.chars)} MiB of source: with this one past the ${mib(maxChars)} MiB they may keep (executor option maxPrefixMb, cordon serve --max-prefix-mb); retry later`;
     }
     return undefined;
   }

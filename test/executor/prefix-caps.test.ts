@@ -105,7 +105,9 @@ describe("the prefixes an executor holds for remote hosts", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     const full = await prepare(url, "127.0.0.2");
     expect(full.result).toMatchObject({ ok: false, error: { code: "ERR_CAPACITY" } });
-    expect(!full.result.ok && full.result.error.message).toMatch(/holds 3 prefixes, all in use.*maxPrefixes\)/);
+    expect(!full.result.ok && full.result.error.message).toMatch(
+      /holds 3 prefixes, all in use.*maxPrefixes, cordon serve --max-prefixes\)/,
+    );
     for (const answer of await Promise.all([...busy, busyToo])) expect(answer.status).toBe(200);
     // Once idle, the oldest ends to make room.
     expect((await prepare(url)).result.ok).toBe(true);

@@ -2,6 +2,8 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { DEFAULT_LIMITS } from "../../src/core/limits.js";
+import { normalizeSource } from "../../src/core/source.js";
 import { createExecutor } from "../../src/executor/server.js";
 import { alive, childPids, SECRET } from "./helpers.js";
 
@@ -138,4 +140,32 @@ describe("cordon serve", () => {
       /shutdownGraceMs must be a number from 0 to 2000000000/,
     );
   });
+
+  it("--max-prefix-mb bounds the source of the prefixes it holds: a prepare past it fails with ERR_CAPACITY naming the flag", async () => {
+    const served = await startServe(["--max-prefix-mb", "1"], { CORDON_EXEC_SECRET: SECRET });
+    try {
+      const source = await normalizeSource(`const pad = "${"x".repeat(600 * 1024)}"; export default 1`, "<guest>");
+      const body = {
+        engine: "v8",
+        t: "prepare",
+        key: "k",
+        source,
+        sourceImports: {},
+        bindingsText: "{}",
+        limits: DEFAULT_LIMITS,
+      };
+      const response = await fetch(`${served.url}/host`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${SECRET}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(200);
+      const result = JSON.parse(await response.text()) as { ok: boolean; error: { code: string; message: string } };
+      expect(result).toMatchObject({ ok: false, error: { code: "ERR_CAPACITY" } });
+      expect(result.error.message).toContain("--max-prefix-mb");
+    } finally {
+      served.child.kill("SIGTERM");
+      await served.exited;
+    }
+  }, 30_000);
 });
