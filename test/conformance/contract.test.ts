@@ -116,7 +116,8 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
         expect(e.message).toBe(String(i));
         e = e.cause as Error;
       }
-      expect(result.stats.cpuMs).toBeLessThan(1500);
+      // 3 s: QuickJS counts time in the VM, which a loaded CI run stretched to 2.5 s (before: 6 s here).
+      expect(result.stats.cpuMs).toBeLessThan(3000);
     });
 
     it("a typed array of a kind the host lacks (Float16Array) is refused by path, not turned into bytes", async () => {

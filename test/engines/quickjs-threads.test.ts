@@ -60,13 +60,15 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s: a thread held by a
     const prefix = await sandbox.prepare({ code: "export const f = () => 7" });
     const stuck = await sandbox.run({ code: STUCK, limits: { cpuTimeMs: 100 } });
     expect(stuck.ok ? "completed" : stuck.error.code).toBe("ERR_CPU_TIMEOUT");
+    // 2.5 s: a loaded CI run took 1.5–2.3 s beside the stuck guest's spinning thread; before the
+    // fix these runs waited for it and failed with the thread after 3 s (the values catch that too).
     for (let k = 0; k < 6; k++) {
       const [result, ms] = await timed(() => sandbox.run({ code: "export default 5" }));
       expect(result.ok ? result.value : result.error.code).toBe(5);
-      expect(ms).toBeLessThan(1500);
+      expect(ms).toBeLessThan(2500);
       const [called, callMs] = await timed(() => prefix.call({ export: "f" }));
       expect(called.ok ? called.value : called.error.code).toBe(7);
-      expect(callMs).toBeLessThan(1500);
+      expect(callMs).toBeLessThan(2500);
     }
     await prefix.dispose();
     // Past the thread's end, everything still runs.
