@@ -56,6 +56,29 @@ export class Residency {
     this.evictUntil(this.budgetBytes);
   }
 
+  /**
+   * Evict the idle instance with the highest heap used × idle time, if any: a process host worker
+   * nearing its memory budget sheds them one at a time (what one frees in resident size is not
+   * its heap: a typed array it keeps is outside it). Returns the heap evicted.
+   */
+  shedOne(): number {
+    const now = performance.now();
+    let victim: Resident | undefined;
+    let most = -1;
+    for (const [resident, bytes] of this.idle) {
+      const score = bytes * (now - resident.idleSince() + 1);
+      if (score > most) {
+        most = score;
+        victim = resident;
+      }
+    }
+    if (!victim) return 0;
+    const bytes = this.idle.get(victim) ?? 0;
+    this.leave(victim);
+    victim.evict();
+    return bytes;
+  }
+
   private evictUntil(limit: number): void {
     if (this.total <= limit) return;
     const now = performance.now();

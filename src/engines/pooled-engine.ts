@@ -122,6 +122,16 @@ export class PooledEngine implements Engine {
     return { prefix: pool, result };
   }
 
+  /** Heap of the idle warm instances, as the residency budget counts it (cheaper than stats()). */
+  get idleHeapBytes(): number {
+    return this.residency.idleBytes;
+  }
+
+  /** Evict the idle warm instance with the highest heap × idle time (Residency.shedOne); returns its heap. */
+  shedIdle(): number {
+    return this.residency.shedOne();
+  }
+
   stats(): EngineStats {
     const prefixes = [...this.pools].map((p) => p.counts());
     return {

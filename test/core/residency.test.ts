@@ -27,6 +27,21 @@ describe("Residency", () => {
     expect(budget.idleCount).toBe(2);
   });
 
+  it("sheds one idle instance at a time, highest heap × idle time first, and nothing when none is idle", () => {
+    const evicted: string[] = [];
+    const now = performance.now();
+    const budget = new Residency(1000);
+    budget.admit(resident("old-small", 30, now - 10_000, evicted));
+    budget.admit(resident("new-big", 50, now - 10, evicted));
+    expect(budget.shedOne()).toBe(30);
+    expect(evicted).toEqual(["old-small"]);
+    expect(budget.idleBytes).toBe(50);
+    expect(budget.shedOne()).toBe(50);
+    expect(budget.shedOne()).toBe(0);
+    expect(evicted).toEqual(["old-small", "new-big"]);
+    expect(budget.idleCount).toBe(0);
+  });
+
   it("refuses an instance larger than the whole budget, evicting nothing", () => {
     const evicted: string[] = [];
     const budget = new Residency(100);

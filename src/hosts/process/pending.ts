@@ -18,6 +18,8 @@ export interface Pending {
   /** Host calls the request may still make (its maxBridgeCalls): the worker's own count, checked again here. */
   hostCalls?: number;
   memoryMb: number;
+  /** A prepare: what the worker keeps of the prefix once it holds it (rss-budget.ts heldBytesOf). */
+  keptBytes?: number;
   /** The answer to a prepare carries the prefix handle too. */
   onPrepared?(prefix: number | undefined, result: RunResult): void;
   timer?: NodeJS.Timeout;

@@ -1,6 +1,7 @@
 import { CordonError } from "../../core/errors.js";
 import type { EngineName } from "../../core/types.js";
 import { watchdogAvailable } from "./rss.js";
+import { rssBudget } from "./rss-budget.js";
 import { StartBackoff } from "./start-backoff.js";
 import { WorkerProcess } from "./worker.js";
 import type { WorkerConfig } from "./worker-main.js";
@@ -39,12 +40,16 @@ export class WorkerPool {
   /** Why the last worker could not be started. */
   private startError = "";
   private readonly backoff = new StartBackoff();
+  /** What workers are started with: their memory budget's rule included, so they can keep within it. */
+  private readonly config: WorkerConfig;
 
   constructor(
     private readonly engine: Exclude<EngineName, "auto">,
-    private readonly config: WorkerConfig,
+    config: Omit<WorkerConfig, "rss">,
     private readonly options: WorkerPoolOptions,
   ) {
+    const maxBytes = options.maxRssMb === undefined ? undefined : options.maxRssMb * 1024 * 1024;
+    this.config = { ...config, rss: { slackBytes: options.rssSlackMb * 1024 * 1024, maxBytes } };
     if (process.platform === "linux" && !watchdogAvailable()) {
       throw new CordonError(
         "ERR_ENGINE_UNAVAILABLE",
@@ -142,15 +147,17 @@ export class WorkerPool {
 
   /** The RSS watchdog: a worker past its budget is killed; one of its runs is blamed (WorkerProcess.killForMemory). */
   private checkMemory(): void {
-    const slack = this.options.rssSlackMb * 1024 * 1024;
+    const rule = this.config.rss;
     for (const worker of this.workers) {
       if (!worker.alive || !worker.pid) continue;
       const rss = worker.rss();
       if (rss === undefined) continue;
-      const budget =
-        this.options.maxRssMb !== undefined
-          ? this.options.maxRssMb * 1024 * 1024
-          : worker.baseRss + worker.memoryInFlight + worker.warmHeapBytes + slack;
+      const budget = rssBudget(rule, {
+        base: worker.baseRss,
+        inFlight: worker.memoryInFlight,
+        warmHeap: worker.warmHeapBytes,
+        held: worker.keptBytes,
+      });
       if (rss > budget) {
         worker.killForMemory(`its resident size reached ${mb(rss)} MB, past its budget of ${mb(budget)} MB`);
       }

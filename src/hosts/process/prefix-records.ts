@@ -13,6 +13,9 @@ export class PrefixRecords {
   private readonly owners = new Map<number, number>();
   /** Each prefix handle's memory limit in bytes, as the host sent it. */
   private readonly memory = new Map<number, number>();
+  /** What the worker keeps of each prefix handle besides its instances (rss-budget.ts heldBytesOf). */
+  private readonly kept = new Map<number, number>();
+  private keptTotal = 0;
   /** Bindings of prefixes prepared in this worker, by the prepare's id: their host calls come back. */
   private readonly bindings = new Map<number, BindingsLike>();
   /**
@@ -37,10 +40,24 @@ export class PrefixRecords {
     return this.bindings.get(owner);
   }
 
-  /** The worker answered prepare `owner` with handle `prefix`; `memoryBytes` when it evaluated. */
-  answered(prefix: number, owner: number, memoryBytes: number | undefined): void {
+  /** The worker answered prepare `owner` with handle `prefix`; `memoryBytes` (and `keptBytes`) when it evaluated. */
+  answered(prefix: number, owner: number, memoryBytes: number | undefined, keptBytes = 0): void {
     this.owners.set(prefix, owner);
-    if (memoryBytes !== undefined) this.memory.set(prefix, memoryBytes);
+    if (memoryBytes === undefined) return;
+    this.memory.set(prefix, memoryBytes);
+    this.forgetKept(prefix);
+    this.kept.set(prefix, keptBytes);
+    this.keptTotal += keptBytes;
+  }
+
+  /** What the worker keeps of the prefixes it holds, besides their instances: part of its memory budget. */
+  get keptBytes(): number {
+    return this.keptTotal;
+  }
+
+  private forgetKept(prefix: number): void {
+    this.keptTotal -= this.kept.get(prefix) ?? 0;
+    this.kept.delete(prefix);
   }
 
   /** Prepare `owner` made a prefix: its host calls reach `bindings` while its runs are in flight. */
@@ -72,6 +89,7 @@ export class PrefixRecords {
     else this.bindings.delete(owner);
     this.owners.delete(prefix);
     this.memory.delete(prefix);
+    this.forgetKept(prefix);
   }
 
   isDraining(owner: number): boolean {

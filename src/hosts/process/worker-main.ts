@@ -10,7 +10,7 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { type BindingsLike, type BridgeAnswer, sharedCodec, TOO_LARGE } from "../../core/bindings.js";
-import type { Engine, EnginePrefix, EngineStats } from "../../core/engine.js";
+import type { EnginePrefix, EngineStats } from "../../core/engine.js";
 import { pollForRequests } from "../../core/busy-poll.js";
 import { whenAborted } from "../../core/when-aborted.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
@@ -20,13 +20,17 @@ import { failedResult, isEmptyRecord } from "../../core/results.js";
 import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
 import { AfterAnswers } from "./after-answers.js";
 import type { RunResult } from "../../core/types.js";
-import type { PooledEngineOptions } from "../../engines/pooled-engine.js";
+import type { PooledEngine, PooledEngineOptions } from "../../engines/pooled-engine.js";
+import type { RssRule } from "./rss-budget.js";
+import { Shedder } from "./shedder.js";
 
 export interface WorkerConfig {
   engine: "v8" | "quickjs";
   engineOptions: PooledEngineOptions;
   /** The host polls for answers, and this loop for requests in a stream, this long (core/busy-poll.ts); 0: off. */
   pipePollMs: number;
+  /** The host's rule for this worker's memory budget: its warm instances are shed before reaching it. */
+  rss: RssRule;
 }
 
 /** Bindings whose functions live in the sandbox's process: a call is a message and its answer. */
@@ -71,13 +75,16 @@ async function main(): Promise<void> {
   const afterAnswers = new AfterAnswers(() => answering === 0);
   // The engine never polls here (its busyPollMs is 0): with the pipe polled as well, a call would
   // pass three threads, two of them spinning, on a 2-core machine (decision 012).
-  const engine: Engine =
+  const engine: PooledEngine =
     config.engine === "quickjs"
       ? (await import("../../engines/quickjs/engine.js")).createQuickJSEngine(config.engineOptions)
       : // Quick warm calls run on this thread: it serves no caller (decision 012).
         (await import("../../engines/v8/engine.js")).createV8Engine({ ...config.engineOptions, syncCalls: true }, () =>
           afterAnswers.wait(),
         );
+
+  const { budgetBytes, maxInstances } = config.engineOptions;
+  const shedder = new Shedder(engine, { rule: config.rss, budgetBytes, maxInstances });
 
   // Frames sent in one tick leave in one write.
   let corked = false;
@@ -114,6 +121,7 @@ async function main(): Promise<void> {
         if (event.prefix !== undefined) {
           prefixes.get(event.prefix)?.dispose();
           prefixes.delete(event.prefix);
+          shedder.dropped(event.prefix);
         }
         send({ ...event, prefix: undefined, resultText });
       } else send({ t: "result", id: event.id, resultText, stats: event.stats });
@@ -182,11 +190,13 @@ async function main(): Promise<void> {
   const answer = async (
     id: number,
     abortable: boolean | undefined,
+    memoryMb: number | undefined,
     work: (signal: AbortSignal | undefined) => Promise<RunResult>,
   ) => {
     const controller = abortable ? new AbortController() : undefined;
     if (controller) aborts.set(id, controller);
     answering++;
+    shedder.began(id, memoryMb ?? 0);
     let event: Extract<HostEvent, { t: "value" | "result" }>;
     try {
       const result = await work(controller?.signal).catch(internalFailure);
@@ -198,6 +208,7 @@ async function main(): Promise<void> {
     } finally {
       answering--;
       aborts.delete(id);
+      shedder.answered(id);
     }
     // Asked once this request no longer counts as in progress: an answer that leaves the
     // worker idle carries exact stats.
@@ -232,7 +243,7 @@ async function main(): Promise<void> {
         poller.heard(message.poll);
         const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
         const { source, sourceImports, inputText, limits, mode } = message;
-        void answer(message.id, message.abortable, (signal) =>
+        void answer(message.id, message.abortable, limits.memoryMb, (signal) =>
           engine.run({ source, sourceImports, bindings, inputText, limits, signal, host: "process", mode }),
         );
         return;
@@ -240,6 +251,7 @@ async function main(): Promise<void> {
       case "prepare": {
         const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
         const { key, source, sourceImports, limits } = message;
+        shedder.began(message.id, limits.memoryMb);
         void engine
           .prepare({ key, source, sourceImports, bindings, limits, host: "process" })
           .then(async ({ prefix, result }) => {
@@ -256,10 +268,13 @@ async function main(): Promise<void> {
             if (result.ok) {
               handle = ++nextPrefix;
               prefixes.set(handle, prefix);
+              shedder.holding(handle, limits.memoryMb, message);
             }
+            shedder.answered(message.id);
             sendAnswer({ t: "prepared", id: message.id, prefix: handle, resultText, stats: currentStats() });
           })
           .catch((error: unknown) => {
+            shedder.answered(message.id);
             const resultText = sharedCodec().encode(internalFailure(error), "result");
             send({ t: "prepared", id: message.id, prefix: undefined, resultText, stats: currentStats() });
           });
@@ -269,7 +284,7 @@ async function main(): Promise<void> {
         poller.heard(message.poll);
         const prefix = prefixes.get(message.prefix);
         const { source, inputText, limits } = message;
-        void answer(message.id, message.abortable, (signal) =>
+        void answer(message.id, message.abortable, limits.memoryMb, (signal) =>
           prefix ? prefix.run({ source, sourceImports: {}, inputText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;
@@ -281,7 +296,7 @@ async function main(): Promise<void> {
         const limits = callLimits.get(message.prefix);
         if (prefix && !limits) return protocolError(`a call to prefix ${message.prefix} without limits`);
         const { path, argsText } = message;
-        void answer(message.id, message.abortable, (signal) =>
+        void answer(message.id, message.abortable, limits?.memoryMb, (signal) =>
           prefix && limits ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;
@@ -289,6 +304,7 @@ async function main(): Promise<void> {
       case "prefix-dispose":
         prefixes.get(message.prefix)?.dispose();
         prefixes.delete(message.prefix);
+        shedder.dropped(message.prefix);
         callLimits.delete(message.prefix);
         return;
       case "abort":
@@ -351,7 +367,9 @@ async function main(): Promise<void> {
   for (let waited = 0; waited < 3000 && engine.stats().spareInstances < config.engineOptions.spares; waited += 20) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  send({ t: "ready", pid: process.pid, rssBytes: process.memoryUsage.rss() });
+  const base = process.memoryUsage.rss();
+  send({ t: "ready", pid: process.pid, rssBytes: base });
+  shedder.start(base);
 }
 
 function sameStats(a: EngineStats, b: EngineStats): boolean {

@@ -16,6 +16,7 @@ import { FloodGuard } from "./flood-guard.js";
 import { armBackstop, InFlight, type Pending, type WithoutId } from "./pending.js";
 import { PrefixRecords } from "./prefix-records.js";
 import { readRss } from "./rss.js";
+import { heldBytesOf } from "./rss-budget.js";
 import { spawnWorker } from "./spawn.js";
 import type { WorkerConfig } from "./worker-main.js";
 import { onAbort } from "../../core/abort-listeners.js";
@@ -196,6 +197,11 @@ export class WorkerProcess {
     return Math.min(this.engineStats?.idleHeapBytes ?? 0, budgetBytes, this.prefixes.heldBytes(maxInstances));
   }
 
+  /** What the worker keeps of the prefixes it holds besides their instances (their source): part of its budget. */
+  get keptBytes(): number {
+    return this.prefixes.keptBytes;
+  }
+
   /**
    * Send a request that is answered with a RunResult. `backstopMs`: past it, the worker is ended.
    * The request's `id` (and `abortable`, with a signal) are set here, on `message` itself: a copy
@@ -252,6 +258,7 @@ export class WorkerProcess {
       const pending: Pending = {
         resolve: (result) => resolve({ result, owner: id }),
         memoryMb,
+        keptBytes: heldBytesOf(message),
         bindings,
         hostCalls: message.limits.maxBridgeCalls,
         onPrepared: (prefix, result) => {
@@ -403,7 +410,12 @@ export class WorkerProcess {
         const pending = this.take(event.id) as Required<Pick<Pending, "onPrepared">> & Pending;
         const result = this.decode(event.resultText);
         if (typeof event.prefix === "number")
-          this.prefixes.answered(event.prefix, event.id, result.ok ? pending.memoryMb * 1024 * 1024 : undefined);
+          this.prefixes.answered(
+            event.prefix,
+            event.id,
+            result.ok ? pending.memoryMb * 1024 * 1024 : undefined,
+            pending.keptBytes,
+          );
         pending.onPrepared(result.ok ? event.prefix : undefined, result);
         return;
       }
