@@ -21,8 +21,8 @@ function bigPrefix(i: number): string {
 
 describe("process host: warm residency within the RSS watchdog's budget", () => {
   it("many idle prefixes of large code never get the shared worker killed: a run in flight completes", async () => {
-    // A small slack makes the overrun come within a few dozen prefixes (before the fix: killed at
-    // ~15-25 of them, the sleeping run failing with the worker).
+    // A small slack makes the overrun come within a few dozen prefixes (before the fix: killed before
+    // 30 of them, the sleeping run failing with the worker).
     const s = await sandbox({ workers: { min: 1, max: 1, rssSlackMb: 48 }, memoryBudgetMb: 1024 });
     let open: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
@@ -36,7 +36,7 @@ describe("process host: warm residency within the RSS watchdog's budget", () => 
     await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
     const [pid] = workerPids(s);
     const failed: string[] = [];
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 40; i++) {
       const prefix = await s.prepare({ code: bigPrefix(i), limits: { memoryMb: 16 } });
       const used = await prefix.run({ code: "export default 1", limits: { memoryMb: 16 } });
       if (!used.ok) failed.push(`${i}: ${code(used)}`);
