@@ -18,6 +18,7 @@ import {
 } from "../instance.js";
 import { warmUpModulesJson } from "../warm-up-modules.js";
 import { CallChannel } from "./channel.js";
+import { compileFactory, evaluableInIsolate } from "./large-script.js";
 import { loadIsolatedVm } from "./load.js";
 import { syncCall } from "./sync-call.js";
 
@@ -31,6 +32,23 @@ const ENTRY_SPECIFIER = "cordon:entry";
 const COPY_CHARS_PER_HEAP_BYTE = 1 / 8;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
+
+/** The runtime's internals the host calls (see GuestInternals). */
+const REF_NAMES = [
+  "begin",
+  "install",
+  "start",
+  "runScript",
+  "runFactory",
+  "settle",
+  "fire",
+  "call",
+  "recover",
+  "ping",
+  "warmUp",
+  "serve",
+] as const;
+type RefName = (typeof REF_NAMES)[number];
 
 export interface V8InstanceOptions {
   /** Run cordon's own modules once before the instance is handed out (spares made ahead). */
@@ -146,10 +164,7 @@ export class V8Instance implements EngineInstance {
     private readonly busyPollMs: number,
     /** Quick calls may run on this thread with applySync (process workers: ./sync-call.ts). */
     private readonly syncCalls: boolean,
-    private readonly refs: Record<
-      "begin" | "install" | "start" | "runScript" | "settle" | "fire" | "call" | "recover" | "ping" | "warmUp" | "serve",
-      Ref
-    >,
+    private readonly refs: Record<RefName, Ref>,
   ) {}
 
   /** A new isolate, its runtime bootstrapped (and warmed up when made ahead). */
@@ -186,19 +201,7 @@ export class V8Instance implements EngineInstance {
       // One allocation past the heap limit is a V8 fatal error, which ends this whole process:
       // no encoding in the isolate may copy more than COPY_CHARS_PER_HEAP_BYTE (Codec.limitCopies).
       await get("limitCopies").apply(undefined, [Math.floor(memoryMb * 1024 * 1024 * COPY_CHARS_PER_HEAP_BYTE)]);
-      const refs = {
-        begin: get("begin"),
-        install: get("install"),
-        start: get("start"),
-        runScript: get("runScript"),
-        settle: get("settle"),
-        fire: get("fire"),
-        call: get("call"),
-        recover: get("recover"),
-        ping: get("ping"),
-        warmUp: get("warmUp"),
-        serve: get("serve"),
-      };
+      const refs = Object.fromEntries(REF_NAMES.map((name) => [name, get(name)])) as Record<RefName, Ref>;
       const busyPollMs = options.busyPollMs ?? DEFAULT_BUSY_POLL_MS;
       const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs);
       if (options.warmUp) await warmUp(refs);
@@ -224,7 +227,13 @@ export class V8Instance implements EngineInstance {
     if (source.script) {
       // No imports, no top-level await: the whole run crosses once.
       startCpu();
-      await this.runScript(bindings, mode, inputText, caps, { ...source, script: source.script });
+      const scriptSource = { ...source, script: source.script };
+      // Too long for the runtime's eval (see large-script.ts): compiled from here instead.
+      if (evaluableInIsolate(source.script.code, source.filename, this.memoryMb)) {
+        await this.runScript(bindings, mode, inputText, caps, scriptSource);
+      } else {
+        await this.runCompiled(bindings, mode, inputText, caps, scriptSource);
+      }
       return;
     }
     if (bindings) await this.start(bindings, mode, inputText, caps);
@@ -272,6 +281,24 @@ export class V8Instance implements EngineInstance {
       source.filename,
     ];
     return this.cross("runScript", args);
+  }
+
+  /** runScript for a script form compiled from the host: compile, make its factory, then one crossing. */
+  async runCompiled(
+    bindings: BindingsLike | undefined,
+    mode: RunMode,
+    inputText: string,
+    caps: RuntimeCaps,
+    source: GuestSource & { script: NonNullable<GuestSource["script"]> },
+  ): Promise<unknown> {
+    if (bindings) this.bindings = bindings;
+    this.lastCaps = caps;
+    this.lineMaps.set(source.filename, source.script.lineMap);
+    // A serving task holds the isolate's thread: the compile would queue behind it.
+    this.channel?.close();
+    const factory = await compileFactory(this.isolate, this.context, source.script.code, source.filename);
+    const args = [factory.derefInto({ release: true }), bindings ? flat(bindings.text) : null, mode, flat(inputText), ...caps];
+    return this.cross("runFactory", args);
   }
 
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
