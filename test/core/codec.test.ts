@@ -151,6 +151,24 @@ describe("value codec", () => {
     }
   });
 
+  it("a text's written length is counted exactly, escapes and surrogate pairs across its chunks included", () => {
+    // jsonLength counts with JSON.stringify 65,536 characters at a time: a pair split between
+    // chunks would count 12 characters instead of 2.
+    const texts = [
+      `${"a".repeat(65_535)}\u{1F600}${"\u0001".repeat(10)}"\\\ud800${"b".repeat(70_000)}`,
+      `${"\n".repeat(65_536)}\u{1F600}x`,
+      `${"c".repeat(131_071)}\ud83d`,
+    ];
+    for (const text of texts) {
+      const written = JSON.stringify(text).length;
+      expect(text.length * 6 + 2).toBeGreaterThan(written); // the counting path, not the quick one
+      expect(codec.encode(text, "value", written)).toBe(JSON.stringify(text));
+      expect(() => codec.encode(text, "value", written - 1)).toThrow(/value is larger than the limit/);
+      expect(codec.encode({ s: text }, "value", written + 16)).toContain(JSON.stringify(text));
+      expect(() => codec.encode({ s: text }, "value", written + 3)).toThrow(/larger than the limit/);
+    }
+  });
+
   it("a primitive root crosses without a walk, within the budget, and no toJSON is consulted", () => {
     for (const value of ["text", 'q"\n', "", 0, 1.5, -0, Number.NaN, true, false, null, undefined, 10n]) {
       expect(Object.is(roundTrip(value), value), String(value)).toBe(true);
