@@ -1,4 +1,5 @@
 import type { HttpBindings } from "@hono/node-server";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono } from "hono";
 import type { Logger } from "pino";
 import { CordonError } from "../core/errors.js";
@@ -101,7 +102,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
       throw error;
     }
     logRun(deps.logger, result, performance.now() - started);
-    return c.body(await encodeResult(result), 200, resultHeaders(deps));
+    return sendAnswer(c, await encodeResult(result), resultHeaders(deps));
   });
 
   app.post("/host", async (c) => {
@@ -119,7 +120,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
     const headers = resultHeaders(deps);
     if (answer.prefix) headers[PREFIX_HEADER] = answer.prefix;
     if (answer.load) headers[LOAD_HEADER] = answer.load;
-    return c.body(await encodeResult(answer.result), 200, headers);
+    return sendAnswer(c, await encodeResult(answer.result), headers);
   });
 
   app.notFound((c) => {
@@ -174,6 +175,19 @@ async function admitted(c: Context<Env>, deps: AppDeps): Promise<{ body: Buffer;
     deps.bodyBudget.give(body.length);
   });
   return { body, signal: controller.signal };
+}
+
+/**
+ * A 200 with the RunResult's text, written to the socket here. Through `c.body` each answer was
+ * a Response of the global class (undici's: the adapter's own lighter one is off, see server.ts),
+ * its text wrapped in a stream that the adapter then read back. Measured with bench/load.js's
+ * load, builds alternated: 331 -> 559 runs/s (means of 4 rounds, on a busy 2-core machine).
+ */
+function sendAnswer(c: Context<Env>, text: string, headers: Record<string, string>): Response {
+  headers["content-length"] = String(Buffer.byteLength(text));
+  c.env.outgoing.writeHead(200, headers);
+  c.env.outgoing.end(text);
+  return RESPONSE_ALREADY_SENT;
 }
 
 function resultHeaders(deps: AppDeps): Record<string, string> {
