@@ -75,6 +75,16 @@ describe("POST /run answers 200 with the RunResult", () => {
     expect(await t.runResult({ code: "return input + 1", input: 1 })).toMatchObject({ value: 2 });
   });
 
+  it("answers with the body's length in bytes, JSON's type and no-store (the answer is written directly)", async () => {
+    // why: app.ts writes the head itself; a length in characters would cut a non-ASCII answer short.
+    const response = await t.run({ code: "export default () => 'héllo €'" });
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    expect(response.headers.get("content-length")).toBe(String(bytes.length));
+    expect(response.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    expect(response.headers.get("cache-control")).toBe("no-store");
+    expect(JSON.parse(new TextDecoder().decode(bytes))).toMatchObject({ ok: true, value: "héllo €" });
+  });
+
   it("a default export that is not a function is the value itself", async () => {
     for (let i = 0; i < 2; i++) {
       const result = await t.runResult({ code: "export const n = 1; export default { answer: 42 }" });
