@@ -74,7 +74,7 @@ export function guestThrown(value: unknown, guestFiles: ReadonlySet<string>): Ru
   }
   let shown: string;
   try {
-    // Without the leading space that marks plain JSON text (codec.ts, encodeFast).
+    // Without the leading space that marks plain JSON text (codec-fast-path.ts).
     shown = sharedCodec().encode(value, "thrown", 2000).trimStart();
   } catch {
     shown = typeof value;

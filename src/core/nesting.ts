@@ -16,7 +16,27 @@
  * and scans that meet at the same place in the same state are merged, keeping the larger counts.
  * Text that keeps too many readings alive is refused: over-counting odd code is allowed,
  * under-counting never.
+ *
+ * This file is the scan; what it reads text with is nesting-lexer.ts, and a reading of the text
+ * (and how two are merged) is nesting-readings.ts.
  */
+import {
+  BODY,
+  CASE,
+  DO,
+  EXPRESSION,
+  WHILE,
+  isWordStart,
+  isSpace,
+  keywordAt,
+  lineEnd,
+  skipRegex,
+  skipString,
+  skipTemplate,
+} from "./nesting-lexer.js";
+import { DIVISION, EITHER, REGEX, type Reading, merge, mergeable } from "./nesting-readings.js";
+
+/** The deepest nesting, brackets and esbuild's own indentation levels together, that esbuild may see. */
 export const MAX_NESTING = 1000;
 
 /**
@@ -31,69 +51,6 @@ const MAX_READINGS = 32;
 
 /** Why text is refused: nested too deeply, compiles to too much output, or cannot be read cheaply. */
 export type NestingVerdict = { kind: "deep" } | { kind: "large"; estimate: number } | { kind: "ambiguous" } | undefined;
-
-/** What a `/` at this point is: a regular expression, a division, or either (follow both). */
-const REGEX = 0;
-const DIVISION = 1;
-const EITHER = 2;
-
-/** What a word is to the scan (bits). */
-const EXPRESSION = 1; // a `/` after it may start a regular expression (`return /x/`) or divide (`a.return / 2`)
-const BODY = 2; // esbuild indents its brace-less body (it braces nested `if`s)
-const DO = 4;
-const CASE = 8;
-const WHILE = 16;
-const KEYWORDS: [string, number][] = [
-  ["return", EXPRESSION],
-  ["typeof", EXPRESSION],
-  ["instanceof", EXPRESSION],
-  ["in", EXPRESSION],
-  ["of", EXPRESSION],
-  ["new", EXPRESSION],
-  ["delete", EXPRESSION],
-  ["void", EXPRESSION],
-  ["throw", EXPRESSION],
-  ["case", EXPRESSION | CASE],
-  ["default", CASE],
-  ["do", EXPRESSION | DO],
-  ["else", EXPRESSION | BODY],
-  ["yield", EXPRESSION],
-  ["await", EXPRESSION],
-  ["extends", EXPRESSION],
-  ["if", BODY],
-  ["for", BODY],
-  ["while", BODY | WHILE],
-  ["with", BODY],
-];
-/** The keywords by first letter: words are matched in place, never sliced (most words are not keywords). */
-const KEYWORDS_BY_LETTER: [string, number][][] = Array.from({ length: 26 }, (_, k) =>
-  KEYWORDS.filter(([word]) => word.charCodeAt(0) === 0x61 + k),
-);
-
-function keywordAt(code: string, from: number, length: number): number {
-  for (const [word, kind] of KEYWORDS_BY_LETTER[code.charCodeAt(from) - 0x61]) {
-    if (word.length === length && code.startsWith(word, from)) return kind;
-  }
-  return 0;
-}
-
-/** One reading of the text, at `pos`, in code (never inside a string, template text or comment). */
-interface Reading {
-  pos: number;
-  depth: number;
-  /** The depth of each open template substitution: its `}` returns to template text. */
-  subs: number[];
-  slash: number;
-  /**
-   * Per depth d, at 3d..3d+2: brace-less bodies open there (reset by `;`), `do`s awaiting their
-   * `while`, and 1 for a switch body (its `case`s are indented once more).
-   */
-  levels: number[];
-  /** The sum of `levels`: indentation esbuild adds without a bracket. */
-  extra: number;
-  /** Estimated output characters for line starts so far (their indentation). */
-  lines: number;
-}
 
 /** True when `code` nests deeper than `limit` (kept for callers that only ask about depth). */
 export function nestsDeeperThan(code: string, limit = MAX_NESTING): boolean {
@@ -481,111 +438,4 @@ export function scanNesting(code: string, limit = MAX_NESTING, maxOutput = MAX_O
     }
   }
   return undefined;
-}
-
-function mergeable(a: Reading, b: Reading): boolean {
-  if (a.subs.length !== b.subs.length) return false;
-  if (a.subs.length === 0) return true;
-  // Inside a template substitution the depth decides where it ends: only equal states merge.
-  if (a.depth !== b.depth) return false;
-  for (let k = 0; k < a.subs.length; k++) if (a.subs[k] !== b.subs[k]) return false;
-  return true;
-}
-
-/** `into` becomes a reading that counts at least as much as either, from here on. */
-function merge(into: Reading, from: Reading): void {
-  if (from.depth > into.depth) {
-    const levels = from.levels.slice();
-    for (let k = 0; k < into.levels.length; k++) levels[k] = Math.max(levels[k], into.levels[k]);
-    into.levels = levels;
-    into.depth = from.depth;
-  } else {
-    for (let k = 0; k < from.levels.length; k++) into.levels[k] = Math.max(into.levels[k], from.levels[k]);
-  }
-  into.extra = 0;
-  for (const level of into.levels) into.extra += level;
-  into.lines = Math.max(into.lines, from.lines);
-  if (into.slash !== from.slash) into.slash = EITHER;
-}
-
-function isWordStart(c: number): boolean {
-  return (
-    (c >= 0x61 && c <= 0x7a) ||
-    (c >= 0x41 && c <= 0x5a) ||
-    (c >= 0x30 && c <= 0x39) ||
-    c === 0x5f ||
-    c === 0x24 ||
-    c === 0x5c ||
-    (c >= 0x80 && !isSpace(c))
-  );
-}
-
-/** Non-ASCII white space and line terminators (not part of a word). */
-function isSpace(c: number): boolean {
-  return (
-    c === 0xa0 ||
-    c === 0xfeff ||
-    c === 0x1680 ||
-    (c >= 0x2000 && c <= 0x200a) ||
-    c === 0x2028 ||
-    c === 0x2029 ||
-    c === 0x202f ||
-    c === 0x205f ||
-    c === 0x3000
-  );
-}
-
-function isLineTerminator(c: number): boolean {
-  return c === 0x0a || c === 0x0d || c === 0x2028 || c === 0x2029;
-}
-
-/** Where a `//` comment's line ends (esbuild's line terminators: \n, \r, U+2028, U+2029). */
-function lineEnd(code: string, i: number): number {
-  while (i < code.length && !isLineTerminator(code.charCodeAt(i))) i++;
-  return i;
-}
-
-/** Past a quoted string starting at `i` (after its quote); -1 when it is unterminated (a syntax error). */
-function skipString(code: string, i: number, quote: number): number {
-  while (i < code.length) {
-    const c = code.charCodeAt(i);
-    if (c === 0x5c) {
-      // An escaped CRLF is one line continuation.
-      i += code.charCodeAt(i + 1) === 0x0d && code.charCodeAt(i + 2) === 0x0a ? 3 : 2;
-    } else if (c === quote) return i + 1;
-    else if (c === 0x0a || c === 0x0d) return -1;
-    else i++;
-  }
-  return -1;
-}
-
-/** Past a regular expression's body and closing `/` from `i`; -1 when unterminated on its line. */
-function skipRegex(code: string, i: number): number {
-  let inClass = false;
-  while (i < code.length) {
-    const c = code.charCodeAt(i);
-    if (isLineTerminator(c)) return -1;
-    if (c === 0x5c) {
-      if (i + 1 >= code.length || isLineTerminator(code.charCodeAt(i + 1))) return -1;
-      i += 2;
-      continue;
-    }
-    if (c === 0x5b) inClass = true;
-    else if (c === 0x5d) inClass = false;
-    else if (c === 0x2f && !inClass) return i + 1;
-    i++;
-  }
-  return -1;
-}
-
-/** Past template text starting at `i`: to its closing backtick, or just into a `${`; past the end when unterminated. */
-function skipTemplate(code: string, i: number): { end: number; substitution: boolean } {
-  while (i < code.length) {
-    const c = code.charCodeAt(i);
-    if (c === 0x5c) i += 2;
-    else if (c === 0x60) return { end: i + 1, substitution: false };
-    else if (c === 0x24 && code.charCodeAt(i + 1) === 0x7b) return { end: i + 2, substitution: true };
-    else i++;
-  }
-  return { end: code.length + 1, substitution: false };
 }

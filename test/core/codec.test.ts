@@ -1,5 +1,6 @@
+import vm from "node:vm";
 import { describe, expect, it } from "vitest";
-import { createCodec } from "../../src/core/codec.js";
+import { type Codec, codecSource, createCodec } from "../../src/core/codec.js";
 
 const codec = createCodec();
 const roundTrip = (value: unknown) => codec.decode(codec.encode(value));
@@ -225,5 +226,21 @@ describe("value codec", () => {
     const error = Object.assign(new Error("x"), { fn: () => 1 });
     const out = codec.decode(codec.encodeError(error)) as Error & { fn: unknown };
     expect(out.fn).toBe("[not serializable: a function]");
+  });
+
+  it("codecSource() is self-contained: in a bare realm it writes what the host's codec writes", () => {
+    // why: engines inject this text into guest realms; a part that reached outside its own body
+    // would fail there, or encode differently from the codec the host decodes with.
+    const realm = vm.createContext({});
+    const guest = vm.runInContext(`(${codecSource()})()`, realm) as Codec;
+    const make = `({ d: new Date(5), m: new Map([[1, new Set([2n])]]), b: new Uint8Array([1, 2]), $: "x", e: new RangeError("r") })`;
+    const hostValue = vm.runInThisContext(make);
+    expect(guest.encode(vm.runInContext(make, realm), "value", Number.POSITIVE_INFINITY, false)).toBe(
+      codec.encode(hostValue, "value", Number.POSITIVE_INFINITY, false),
+    );
+    expect(codec.decode(guest.encode(vm.runInContext(make, realm)))).toEqual(hostValue);
+    expect(() => guest.encode(vm.runInContext("({ items: [{ f: () => 1 }] })", realm))).toThrow(
+      /value\.items\[0\]\.f is a function/,
+    );
   });
 });

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules, createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { createCodec } from "../../core/codec.js";
+import { codecSource } from "../../core/codec.js";
 import { createFetchWire } from "../../core/fetch-wire.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { createInspect } from "../guest/inspect.js";
@@ -35,7 +35,7 @@ export function bootstrapFile(): { main: string } {
   const script = `(function () {
 "use strict";
 const parts = {
-  createCodec: (${createCodec.toString()}),
+  createCodec: ${codecSource()},
   createInspect: (${createInspect.toString()}),
   createFetchWire: (${createFetchWire.toString()}),
   installRuntime: (${installRuntime.toString()}),

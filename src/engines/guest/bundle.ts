@@ -1,5 +1,5 @@
 import { withEsbuild } from "../../core/esbuild-calls.js";
-import { createCodec } from "../../core/codec.js";
+import { codecSource } from "../../core/codec.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
 import { installFetchTypes } from "./fetch-types.js";
@@ -58,7 +58,7 @@ function take(name) { const value = g[name]; delete g[name]; return value; }
 const host = { log: ${take(n.log)}, call: ${take(n.call)}, timer: ${take(n.timer)}, done: ${take(n.done)} };
 const parseUrl = ${take(n.parseUrl)}, setUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
 const atomics = g.Atomics;
-const codec = (${createCodec.toString()})();
+const codec = (${codecSource()})();
 const platformPrototypes = [];
 const isPrototypeOf = Function.prototype.call.bind(Object.prototype.isPrototypeOf);
 const clone = (${createStructuredClone.toString()})((value) => {

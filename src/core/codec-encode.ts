@@ -1,0 +1,388 @@
+/**
+ * The encoder: walks a value and writes its tagged JSON text directly (codec.ts says the format),
+ * charging every piece it writes against the output budget before it copies, and refusing what
+ * cannot cross with the path that leads to it (codec-failures.ts).
+ *
+ * It runs where the value lives (a guest's values in the guest, under its limits), so it defends
+ * against the value's own realm: builtins were captured before guest code (codec-builtins.ts),
+ * loops are indexed (no guest-replaceable iterator), and a builtin is known by its brand, not its
+ * prototype.
+ *
+ * SELF-CONTAINED, like every part of the codec: it is stringified into guest realms (codec.ts).
+ */
+import type { CodecBuiltins } from "./codec-builtins.js";
+import type { Base64 } from "./codec-base64.js";
+import type { CodecFailures } from "./codec-failures.js";
+import type { CodecExtension, CodecState } from "./codec.js";
+
+export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures: CodecFailures, state: CodecState) {
+  const {
+    BRAND_ERROR,
+    BRAND_PROTOS,
+    ErrorCtor,
+    ErrorProto,
+    MAX_BIGINT_BITS,
+    MAX_BIGINT_CHARS,
+    MAX_DEPTH,
+    NumberIsFinite,
+    ObjectProto,
+    StringCtor,
+    Uint8,
+    bareArray,
+    byteLengthOf,
+    charCodeOf,
+    dateGetTime,
+    getProto,
+    hasOwn,
+    isArray,
+    isView,
+    mapForEach,
+    mapSize,
+    ownKeys,
+    setForEach,
+    setSize,
+    sliceOf,
+    stringify,
+    typedArrayTag,
+    typedCtors,
+    typedLength,
+    viewParts,
+  } = builtins;
+  const { toBase64 } = base64;
+  const { fail, shown, child, kindOf, notSerializable, tooLargeToCopy } = failures;
+
+  /** Characters jsonLength copies at a time. */
+  const LENGTH_CHUNK = 65_536;
+
+  /**
+   * The length of JSON.stringify(text), counted without copying the whole text; past `stopAt`, a
+   * length past it. JSON.stringify counts, a chunk at a time (a surrogate pair kept in one chunk):
+   * a loop of ours took QuickJS ~0.5 µs a character (a 15 MiB result ran into the wall time; found
+   * by review), and its regular expressions ~0.3 µs to find no escape (12 MiB: 3.6 s), against
+   * ~0.05 µs for its JSON.stringify.
+   */
+  function jsonLength(text: string, stopAt: number): number {
+    let n = 2;
+    for (let i = 0; i < text.length && n <= stopAt; ) {
+      let end = i + LENGTH_CHUNK;
+      if (end < text.length && (charCodeOf(text, end - 1) & 0xfc00) === 0xd800) end++;
+      n += (stringify(sliceOf(text, i, end)) as string).length - 2;
+      i = end;
+    }
+    return n;
+  }
+
+  /**
+   * Walk `root` and write its tagged JSON text directly. JSON.stringify is applied to strings
+   * only: it would call a guest-defined `toJSON` on objects and let a guest forge tags.
+   */
+  function encodeWith(root: unknown, rootPath: string, maxChars: number, lenient: boolean, stacks = true): string {
+    const copyCeiling = state.copyCeiling;
+    const capped = copyCeiling < maxChars;
+    let budget = capped ? copyCeiling : maxChars;
+    // The objects being walked (for cycles) and the keys that led to the current value. A path
+    // string is built only for an error: one per property would dominate the cost of encoding.
+    const stack = bareArray<unknown>();
+    const trail = bareArray<string | number>();
+    const pathOf = (): string => {
+      let out = rootPath;
+      for (let i = 0; i < trail.length; i++) {
+        const key = trail[i];
+        out = typeof key === "string" && charCodeOf(key, 0) === 0 ? out + sliceOf(key, 1) : child(out, key);
+      }
+      return out;
+    };
+    const spend = (n: number) => {
+      budget -= n;
+      if (budget >= 0) return;
+      if (capped) fail("ERR_MEMORY_LIMIT", pathOf(), tooLargeToCopy(rootPath));
+      fail("ERR_OUTPUT_TOO_LARGE", pathOf(), `${rootPath} is larger than the limit of ${maxChars} bytes`);
+    };
+    const str = (text: string) => stringify(StringCtor(text)) as string;
+    /**
+     * `text` as a JSON string, charged at its written length (+ `extra`). Escapes make the copy up
+     * to six times the text (a control character is `\u0001`): when that worst case would pass
+     * what is left, the written length is counted before copying (found by review: a string of
+     * control characters under the copy ceiling aborted the in-process host); else the copy is
+     * made and charged as it is.
+     */
+    const quoted = (text: string, extra = 0): string => {
+      const worst = text.length * 6 + 2 + extra > budget;
+      // Over even unescaped: refused without counting (spend throws).
+      if (worst) spend(text.length + 2 + extra > budget ? text.length + 2 + extra : jsonLength(text, budget) + extra);
+      const out = str(text);
+      if (!worst) spend(out.length + extra);
+      return out;
+    };
+
+    /** Walk a child value; a key starting with NUL is appended to the path as it is. */
+    function at(value: unknown, key: string | number): string {
+      trail[trail.length] = key;
+      try {
+        return walk(value);
+      } finally {
+        trail.length--;
+      }
+    }
+
+    function walk(value: unknown): string {
+      switch (typeof value) {
+        case "string":
+          return quoted(value);
+        case "boolean":
+          spend(5);
+          return value ? "true" : "false";
+        case "number":
+          spend(8);
+          if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) return StringCtor(value);
+          return `{"$":"n","v":"${value === 0 ? "-0" : StringCtor(value)}"}`;
+        case "undefined":
+          spend(8);
+          return '{"$":"u"}';
+        case "bigint": {
+          // Bounded by its bit length first (a shift: linear): decimal text takes time that grows
+          // faster than its length (1n << 1000000n took QuickJS 4 s before it was refused).
+          const tooLong = (value < 0n ? -value : value) >> MAX_BIGINT_BITS !== 0n;
+          const digits = tooLong ? "" : StringCtor(value);
+          if (tooLong || digits.length > MAX_BIGINT_CHARS) {
+            const path = pathOf();
+            fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
+          }
+          spend(digits.length + 16);
+          return `{"$":"b","v":"${digits}"}`;
+        }
+        case "object":
+          break;
+        default:
+          if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+          return notSerializable(pathOf(), value);
+      }
+      if (value === null) {
+        spend(4);
+        return "null";
+      }
+      // Index-based stack operations: a guest may replace Array.prototype methods at any time.
+      for (let i = 0; i < stack.length; i++) {
+        if (stack[i] !== value) continue;
+        if (lenient) return '"[circular]"';
+        const path = pathOf();
+        fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is a circular reference; only trees of data can cross`);
+      }
+      if (stack.length >= MAX_DEPTH) {
+        const path = pathOf();
+        fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is nested deeper than ${MAX_DEPTH} levels`);
+      }
+      const depth = stack.length;
+      stack[depth] = value;
+      try {
+        return walkObject(value as object);
+      } finally {
+        stack.length = depth;
+      }
+    }
+
+    function walkObject(value: object): string {
+      if (isArray(value)) {
+        const length = (value as unknown[]).length;
+        spend(2 + length);
+        let out = "[";
+        for (let i = 0; i < length; i++) out += (i ? "," : "") + at((value as unknown[])[i], i);
+        return `${out}]`;
+      }
+      const proto = getProto(value);
+      if (proto === ObjectProto || proto === null) return walkPlain(value);
+      if (isView(value)) {
+        const tag = typedArrayTag(value) ?? "DataView";
+        // Only the kinds every realm has: the host (Node 20) has no Float16Array, and revived as
+        // raw bytes one came back a Uint8Array.
+        if (!hasOwn(typedCtors, tag)) {
+          if (lenient) return str(`[not serializable: a ${tag}]`);
+          const path = pathOf();
+          fail(
+            "ERR_NOT_SERIALIZABLE",
+            path,
+            `${shown(path)} is a ${tag}, a kind of typed array that does not cross (the others do)`,
+          );
+        }
+        // Indexed, not destructured: destructuring runs the guest-replaceable array iterator.
+        const parts = tag === "DataView" ? viewParts.data : viewParts.typed;
+        let bytes: Uint8Array;
+        try {
+          bytes = new Uint8(parts[0](value), parts[1](value), parts[2](value));
+        } catch {
+          return detached("a view on a detached ArrayBuffer");
+        }
+        spend(typedLength(bytes) * 1.4 + 16);
+        return `{"$":"t","t":"${tag}","v":"${toBase64(bytes)}"}`;
+      }
+      // Brand checks decide, the prototype chain only picks which to try first: subclasses are
+      // recognised, and a look-alike object with a borrowed prototype is not.
+      const likely = brandByChain(proto);
+      // A real Error holds its own stack (V8, QuickJS): only an object that borrowed Error.prototype
+      // lacks it, and is checked against every brand below.
+      if (likely === BRAND_ERROR && hasOwn(value, "stack")) return encodeErrorValue(value as Error);
+      if (likely >= 0 && likely < BRAND_ERROR) {
+        const out = branded(likely, value);
+        if (out !== undefined) return out;
+      }
+      // No chain or a lying one (a Map given Set.prototype, a Proxy): every brand, each may throw.
+      for (let brand = 0; brand < BRAND_ERROR; brand++) {
+        if (brand === likely) continue;
+        const out = branded(brand, value);
+        if (out !== undefined) return out;
+      }
+      if (value instanceof ErrorCtor) return encodeErrorValue(value);
+      let extended: ReturnType<CodecExtension["encode"]>;
+      try {
+        extended = state.extension?.encode(value);
+      } catch (error) {
+        // A Request or Response with no body to send (read already, or never read where bodies
+        // are): in an error's fields it is described, as any field that cannot cross is.
+        if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+        throw error;
+      }
+      if (extended !== undefined) return walkTagged(extended);
+      if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+      return notSerializable(pathOf(), value);
+    }
+
+    /**
+     * A buffer whose memory was transferred away (structuredClone's transfer, `transfer()`), or a
+     * view on one: viewing it throws. Its engine's TypeError named no path and no code.
+     */
+    function detached(what: string): string {
+      if (lenient) return str(`[not serializable: ${what}]`);
+      const path = pathOf();
+      return fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is ${what}; its bytes are gone`);
+    }
+
+    /** The BRAND_* index of the first builtin prototype on the chain from `proto`, else -1. */
+    function brandByChain(proto: object | null): number {
+      // Bounded: a longer chain is left to the brand checks, which stay correct.
+      for (let n = 0; proto !== null && proto !== ObjectProto && n < 32; n++) {
+        if (proto === ErrorProto) return BRAND_ERROR;
+        for (let i = 0; i < BRAND_ERROR; i++) if (proto === BRAND_PROTOS[i]) return i;
+        proto = getProto(proto);
+      }
+      return -1;
+    }
+
+    /** `value` encoded as builtin `brand` (BRAND_*) when its brand getter accepts it, else undefined. */
+    function branded(brand: number, value: object): string | undefined {
+      if (brand === 0) {
+        let byteLength = -1;
+        try {
+          byteLength = byteLengthOf(value);
+        } catch {}
+        if (byteLength < 0) return undefined;
+        let bytes: Uint8Array;
+        try {
+          bytes = new Uint8(value as ArrayBuffer);
+        } catch {
+          return detached("a detached ArrayBuffer");
+        }
+        spend(byteLength * 1.4 + 16);
+        return `{"$":"a","v":"${toBase64(bytes)}"}`;
+      }
+      if (brand === 1) {
+        let time: number | undefined;
+        try {
+          time = dateGetTime(value);
+        } catch {}
+        if (time === undefined) return undefined;
+        spend(24);
+        return `{"$":"d","v":${NumberIsFinite(time) ? StringCtor(time) : "null"}}`;
+      }
+      let size = -1;
+      try {
+        size = brand === 2 ? mapSize(value) : setSize(value);
+      } catch {}
+      if (size < 0) return undefined;
+      let out = "";
+      let i = 0;
+      if (brand === 2) {
+        spend(8 + size * 4);
+        mapForEach(value, (v, k) => {
+          out += `${i ? "," : ""}[${at(k, `\0<entry ${i}>.key`)},${at(v, `\0<entry ${i}>.value`)}]`;
+          i++;
+        });
+        return `{"$":"m","v":[${out}]}`;
+      }
+      spend(8 + size * 2);
+      setForEach(value, (v) => {
+        out += (i ? "," : "") + at(v, `\0<item ${i}>`);
+        i++;
+      });
+      return `{"$":"s","v":[${out}]}`;
+    }
+
+    function walkPlain(value: object): string {
+      const keys = ownKeys(value);
+      spend(2 + keys.length * 2);
+      let out = "";
+      let escaped = false;
+      // Every key loop is indexed: `for…of` runs Array.prototype[Symbol.iterator], which a guest
+      // can replace to yield an object whose toString says "$" (it is not === "$", so the object
+      // was not escaped, and a Date, Map or BigInt came out of plain data).
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        if (key === "$") escaped = true;
+        out += `${out ? "," : ""}${quoted(key, 1)}:${at((value as Record<string, unknown>)[key], key)}`;
+      }
+      // A plain object with its own "$" key is escaped, so no guest value can forge a tag.
+      return escaped ? `{"$":"o","v":{${out}}}` : `{${out}}`;
+    }
+
+    /** An extension's tagged form: its fields are data the codec encodes like any other. */
+    function walkTagged(tagged: Record<string, unknown>): string {
+      let out = `"$":${str(StringCtor(tagged.$))}`;
+      const keys = ownKeys(tagged);
+      for (let i = 0; i < keys.length; i++) {
+        const key = keys[i];
+        if (key !== "$") out += `,${str(key)}:${at(tagged[key], key)}`;
+      }
+      return `{${out}}`;
+    }
+
+    function encodeErrorValue(error: Error): string {
+      // Errors cross leniently: a field that cannot cross is described, so the real error is not
+      // replaced by a serialization failure.
+      const saved = lenient;
+      lenient = true;
+      try {
+        let name = "Error";
+        let message = "";
+        let stackText: unknown;
+        try {
+          name = StringCtor(error.name);
+          message = StringCtor(error.message);
+          if (stacks) stackText = error.stack;
+        } catch {}
+        // Charged as every string is (a 60 MiB message was copied whole).
+        let out = `"$":"e","n":${quoted(name, 8)},"m":${quoted(message, 5)}`;
+        if (typeof stackText === "string") out += `,"s":${quoted(stackText, 5)}`;
+        if (hasOwn(error, "cause")) out += `,"c":${at((error as { cause?: unknown }).cause, "cause")}`;
+        const nested = (error as { errors?: unknown }).errors;
+        const listed = isArray(nested);
+        if (listed) out += `,"a":${at(nested, "errors")}`;
+        let fields = "";
+        const keys = ownKeys(error);
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i];
+          if (key === "stack" || key === "message" || key === "cause" || (key === "errors" && listed)) continue;
+          fields += `${fields ? "," : ""}${str(key)}:${at((error as unknown as Record<string, unknown>)[key], key)}`;
+        }
+        if (fields) out += `,"f":{${fields}}`;
+        return `{${out}}`;
+      } finally {
+        lenient = saved;
+      }
+    }
+
+    return walk(root);
+  }
+
+  return { encodeWith, jsonLength };
+}
+
+export type Encoder = ReturnType<typeof createEncoder>;

@@ -1,0 +1,96 @@
+/**
+ * How the codec refuses a value: errors with a stable `code` and the `path` of the value that
+ * could not cross (`value.items[3].owner`), a message that says what it is, and a record of which
+ * errors the codec itself threw (a guest can throw a look-alike from a getter the encoder runs).
+ *
+ * SELF-CONTAINED, like every part of the codec: it is stringified into guest realms (codec.ts).
+ */
+import type { CodecBuiltins } from "./codec-builtins.js";
+import type { CodecState } from "./codec.js";
+
+export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) {
+  const { TypeErrorCtor, defineProperty, getProto, hasOwn, IDENT, MAX_SHOWN_PATH, sliceOf, stringify, weakAdd, weakHas } =
+    builtins;
+  /** The error the latest encode failed with (see `threw`). */
+  let lastFailure: unknown;
+  /** Every error this codec failed with: a guest cannot make one (see `refused`). */
+  const failures = new WeakSet<object>();
+
+  function tooLargeToCopy(rootPath: string): string {
+    return `${rootPath} is too large to copy within the instance's memory limit (more than ${state.copyCeiling} characters)`;
+  }
+
+  function fail(code: string, path: string, message: string): never {
+    const error = new TypeErrorCtor(message);
+    weakAdd(failures, error);
+    // Defined, not assigned: a setter a guest put on Object.prototype must not swallow them.
+    defineProperty(error, "code", { value: code, writable: true, enumerable: true, configurable: true });
+    defineProperty(error, "path", { value: path, writable: true, enumerable: true, configurable: true });
+    lastFailure = error;
+    throw error;
+  }
+
+  /**
+   * A path as a message shows it: past MAX_SHOWN_PATH characters (deep nesting, a long key) its
+   * two ends, which say where the value sits and what it is. The error's `path` keeps it whole.
+   */
+  function shown(path: string): string {
+    if (path.length <= MAX_SHOWN_PATH) return path;
+    const end = MAX_SHOWN_PATH >> 1;
+    return `${sliceOf(path, 0, end)}…(${path.length - 2 * end} characters)…${sliceOf(path, path.length - end)}`;
+  }
+
+  function child(path: string, key: string | number): string {
+    if (typeof key === "number") return `${path}[${key}]`;
+    return IDENT.test(key) ? `${path}.${key}` : `${path}[${stringify(key)}]`;
+  }
+
+  function kindOf(value: unknown): string {
+    if (typeof value === "function") return "a function";
+    if (typeof value === "symbol") return "a symbol";
+    if (value !== null && typeof value === "object") {
+      try {
+        const proto = getProto(value);
+        const ctor = proto && hasOwn(proto, "constructor") ? proto.constructor : undefined;
+        const name = typeof ctor === "function" && typeof ctor.name === "string" ? ctor.name : "";
+        return name ? `an instance of ${name}` : "an object with a custom prototype";
+      } catch {
+        return "an object";
+      }
+    }
+    return `a ${typeof value}`;
+  }
+
+  function notSerializable(path: string, value: unknown): never {
+    const what = kindOf(value);
+    const hint = typeof value === "function" ? "functions cannot cross between the host and the guest" : "only data crosses";
+    return fail(
+      "ERR_NOT_SERIALIZABLE",
+      path,
+      `${shown(path)} is ${what}; ${hint} (JSON values, undefined, Date, Map, Set, typed arrays, ArrayBuffer, BigInt, Error)`,
+    );
+  }
+
+  return {
+    fail,
+    shown,
+    child,
+    kindOf,
+    notSerializable,
+    tooLargeToCopy,
+    /** An encode starts: no failure of its own yet. */
+    forget(): void {
+      lastFailure = undefined;
+    },
+    /** See Codec.threw. */
+    threw(error: unknown): boolean {
+      return error !== undefined && error === lastFailure;
+    },
+    /** See Codec.refused. */
+    refused(error: unknown): boolean {
+      return error !== null && typeof error === "object" && weakHas(failures, error);
+    },
+  };
+}
+
+export type CodecFailures = ReturnType<typeof createCodecFailures>;
