@@ -83,12 +83,21 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     // The objects being walked (for cycles) and the keys that led to the current value. A path
     // string is built only for an error: one per property would dominate the cost of encoding.
     const stack = bareArray<unknown>();
+    // A negative number in the trail is a Map entry's key (-3i-1) or value (-3i-2), or a Set's
+    // item (-3i-3): no key or index is one. (A NUL-prefixed string was, until a key that began
+    // with NUL was named as the codec's own segment: `{"\0.admin": f}` failed as `value.admin`.)
     const trail = bareArray<string | number>();
     const pathOf = (): string => {
       let out = rootPath;
       for (let i = 0; i < trail.length; i++) {
         const key = trail[i];
-        out = typeof key === "string" && charCodeOf(key, 0) === 0 ? out + sliceOf(key, 1) : child(out, key);
+        if (typeof key !== "number" || key >= 0) out = child(out, key);
+        else {
+          const n = -key - 1;
+          const kind = n % 3;
+          const index = (n - kind) / 3;
+          out += kind === 2 ? `<item ${index}>` : `<entry ${index}>.${kind === 0 ? "key" : "value"}`;
+        }
       }
       return out;
     };
@@ -115,7 +124,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       return out;
     };
 
-    /** Walk a child value; a key starting with NUL is appended to the path as it is. */
+    /** Walk a child value at `key` (a name, an index, or a negative number: see `trail`). */
     function at(value: unknown, key: string | number): string {
       trail[trail.length] = key;
       try {
@@ -303,14 +312,14 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       if (brand === 2) {
         spend(8 + size * 4);
         mapForEach(value, (v, k) => {
-          out += `${i ? "," : ""}[${at(k, `\0<entry ${i}>.key`)},${at(v, `\0<entry ${i}>.value`)}]`;
+          out += `${i ? "," : ""}[${at(k, -3 * i - 1)},${at(v, -3 * i - 2)}]`;
           i++;
         });
         return `{"$":"m","v":[${out}]}`;
       }
       spend(8 + size * 2);
       setForEach(value, (v) => {
-        out += (i ? "," : "") + at(v, `\0<item ${i}>`);
+        out += (i ? "," : "") + at(v, -3 * i - 3);
         i++;
       });
       return `{"$":"s","v":[${out}]}`;

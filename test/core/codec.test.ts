@@ -93,6 +93,12 @@ describe("value codec", () => {
     expect(() => codec.encode({ f: () => 1 }, "value")).toThrow(/value\.f is a function/);
     expect(() => codec.encode({ s: Symbol("x") }, "value")).toThrow(/value\.s is a symbol/);
     expect(() => codec.encode({ "a-b": [() => 1] }, "input")).toThrow(/input\["a-b"\]\[0\] is a function/);
+    // A key may start with NUL: it is named as the key it is, not read as a path segment of the codec's own.
+    expect(() => codec.encode({ "\0.admin": () => 1 })).toThrow(/^value\["\\u0000\.admin"\] is a function/);
+    expect(() => codec.encode({ m: new Map([[1, { "\0[3]": Symbol() }]]) })).toThrow(
+      /^value\.m<entry 0>\.value\["\\u0000\[3\]"\] is a symbol/,
+    );
+    expect(() => codec.encode(new Set([1, [Symbol()]]))).toThrow(/^value<item 1>\[0\] is a symbol/);
     try {
       codec.encode([() => 1]);
       expect.unreachable();
