@@ -269,9 +269,7 @@ export class V8Instance implements EngineInstance {
     caps: RuntimeCaps,
     source: GuestSource & { script: NonNullable<GuestSource["script"]> },
   ): Promise<unknown> {
-    if (bindings) this.bindings = bindings;
-    this.lastCaps = caps;
-    this.lineMaps.set(source.filename, source.script.lineMap);
+    this.startScript(bindings, caps, source);
     const args = [
       bindings ? flat(bindings.text) : null,
       mode,
@@ -291,14 +289,23 @@ export class V8Instance implements EngineInstance {
     caps: RuntimeCaps,
     source: GuestSource & { script: NonNullable<GuestSource["script"]> },
   ): Promise<unknown> {
-    if (bindings) this.bindings = bindings;
-    this.lastCaps = caps;
-    this.lineMaps.set(source.filename, source.script.lineMap);
+    this.startScript(bindings, caps, source);
     // A serving task holds the isolate's thread: the compile would queue behind it.
     this.channel?.close();
     const factory = await compileFactory(this.isolate, this.context, source.script.code, source.filename);
     const args = [factory.derefInto({ release: true }), bindings ? flat(bindings.text) : null, mode, flat(inputText), ...caps];
     return this.cross("runFactory", args);
+  }
+
+  /** What runScript and runCompiled note before their crossing: the run's bindings, caps and line map. */
+  private startScript(
+    bindings: BindingsLike | undefined,
+    caps: RuntimeCaps,
+    source: GuestSource & { script: NonNullable<GuestSource["script"]> },
+  ): void {
+    if (bindings) this.bindings = bindings;
+    this.lastCaps = caps;
+    this.lineMaps.set(source.filename, source.script.lineMap);
   }
 
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
