@@ -53,7 +53,7 @@ describe("the v8 engine in process, at exit with a guest spinning", () => {
 
   it("holds no isolate once its sandbox is disposed", async () => {
     const { createSandbox } = await import("../../src/index.js");
-    const { liveIsolateCount } = await import("../../src/engines/v8/instance.js");
+    const { liveIsolateCount } = await import("../../src/engines/v8/isolates.js");
     const before = liveIsolateCount();
     const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
     expect((await sandbox.run({ code: "export default 1" })).ok).toBe(true);

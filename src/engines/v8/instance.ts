@@ -7,7 +7,7 @@ import type { CompileBound } from "../../core/esbuild-calls.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { GuestSource } from "../../core/source.js";
-import { guestRuntimeScript, HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
+import { HOST_CALLBACK_NAMES, RUNTIME_FILENAME } from "../guest/bundle.js";
 import { hostServices } from "../host-services.js";
 import {
   type EngineInstance,
@@ -16,10 +16,13 @@ import {
   type InstanceListener,
   type RuntimeCaps,
 } from "../instance.js";
-import { warmUpModulesJson } from "../warm-up-modules.js";
 import { CallChannel } from "./channel.js";
+import { flat, hasPending, renameLostThrow } from "./crossing-text.js";
+import { charged, hostTimeSince } from "./host-time.js";
+import { disposeIsolate, trackIsolate } from "./isolates.js";
 import { compileFactory, evaluableInIsolate } from "./large-script.js";
 import { loadIsolatedVm } from "./load.js";
+import { compileRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
@@ -59,75 +62,6 @@ export interface V8InstanceOptions {
 }
 
 let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
-
-/**
- * This process's isolates not yet disposed. When the process exits (process.exit, or an uncaught
- * error) while a guest spins in one, isolated-vm's teardown waits for that isolate's thread
- * forever (isolated-vm issue #260): the process hung at 100% CPU instead of exiting. Disposing
- * them in an 'exit' listener stops the guests first. Each leaves the set when it is disposed.
- */
-const liveIsolates = new Set<IVM.Isolate>();
-let exitHookInstalled = false;
-
-function trackIsolate(isolate: IVM.Isolate): void {
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    process.on("exit", disposeLiveIsolates);
-  }
-  liveIsolates.add(isolate);
-}
-
-function disposeIsolate(isolate: IVM.Isolate): void {
-  liveIsolates.delete(isolate);
-  try {
-    if (!isolate.isDisposed) isolate.dispose();
-  } catch {}
-}
-
-/** How long the exit waits for disposed isolates' threads to unwind (measured: 10 ms was enough). */
-const EXIT_UNWIND_MS = 100;
-
-function disposeLiveIsolates(): void {
-  if (liveIsolates.size === 0) return;
-  for (const isolate of liveIsolates) disposeIsolate(isolate);
-  // A terminated guest's thread still reports back as it unwinds; if Node tears down first, that
-  // report lands in freed memory and the process segfaults (2 in 12 exits without this wait).
-  // Nothing else runs any more, so this thread blocks for it.
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, EXIT_UNWIND_MS);
-}
-
-/** How many isolates this process holds undisposed (tests: none are retained once disposed). */
-export function liveIsolateCount(): number {
-  return liveIsolates.size;
-}
-
-/**
- * What one crossing between the isolate and the host's thread costs that thread beyond the
- * host's own function: isolated-vm's hand-off (waking the loop, entering its context, copying
- * the arguments back and forth). Measured with raw isolated-vm here: 11-15 µs of the host
- * thread's CPU per synchronous callback that does nothing (its body: 0.1 µs), against ~2 µs of
- * the isolate's CPU time, which is all the isolate's clock sees. Charged a little under that.
- */
-const CROSSING_NS = 10_000n;
-
-/**
- * A host callback the guest calls synchronously, its host time charged to the guest's CPU: it
- * runs on the host's thread while the isolate's waits, so the isolate's CPU clock never saw it.
- * Uncharged, a guest calling URL setters back to back (~5 ms of host CPU each, ~26 ms at worst)
- * kept the host's thread busy for its whole wall time under any CPU limit, and so did one arming
- * and clearing timers (~13 µs of host CPU per call, ~2 µs of the isolate's: 1.5 s of the host's
- * CPU within a 300 ms CPU limit, ended by the wall time).
- */
-function charged<A extends unknown[], R>(holder: { instance?: V8Instance }, service: (...args: A) => R): (...args: A) => R {
-  return (...args: A) => {
-    const start = process.hrtime.bigint();
-    try {
-      return service(...args);
-    } finally {
-      if (holder.instance) holder.instance.hostNs += process.hrtime.bigint() - start + CROSSING_NS;
-    }
-  };
-}
 
 /**
  * One V8 isolate with a context, the guest runtime bootstrapped in it, and the host callbacks
@@ -326,7 +260,7 @@ export class V8Instance implements EngineInstance {
   fire(id: number): Promise<unknown> {
     const start = process.hrtime.bigint();
     const crossing = this.cross("fire", [id]);
-    this.hostNs += process.hrtime.bigint() - start + CROSSING_NS;
+    this.hostNs += hostTimeSince(start);
     return crossing.catch(renameLostThrow);
   }
 
@@ -518,71 +452,4 @@ export class V8Instance implements EngineInstance {
     this.listener = undefined;
     disposeIsolate(this.isolate);
   }
-}
-
-/** Compile the runtime script, reusing V8's code cache after the first isolate (saves ~1 ms each). */
-type CachedScript = IVM.Script & { cachedData?: IVM.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
-
-/**
- * A few runs of cordon's own modules (../warm-up-modules.ts) before the instance is handed out: V8
- * compiles functions lazily, on their first call, and tiers them up on later ones, so without them
- * the first (and, for a one-off run, only) run pays for that — half of a one-off run's time
- * (measured: p50 1.2–1.5 ms without, 0.67 ms with the first such warm-up). No guest code runs;
- * the next `begin` resets everything they touched, and their outcomes reach no listener (the
- * instance has none yet).
- */
-async function warmUp(refs: Record<"warmUp" | "ping", Ref>): Promise<void> {
-  // One crossing for all of them; their outcomes are not reported (each report would be a round
-  // trip to this thread, which may be busy making another isolate).
-  await refs.warmUp.apply(undefined, [await warmUpModulesJson()]);
-  // The outcomes settle in microtasks after the call: the ping returns once they have run.
-  await refs.ping.apply(undefined, []);
-}
-
-/** Whether joined outcomes hold one still to come ("p"). */
-function hasPending(joined: string): boolean {
-  return joined === "p" || joined.startsWith("p\u0001") || joined.includes("\u0001p");
-}
-
-/** isolated-vm's text for a thrown object that is no Error: it copies such an object no further. */
-const LOST_THROW = "An object was thrown from supplied code within isolated-vm, but that object was not an instance of `Error`.";
-
-/**
- * What a module's top-level code throws, and what rejects a promise nothing handles, reach the
- * host only through isolated-vm, which keeps primitives and Errors and replaces any other object
- * with LOST_THROW: no guest code can catch such a throw to report it first (the runtime does for
- * calls, timers and script-form modules). Say what happened, in cordon's terms. A guest that throws
- * an Error with that very message only renames its own error.
- */
-function renameLostThrow(error: unknown): never {
-  if (error instanceof Error && error.message === LOST_THROW) {
-    throw new Error(
-      "Uncaught object (not an Error: thrown at a module's top level, or rejecting a promise nothing handled, where the v8 engine cannot show it; throw an Error to report a message)",
-    );
-  }
-  throw error;
-}
-
-/**
- * Make V8 flatten a string before it crosses. isolated-vm copies a cons string (a concatenation
- * V8 has not flattened yet: codec text is " " + JSON, joined calls are joins) far slower than a
- * flat one: measured here, 64 joined events 45 µs per crossing as a cons string, 24 µs joined
- * and flattened; one event 6.5 µs vs 4.6 µs. Converting to a number reads the characters, which
- * flattens the string in place (the trick pino's flatstr uses).
- */
-function flat(text: string): string {
-  void ((text as unknown as number) | 0);
-  return text;
-}
-
-async function compileRuntime(isolate: IVM.Isolate): Promise<IVM.Script> {
-  if (runtimeCache) {
-    const options = { filename: RUNTIME_FILENAME, cachedData: runtimeCache };
-    const script = (await isolate.compileScript(guestRuntimeScript(), options)) as CachedScript;
-    if (!script.cachedDataRejected) return script;
-  }
-  const options = { filename: RUNTIME_FILENAME, produceCachedData: true };
-  const script = (await isolate.compileScript(guestRuntimeScript(), options)) as CachedScript;
-  if (script.cachedData) runtimeCache = script.cachedData;
-  return script;
 }
