@@ -22,7 +22,7 @@ import { charged, hostTimeSince } from "./host-time.js";
 import { disposeIsolate, trackIsolate } from "./isolates.js";
 import { compileFactory, evaluableInIsolate } from "./large-script.js";
 import { loadIsolatedVm } from "./load.js";
-import { compileRuntime, warmUp } from "./runtime-script.js";
+import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
@@ -138,7 +138,10 @@ export class V8Instance implements EngineInstance {
       const refs = Object.fromEntries(REF_NAMES.map((name) => [name, get(name)])) as Record<RefName, Ref>;
       const busyPollMs = options.busyPollMs ?? DEFAULT_BUSY_POLL_MS;
       const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs);
-      if (options.warmUp) await warmUp(refs);
+      if (options.warmUp) {
+        await warmUp(refs);
+        await recacheRuntime(isolate);
+      }
       holder.instance = instance;
       return instance;
     } catch (error) {

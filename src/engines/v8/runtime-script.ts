@@ -10,8 +10,13 @@ type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
 type CachedScript = IVM.Script & { cachedData?: IVM.ExternalCopy<ArrayBuffer>; cachedDataRejected?: boolean };
 
-/** V8's code cache of the runtime script, made by the first isolate of this process. */
+/**
+ * V8's code cache of the runtime script. The first isolate of this process makes one at compile
+ * time, which holds only the functions V8 compiles eagerly; `recacheRuntime` replaces it, once,
+ * with one made after a bootstrap and a warm-up, which holds every function they compiled.
+ */
 let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
+let recached = false;
 
 /** Compile the runtime script, reusing V8's code cache after the first isolate (saves ~1 ms each). */
 export async function compileRuntime(isolate: IVM.Isolate): Promise<IVM.Script> {
@@ -24,6 +29,21 @@ export async function compileRuntime(isolate: IVM.Isolate): Promise<IVM.Script> 
   const script = (await isolate.compileScript(guestRuntimeScript(), options)) as CachedScript;
   if (script.cachedData) runtimeCache = script.cachedData;
   return script;
+}
+
+/**
+ * Once per process, after an isolate bootstrapped the runtime and ran the warm-up (cordon's own
+ * code only; no guest has run in it): compile the same script again in that isolate, which finds
+ * it in the isolate's compilation cache with the functions V8 compiled lazily since, and keep the
+ * code cache of that. Later isolates then read those functions' bytecode instead of parsing and
+ * compiling them on first call. A code cache holds bytecode, never the heap's objects or feedback.
+ */
+export async function recacheRuntime(isolate: IVM.Isolate): Promise<void> {
+  if (recached) return;
+  recached = true;
+  const options = { filename: RUNTIME_FILENAME, produceCachedData: true };
+  const script = (await isolate.compileScript(guestRuntimeScript(), options)) as CachedScript;
+  if (script.cachedData) runtimeCache = script.cachedData;
 }
 
 /**
