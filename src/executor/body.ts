@@ -114,5 +114,8 @@ function notJson(what: string): ServiceError {
 }
 
 function tooLarge(capBytes: number): ServiceError {
-  return new ServiceError("ERR_BODY_TOO_LARGE", `the request body is larger than the limit of ${capBytes} bytes`);
+  return new ServiceError(
+    "ERR_BODY_TOO_LARGE",
+    `the request body is larger than the limit of ${capBytes} bytes (executor option maxBodyMb, cordon serve --max-body-mb)`,
+  );
 }
