@@ -80,6 +80,8 @@ export function createApp(deps: AppDeps): Hono<Env> {
       // activeRuns: requests being answered, a module's first preparation included (the sandbox
       // counts only calls and runs); queueDepth: of those, runs waiting for a slot, /host's included.
       load: { activeRuns: deps.inflight.size, queueDepth: deps.queueDepth() },
+      // Remote hosts' prefixes against their caps, as aggregates: this route is open to anyone.
+      prefixes: deps.host.prefixes.stats(),
     };
     // 503 while draining, so a load balancer stops sending work here.
     return c.json(body, deps.draining() ? 503 : 200);

@@ -25,6 +25,20 @@ export interface PrefixCaps {
 
 export const DEFAULT_PREFIX_CAPS: PrefixCaps = { max: 4096, perAddress: 2048, maxChars: 512 * 1024 * 1024 };
 
+/** What `GET /health` shows of the held prefixes: counts and sizes only, never a client or a key. */
+export interface PrefixStats {
+  held: number;
+  busy: number;
+  /** Client addresses holding any, and the most one of them holds. */
+  clients: number;
+  mostByOneClient: number;
+  sourceMib: number;
+  /** Since start: idle prefixes ended to make room, and prepares refused for room (ERR_CAPACITY). */
+  endedForRoom: number;
+  refused: number;
+  caps: { maxPrefixes: number; maxPrefixesPerAddress: number; maxPrefixMb: number };
+}
+
 /**
  * The prefixes remote hosts prepared on this executor, by an unguessable handle. A client that
  * goes away without disposing leaves its prefixes behind: they end after `idleMs` unused. Past a
@@ -36,6 +50,8 @@ export class RemotePrefixes {
   private readonly held = new Map<string, Held>();
   private readonly perOwner = new Map<string, number>();
   private chars = 0;
+  private endedForRoom = 0;
+  private refused = 0;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(
@@ -54,6 +70,12 @@ export class RemotePrefixes {
    * Returns why there is no room (every prefix that would have to end is in use), or undefined.
    */
   room(owner: string, bytes: number): string | undefined {
+    const refused = this.findRoom(owner, bytes);
+    if (refused) this.refused++;
+    return refused;
+  }
+
+  private findRoom(owner: string, bytes: number): string | undefined {
     const { max, perAddress, maxChars } = this.caps;
     if (bytes > maxChars)
       return `this prefix keeps ${mib(bytes)} MiB of source, more than the ${mib(maxChars)} MiB all prefixes on this executor may keep (executor option maxPrefixMb, cordon serve --max-prefix-mb)`;
@@ -117,6 +139,25 @@ export class RemotePrefixes {
     for (const handle of [...this.held.keys()]) this.dispose(handle);
   }
 
+  /** Aggregates for `GET /health` (which is open): no client address, key or handle. */
+  stats(): PrefixStats {
+    let busy = 0;
+    for (const held of this.held.values()) if (held.busy > 0) busy++;
+    let mostByOneClient = 0;
+    for (const count of this.perOwner.values()) mostByOneClient = Math.max(mostByOneClient, count);
+    const { max, perAddress, maxChars } = this.caps;
+    return {
+      held: this.held.size,
+      busy,
+      clients: this.perOwner.size,
+      mostByOneClient,
+      sourceMib: Number(mib(this.chars)),
+      endedForRoom: this.endedForRoom,
+      refused: this.refused,
+      caps: { maxPrefixes: max, maxPrefixesPerAddress: perAddress, maxPrefixMb: maxChars / (1024 * 1024) },
+    };
+  }
+
   private sweep(): void {
     const cutoff = Date.now() - this.idleMs;
     for (const [handle, held] of this.held) {
@@ -124,12 +165,16 @@ export class RemotePrefixes {
     }
   }
 
-  /** End the least recently used idle prefix (that `which` picks); false when there is none. */
-  private evictIdle(which: (held: Held) => boolean = () => true): boolean {
+  /** End the least recently used idle prefix (that `which` picks); undefined when there is none. */
+  private evictIdle(which: (held: Held) => boolean = () => true): Held | undefined {
     for (const [handle, held] of this.held) {
-      if (held.busy === 0 && which(held)) return this.dispose(handle);
+      if (held.busy === 0 && which(held)) {
+        this.dispose(handle);
+        this.endedForRoom++;
+        return held;
+      }
     }
-    return false;
+    return undefined;
   }
 }
 

@@ -19,6 +19,7 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
       host: "process",
       version: expect.stringMatching(/^\d+\.\d+\.\d+/),
       load: { activeRuns: 0, queueDepth: 0 },
+      prefixes: expect.objectContaining({ held: 0, caps: { maxPrefixes: 4096, maxPrefixesPerAddress: 2048, maxPrefixMb: 512 } }),
     });
     expect(text).not.toContain(SECRET);
   });
