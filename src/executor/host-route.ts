@@ -91,7 +91,7 @@ async function answerWith(
     case "prepare": {
       // Refused before any work when the prefixes held (and in use) leave no room for it.
       const bytes = keptChars(request);
-      const full = deps.prefixes.room(owner, bytes);
+      const full = deps.prefixes.room(owner, bytes, request.key);
       if (full) return { result: capacityFailure(engine, full, started) };
       const bindings = new CallbackBindings(request.bindingsText, request.callback);
       // Never the client's key alone: two clients' prefixes with equal keys call back to
@@ -111,7 +111,7 @@ async function answerWith(
         return { result };
       }
       // Others may have taken the room meanwhile.
-      const held = deps.prefixes.add(prepared.prefix, bindings, owner, bytes);
+      const held = deps.prefixes.add(prepared.prefix, bindings, owner, bytes, request.key);
       if ("refused" in held) {
         prepared.prefix.dispose();
         bindings.close();

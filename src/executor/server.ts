@@ -56,7 +56,12 @@ export interface ExecutorOptions {
    * Default 4096.
    */
   maxPrefixes?: number;
-  /** Of those, prepared for one client address (an IPv6 /64) at most; past it that client's own idle ones end first. Default: half of `maxPrefixes`. */
+  /**
+   * Of those, prepared for one client address (an IPv6 /64) at most; past it that client's own idle
+   * ones end first. A client cycling through more than this (preparing again, within 60 s, one that
+   * ended at this cap) is refused with ERR_CAPACITY unless one of its own is unused for 60 s.
+   * Default: half of `maxPrefixes`.
+   */
   maxPrefixesPerAddress?: number;
   /** MiB of source (imports and bindings included) the held prefixes keep together, to prepare them again. Default 512. */
   maxPrefixMb?: number;
