@@ -13,6 +13,7 @@ import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { deathResult, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
 import { BridgeCalls, sendBridgeAnswer } from "./bridge-calls.js";
 import { FloodGuard } from "./flood-guard.js";
+import { PipeOut } from "./pipe-out.js";
 import { armBackstop, InFlight, type Pending, type WithoutId } from "./pending.js";
 import { PrefixRecords } from "./prefix-records.js";
 import { readRss } from "./rss.js";
@@ -52,6 +53,7 @@ export class WorkerProcess {
   private readonly bridgeCalls = new BridgeCalls();
   private readonly child: ChildProcess;
   private readonly guard: FloodGuard;
+  private readonly out: PipeOut;
   private readonly dir: string;
   private readonly pending = new InFlight();
   private nextId = 0;
@@ -66,7 +68,6 @@ export class WorkerProcess {
   private killed = false;
   /** stop() was called: the worker is ending once its stdin closes. */
   private stopping = false;
-  private corked = false;
   private readonly ready: Promise<void>;
   private onExit: ((worker: WorkerProcess, cause: string) => void) | undefined;
 
@@ -78,7 +79,8 @@ export class WorkerProcess {
     this.pipePollMs = options.config.pipePollMs;
     this.engineOptions = options.config.engineOptions;
     ({ child: this.child, dir: this.dir } = spawnWorker(options.config, options.entry));
-    this.guard = new FloodGuard(this.child.stdin as NonNullable<ChildProcess["stdin"]>);
+    this.out = new PipeOut(this.child.stdin as NonNullable<ChildProcess["stdin"]>);
+    this.guard = new FloodGuard();
     this.ready = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         reject(new Error("the worker did not start in time"));
@@ -356,7 +358,7 @@ export class WorkerProcess {
     this.deathCause ||= cause;
     // Whoever stops a worker may wait for its exit: hold the event loop until it happens.
     this.setHeld(true);
-    this.child.stdin?.end();
+    this.out.end();
     const timer = setTimeout(() => this.kill("ERR_INSTANCE_RESET", cause), 1000);
     timer.unref();
   }
@@ -372,18 +374,8 @@ export class WorkerProcess {
    */
   private send(message: HostRequest): void {
     if (this.dead || !this.child.stdin) return;
-    const frame = encodeTextFrame(message);
-    // Frames sent in one tick leave in one write: a syscall per call would cap throughput.
-    if (!this.corked) {
-      this.corked = true;
-      this.child.stdin.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        this.child.stdin?.uncork();
-      });
-    }
-    this.child.stdin.write(frame);
-    const stalled = this.guard.backlog();
+    this.out.write(encodeTextFrame(message));
+    const stalled = this.guard.backlog(this.out.unread, this.out.read);
     if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);
   }
 

@@ -1,0 +1,76 @@
+import type { Writable } from "node:stream";
+
+/** The most bytes in the pipe's stream at once: the host sees a worker's reading in steps this size. */
+const SLICE_BYTES = 1024 * 1024;
+
+/**
+ * A worker's stdin, fed a slice at a time so the host can tell how fast the worker reads.
+ * Handed whole, a burst of frames was one writev whose bytes all counted as unread until the
+ * last of them was read: 40 prepares of 0.5–1 MB were "30 MB unread for over 1000 ms" from a
+ * worker reading ~20 MB/s, and it was retired. Frames written in one tick still leave in one
+ * write (a syscall per frame would cap throughput); past SLICE_BYTES they wait here.
+ */
+export class PipeOut {
+  private readonly queue: Buffer[] = [];
+  private queued = 0;
+  private handed = 0;
+  private corked = false;
+  private ending = false;
+
+  constructor(private readonly stdin: Writable) {
+    stdin.on("drain", () => this.feed());
+    stdin.on("close", () => {
+      this.queue.length = 0;
+      this.queued = 0;
+    });
+  }
+
+  /** Bytes the host holds for the worker that it has not read. */
+  get unread(): number {
+    return this.queued + this.stdin.writableLength;
+  }
+
+  /** Bytes the worker has read since it started. */
+  get read(): number {
+    return this.handed - this.stdin.writableLength;
+  }
+
+  write(frame: Buffer): void {
+    if (this.ending || this.stdin.destroyed) return;
+    this.queue.push(frame);
+    this.queued += frame.length;
+    this.feed();
+  }
+
+  /** Close the pipe once what is queued has been handed to it. */
+  end(): void {
+    this.ending = true;
+    this.feed();
+  }
+
+  private feed(): void {
+    let room = SLICE_BYTES - this.stdin.writableLength;
+    while (room > 0 && this.queue.length > 0) {
+      const head = this.queue[0] as Buffer;
+      const chunk = head.length <= room ? head : head.subarray(0, room);
+      if (chunk === head) this.queue.shift();
+      else this.queue[0] = head.subarray(room);
+      this.cork();
+      this.stdin.write(chunk);
+      this.queued -= chunk.length;
+      this.handed += chunk.length;
+      room -= chunk.length;
+    }
+    if (this.ending && this.queue.length === 0 && !this.stdin.writableEnded) this.stdin.end();
+  }
+
+  private cork(): void {
+    if (this.corked) return;
+    this.corked = true;
+    this.stdin.cork();
+    process.nextTick(() => {
+      this.corked = false;
+      this.stdin.uncork();
+    });
+  }
+}
