@@ -68,12 +68,14 @@ export class Shedder {
     // Reading the resident size costs 10-35 µs (a /proc read), on every warm call's answer. It is
     // skipped while the last look (at most SHED_CHECK_MS old) was as far again under the line as
     // the line is under the budget: what a run allocates before the next look has that room.
-    if (this.lastRss !== undefined) {
-      const budget = this.budget();
-      const line = shedLine(this.options.rule, budget, this.base);
-      if (this.lastRss < line - (budget - line)) return;
+    if (this.lastRss === undefined) {
+      this.check();
+      return;
     }
-    this.check();
+    const budget = this.budget();
+    const line = shedLine(this.options.rule, budget, this.base);
+    if (this.lastRss < line - (budget - line)) return;
+    this.shedPast(line);
   }
 
   /** Prefix `handle` is held, prepared with `memoryMb` from `prepare` (what it keeps counts as the host counts it). */
@@ -101,6 +103,11 @@ export class Shedder {
 
   /** Shed an idle warm instance when the resident size is past the shed line. */
   check(): void {
+    this.shedPast(undefined);
+  }
+
+  /** check(), with the shed line when the caller has just computed it (from the same counts). */
+  private shedPast(known: number | undefined): void {
     if (this.timer === undefined || this.engine.idleHeapBytes === 0) {
       // Not looked at while nothing could be shed: the next answer reads it afresh.
       this.lastRss = undefined;
@@ -108,7 +115,7 @@ export class Shedder {
     }
     const rss = this.options.readRss?.() ?? process.memoryUsage.rss();
     this.lastRss = rss;
-    const line = shedLine(this.options.rule, this.budget(), this.base);
+    const line = known ?? shedLine(this.options.rule, this.budget(), this.base);
     if (rss <= line) return;
     // One instance a look: what evicting one frees is not its counted heap (about that for a large
     // prefix's code, 8 MB more for one keeping an 8 MB typed array: measured), so the next look
