@@ -49,7 +49,8 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     viewParts,
   } = builtins;
   const { toBase64 } = base64;
-  const { fail, shown, child, kindOf, notSerializable, tooLargeToCopy } = failures;
+  const { fail, shown, kindOf, notSerializable, tooLargeToCopy } = failures;
+  const pathFrom = failures.pathOf;
 
   /** Characters jsonLength copies at a time. */
   const LENGTH_CHUNK = 65_536;
@@ -80,27 +81,11 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     const copyCeiling = state.copyCeiling;
     const capped = copyCeiling < maxChars;
     let budget = capped ? copyCeiling : maxChars;
-    // The objects being walked (for cycles) and the keys that led to the current value. A path
-    // string is built only for an error: one per property would dominate the cost of encoding.
+    // The objects being walked (for cycles) and the keys that led to the current value (see
+    // `pathOf` in codec-failures.ts for what a negative number in it is).
     const stack = bareArray<unknown>();
-    // A negative number in the trail is a Map entry's key (-3i-1) or value (-3i-2), or a Set's
-    // item (-3i-3): no key or index is one. (A NUL-prefixed string was, until a key that began
-    // with NUL was named as the codec's own segment: `{"\0.admin": f}` failed as `value.admin`.)
     const trail = bareArray<string | number>();
-    const pathOf = (): string => {
-      let out = rootPath;
-      for (let i = 0; i < trail.length; i++) {
-        const key = trail[i];
-        if (typeof key !== "number" || key >= 0) out = child(out, key);
-        else {
-          const n = -key - 1;
-          const kind = n % 3;
-          const index = (n - kind) / 3;
-          out += kind === 2 ? `<item ${index}>` : `<entry ${index}>.${kind === 0 ? "key" : "value"}`;
-        }
-      }
-      return out;
-    };
+    const pathOf = (): string => pathFrom(rootPath, trail, trail.length);
     const spend = (n: number) => {
       budget -= n;
       if (budget >= 0) return;

@@ -45,6 +45,28 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
     return IDENT.test(key) ? `${path}.${key}` : `${path}[${stringify(key)}]`;
   }
 
+  /**
+   * The path `trail[0..length)` leads to from `rootPath`. A negative number in the trail is a Map
+   * entry's key (-3i-1) or value (-3i-2), or a Set's item (-3i-3): no key or index is one. (A
+   * NUL-prefixed string was, until a key that began with NUL was named as the codec's own segment:
+   * `{"\0.admin": f}` failed as `value.admin`.) Built only for an error: one path per property
+   * would dominate the cost of encoding and decoding.
+   */
+  function pathOf(rootPath: string, trail: ArrayLike<string | number>, length: number): string {
+    let out = rootPath;
+    for (let i = 0; i < length; i++) {
+      const key = trail[i];
+      if (typeof key !== "number" || key >= 0) out = child(out, key);
+      else {
+        const n = -key - 1;
+        const kind = n % 3;
+        const index = (n - kind) / 3;
+        out += kind === 2 ? `<item ${index}>` : `<entry ${index}>.${kind === 0 ? "key" : "value"}`;
+      }
+    }
+    return out;
+  }
+
   function kindOf(value: unknown): string {
     if (typeof value === "function") return "a function";
     if (typeof value === "symbol") return "a symbol";
@@ -75,6 +97,7 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
     fail,
     shown,
     child,
+    pathOf,
     kindOf,
     notSerializable,
     tooLargeToCopy,
