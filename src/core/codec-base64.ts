@@ -10,8 +10,14 @@ import type { CodecBuiltins } from "./codec-builtins.js";
 export function createBase64(builtins: CodecBuiltins) {
   const { applyFn, bareArray, charCodeOf, fromCharCode, typedLength, Uint8 } = builtins;
   const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const B64_INDEX = new Uint8Array(128);
-  for (let i = 0; i < B64.length; i++) B64_INDEX[charCodeOf(B64, i)] = i;
+  // Each ASCII character's digit; -2**24 when it is not one, which makes its group's value (under
+  // 2**24 from the other three) negative; no entry past ASCII. Prototype-less: a missing index
+  // must read as undefined, whatever a guest puts on Array.prototype. Small integers, not a typed
+  // array or a mark to OR together: what both V8 and QuickJS add fastest (a bit OR'd from each
+  // group cost QuickJS ~15% on bytes, -Infinity cost V8 ~12%).
+  const B64_VALUE = bareArray<number>();
+  for (let i = 0; i < 128; i++) B64_VALUE[i] = -16777216;
+  for (let i = 0; i < B64.length; i++) B64_VALUE[charCodeOf(B64, i)] = i;
 
   function toBase64(bytes: Uint8Array): string {
     let out = "";
@@ -41,21 +47,43 @@ export function createBase64(builtins: CodecBuiltins) {
     return out + applyFn(fromCharCode, null, chunk);
   }
 
-  function fromBase64(text: string): Uint8Array {
-    let len = text.length;
-    while (len > 0 && charCodeOf(text, len - 1) === 61) len--;
+  /**
+   * The bytes `text` holds, or undefined when it is not base64: a character outside the alphabet,
+   * a length no bytes encode to, or padding that does not complete the last group. (Read
+   * leniently, a damaged payload came back as zeros or an empty array, and nothing said so.)
+   * Padding may be left out, as some encoders do.
+   */
+  function fromBase64(text: string): Uint8Array | undefined {
+    const total = text.length;
+    let len = total;
+    while (len > 0 && len > total - 2 && charCodeOf(text, len - 1) === 61) len--;
+    if (len % 4 === 1 || (len !== total && total % 4 !== 0)) return undefined;
     const size = (len * 3) >> 2;
     const out = new Uint8(size);
     let o = 0;
-    for (let i = 0; i < len; i += 4) {
+    let i = 0;
+    // Whole groups of four without a bound check each; the short last group after.
+    for (const whole = len - (len & 3); i < whole; i += 4) {
       const n =
-        (B64_INDEX[charCodeOf(text, i)] << 18) |
-        (B64_INDEX[charCodeOf(text, i + 1)] << 12) |
-        ((i + 2 < len ? B64_INDEX[charCodeOf(text, i + 2)] : 0) << 6) |
-        (i + 3 < len ? B64_INDEX[charCodeOf(text, i + 3)] : 0);
+        B64_VALUE[charCodeOf(text, i)] * 262144 +
+        B64_VALUE[charCodeOf(text, i + 1)] * 4096 +
+        B64_VALUE[charCodeOf(text, i + 2)] * 64 +
+        B64_VALUE[charCodeOf(text, i + 3)];
+      // A character outside the alphabet makes a group negative, one past ASCII (no entry) NaN.
+      if (!(n >= 0)) return undefined;
+      out[o++] = n >> 16;
+      out[o++] = (n >> 8) & 255;
+      out[o++] = n & 255;
+    }
+    if (i < len) {
+      // Two or three characters: one or two bytes.
+      const n =
+        B64_VALUE[charCodeOf(text, i)] * 262144 +
+        B64_VALUE[charCodeOf(text, i + 1)] * 4096 +
+        (i + 2 < len ? B64_VALUE[charCodeOf(text, i + 2)] * 64 : 0);
+      if (!(n >= 0)) return undefined;
       out[o++] = n >> 16;
       if (o < size) out[o++] = (n >> 8) & 255;
-      if (o < size) out[o++] = n & 255;
     }
     return out;
   }

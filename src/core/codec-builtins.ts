@@ -70,6 +70,8 @@ export function captureCodecBuiltins(trusted: boolean) {
   // forEach, not iterators: an iterator's `next` (and array destructuring) are the guest's to replace.
   const mapForEach = uncurry(Map.prototype.forEach) as (map: unknown, fn: (value: unknown, key: unknown) => void) => void;
   const setForEach = uncurry(Set.prototype.forEach) as (set: unknown, fn: (value: unknown) => void) => void;
+  const mapSet = uncurry(Map.prototype.set) as (map: unknown, key: unknown, value: unknown) => void;
+  const setAdd = uncurry(Set.prototype.add) as (set: unknown, value: unknown) => void;
   const ErrorCtor = Error;
   /**
    * The builtins a non-plain object may be, by the prototype that marks each: the chain picks the
@@ -114,6 +116,13 @@ export function captureCodecBuiltins(trusted: boolean) {
   // envelope (a process worker's `result.exports.name`, `result.error.fields.name`), and a value
   // the guest's codec accepted must not fail there.
   const MAX_DEPTH = trusted ? 520 : 512;
+  /**
+   * The deepest nesting a decode reads, in both realms: what either side's encoder may write (the
+   * host's is the deeper), so a value that was encoded always decodes. Deeper text is refused
+   * (ERR_NOT_SERIALIZABLE), not walked until the stack overflows: text can come from a side
+   * that did not use this encoder (a guest's crafted answer, a remote client's inputText).
+   */
+  const MAX_DECODE_DEPTH = 520;
   /** Longer paths are shortened in messages (`shown`). */
   const MAX_SHOWN_PATH = 120;
   /** BigInts cross as decimal text of at most this many characters (sign included). */
@@ -158,6 +167,8 @@ export function captureCodecBuiltins(trusted: boolean) {
     setSize,
     mapForEach,
     setForEach,
+    mapSet,
+    setAdd,
     ErrorCtor,
     BRAND_PROTOS,
     BRAND_ERROR,
@@ -166,6 +177,7 @@ export function captureCodecBuiltins(trusted: boolean) {
     errorCtors,
     typedCtors,
     MAX_DEPTH,
+    MAX_DECODE_DEPTH,
     MAX_SHOWN_PATH,
     MAX_BIGINT_CHARS,
     MAX_BIGINT_BITS,

@@ -3,6 +3,12 @@
  * It reads text only, never a guest's object, so it runs nothing of the guest's (security
  * invariant 2); an own "__proto__" key is defined as data, never assigned.
  *
+ * The text may come from a side that did not use the encoder (a guest's crafted answer, a remote
+ * client's inputText): anything the encoder would not write fails with ERR_NOT_SERIALIZABLE and
+ * the path to it (a tag whose payload is the wrong kind, an unknown tag, bytes that are not
+ * base64, nesting deeper than MAX_DECODE_DEPTH), never with an engine's bare TypeError or a stack
+ * overflow, and never as a quietly different value.
+ *
  * SELF-CONTAINED, like every part of the codec: it is stringified into guest realms (codec.ts).
  */
 import type { CodecBuiltins } from "./codec-builtins.js";
@@ -12,87 +18,154 @@ import type { CodecState } from "./codec.js";
 
 export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures: CodecFailures, state: CodecState) {
   const {
-    ArrayBufferCtor,
     DateCtor,
     ErrorCtor,
     MAX_BIGINT_CHARS,
+    MAX_DECODE_DEPTH,
     MapCtor,
     SetCtor,
     StringCtor,
+    bareArray,
+    charCodeOf,
     defineProperty,
     errorCtors,
     hasOwn,
     isArray,
+    mapSet,
+    sliceOf,
     ownKeys,
+    setAdd,
+    stringify,
     typedCtors,
   } = builtins;
   const { fromBase64 } = base64;
+  const { pathOf, refused, shown } = failures;
   // Annotated: TypeScript narrows after a call that never returns only through a declared type.
   const fail: CodecFailures["fail"] = failures.fail;
+
+  /** What the decoded text is called in messages (`decode`'s rootPath). */
+  let root = "value";
+  /**
+   * trail[0..depth) are the keys that lead to the value at `depth` (pathOf in codec-failures.ts),
+   * written as the walk goes down, read only for an error: one store per object, no string.
+   */
+  const trail = bareArray<string | number>();
+
+  function malformed(depth: number, what: string): never {
+    const path = pathOf(root, trail, depth);
+    return fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} ${what}`);
+  }
+
+  /** A container at `depth` (its children one deeper) must be within the bound the encoders keep. */
+  function within(depth: number): void {
+    if (depth >= MAX_DECODE_DEPTH) malformed(depth, `is nested deeper than ${MAX_DECODE_DEPTH} levels`);
+  }
+
+  /** The payload `v` of a tag, which must be a `kind` ("an array", ...) for the tag to be read. */
+  function wrongPayload(depth: number, tag: string, kind: string): never {
+    return malformed(depth, `is tagged ${stringify(tag)} but its "v" is not ${kind}, so it cannot be read`);
+  }
+
+  /** A name from the text, as a message shows it: a guest's megabyte-long tag is cut. */
+  function cut(text: string): string {
+    return text.length > 40 ? `${sliceOf(text, 0, 40)}…` : text;
+  }
+
+  /** Is `text` a decimal integer as the encoder writes one (BigInt() also reads hex, octal and spaces)? */
+  function isDecimal(text: string): boolean {
+    const start = charCodeOf(text, 0) === 45 ? 1 : 0;
+    if (text.length === start) return false;
+    for (let i = start; i < text.length; i++) {
+      const c = charCodeOf(text, i);
+      if (c < 48 || c > 57) return false;
+    }
+    return true;
+  }
 
   /**
    * Turn a parsed tree into values, IN PLACE: trees come straight from JSON.parse, so plain
    * objects and arrays are reused and only tagged objects are replaced (half the allocation).
+   * `depth` counts levels as the encoder does: each array, object, Map, Set, Error or extension
+   * value is one, and a Map's entry pairs or an error's field record are not.
    */
-  function revive(value: unknown): unknown {
+  function revive(value: unknown, depth: number): unknown {
     if (value === null || typeof value !== "object") return value;
     if (isArray(value)) {
+      within(depth);
       for (let i = 0; i < value.length; i++) {
         const item = value[i];
-        if (item !== null && typeof item === "object") value[i] = revive(item);
+        if (item !== null && typeof item === "object") {
+          trail[depth] = i;
+          value[i] = revive(item, depth + 1);
+        }
       }
       return value;
     }
     const tagged = value as Record<string, unknown>;
-    if (!hasOwn(tagged, "$")) return reviveObject(tagged);
+    if (!hasOwn(tagged, "$")) return reviveObject(tagged, depth);
+    const tag = tagged.$;
     const v = tagged.v;
-    switch (tagged.$) {
+    switch (tag) {
       case "o":
-        return reviveObject(v as Record<string, unknown>);
+        if (v === null || typeof v !== "object" || isArray(v)) wrongPayload(depth, "o", "an object");
+        return reviveObject(v as Record<string, unknown>, depth);
       case "u":
         return undefined;
       case "n":
-        return v === "-0" ? -0 : Number(v);
+        // The numbers JSON cannot write, as the encoder writes them: anything else is not one.
+        if (v === "-0") return -0;
+        // Computed, not read from the global Number, which a guest may replace.
+        if (v === "NaN") return 0 / 0;
+        if (v === "Infinity") return 1 / 0;
+        if (v === "-Infinity") return -1 / 0;
+        return wrongPayload(depth, "n", '"NaN", "Infinity", "-Infinity" or "-0"');
       case "b":
+        if (typeof v !== "string") return wrongPayload(depth, "b", "a decimal integer");
         // Reading a decimal BigInt takes time that grows faster than its length (1M digits: 120
         // ms here): text past the cap the encoder keeps is refused unread.
-        if (typeof v !== "string" || v.length > MAX_BIGINT_CHARS)
-          fail("ERR_NOT_SERIALIZABLE", "value", "a BigInt is too long to read");
+        if (v.length > MAX_BIGINT_CHARS) malformed(depth, `is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
+        if (!isDecimal(v)) wrongPayload(depth, "b", "a decimal integer");
         return BigInt(v);
       case "d":
-        return new DateCtor(v === null ? Number.NaN : (v as number));
+        if (v !== null && typeof v !== "number") wrongPayload(depth, "d", "a number or null");
+        return new DateCtor(v === null ? 0 / 0 : v);
       case "m":
-        return new MapCtor((v as [unknown, unknown][]).map(([k, x]) => [revive(k), revive(x)]));
-      case "s":
-        return new SetCtor((v as unknown[]).map(revive));
+        return reviveMap(v, depth);
+      case "s": {
+        if (!isArray(v)) wrongPayload(depth, "s", "an array");
+        within(depth);
+        // Filled through the captured `add`: the constructor would run the array iterator and `add`
+        // as the realm has them now (a guest's, in a guest realm).
+        const set = new SetCtor();
+        for (let i = 0; i < v.length; i++) {
+          trail[depth] = -3 * i - 3;
+          setAdd(set, revive(v[i], depth + 1));
+        }
+        return set;
+      }
       case "a": {
-        const bytes = fromBase64(v as string);
-        return bytes.buffer.byteLength === bytes.byteLength ? bytes.buffer : new ArrayBufferCtor(0);
+        const bytes = typeof v === "string" ? fromBase64(v) : undefined;
+        if (bytes === undefined) return wrongPayload(depth, "a", "base64 text");
+        return bytes.buffer;
       }
-      case "t": {
-        if (!hasOwn(typedCtors, tagged.t as string))
-          fail("ERR_NOT_SERIALIZABLE", "value", `a ${StringCtor(tagged.t)} cannot be read here`);
-        const bytes = fromBase64(v as string);
-        const ctor = typedCtors[tagged.t as string];
-        if (ctor === typedCtors.DataView) return new ctor(bytes.buffer);
-        return new ctor(bytes.buffer, 0, bytes.byteLength / (ctor.BYTES_PER_ELEMENT as number));
-      }
+      case "t":
+        return reviveView(tagged, depth);
       case "e":
-        return reviveError(tagged);
-      default: {
-        const extended = state.extension?.decode(tagged, revive);
-        return extended === undefined ? reviveObject(tagged) : extended;
-      }
+        return reviveError(tagged, depth);
+      default:
+        return reviveExtended(tagged, depth);
     }
   }
 
-  function reviveObject(value: Record<string, unknown>): Record<string, unknown> {
+  function reviveObject(value: Record<string, unknown>, depth: number): Record<string, unknown> {
+    within(depth);
     const keys = ownKeys(value);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
       const item = value[key];
       if (item === null || typeof item !== "object") continue;
-      const revived = revive(item);
+      trail[depth] = key;
+      const revived = revive(item, depth + 1);
       if (revived === item) continue;
       // An own "__proto__" key is data: define it, never assign it (assignment sets the prototype).
       if (key === "__proto__")
@@ -102,36 +175,125 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
     return value;
   }
 
-  function reviveError(tagged: Record<string, unknown>): Error {
-    const name = StringCtor(tagged.n);
-    const message = StringCtor(tagged.m);
+  function reviveMap(v: unknown, depth: number): Map<unknown, unknown> {
+    if (!isArray(v)) wrongPayload(depth, "m", "an array of [key, value] pairs");
+    within(depth);
+    const map = new MapCtor();
+    for (let i = 0; i < v.length; i++) {
+      const entry = v[i];
+      if (!isArray(entry) || entry.length !== 2)
+        malformed(depth, `is tagged "m" (a Map) but its entry ${i} is not a [key, value] pair`);
+      trail[depth] = -3 * i - 1;
+      const key = revive(entry[0], depth + 1);
+      trail[depth] = -3 * i - 2;
+      mapSet(map, key, revive(entry[1], depth + 1));
+    }
+    return map;
+  }
+
+  function reviveView(tagged: Record<string, unknown>, depth: number): ArrayBufferView {
+    const kind = tagged.t;
+    if (typeof kind !== "string") return malformed(depth, 'is tagged "t" (a typed array) but its "t" names no kind');
+    if (!hasOwn(typedCtors, kind))
+      malformed(depth, `is tagged as a ${cut(kind)}, but a ${cut(kind)} cannot be read here (this realm has none)`);
+    const v = tagged.v;
+    const bytes = typeof v === "string" ? fromBase64(v) : undefined;
+    if (bytes === undefined) return wrongPayload(depth, "t", "base64 text");
+    const ctor = typedCtors[kind];
+    if (ctor === typedCtors.DataView) return new ctor(bytes.buffer);
+    const size = ctor.BYTES_PER_ELEMENT as number;
+    if (bytes.byteLength % size !== 0)
+      malformed(
+        depth,
+        `is a ${kind} of ${bytes.byteLength} byte${bytes.byteLength === 1 ? "" : "s"}, not a whole number of ${size}-byte elements`,
+      );
+    return new ctor(bytes.buffer, 0, bytes.byteLength / size);
+  }
+
+  function reviveError(tagged: Record<string, unknown>, depth: number): Error {
+    within(depth);
+    const { n, m, s, a, f } = tagged;
+    // What the encoder writes: a name and a message, a stack if any, a list, a record of fields.
+    if (typeof n !== "string" || typeof m !== "string")
+      malformed(depth, 'is tagged "e" (an Error) but has no string "n" (name) and "m" (message)');
+    if (s !== undefined && typeof s !== "string") malformed(depth, 'is tagged "e" but its "s" (stack) is not a string');
+    if (a !== undefined && !isArray(a)) malformed(depth, 'is tagged "e" but its "a" (errors) is not an array');
+    if (f !== undefined && (f === null || typeof f !== "object" || isArray(f)))
+      malformed(depth, 'is tagged "e" but its "f" (fields) is not an object');
+    const name = n;
+    const message = m;
     let error: Error;
+    let errors: unknown[] | undefined;
+    if (a !== undefined) {
+      trail[depth] = "errors";
+      errors = revive(a, depth + 1) as unknown[];
+    }
     if (name === "AggregateError" && typeof AggregateError === "function") {
-      error = new AggregateError(isArray(tagged.a) ? (revive(tagged.a) as unknown[]) : [], message);
+      error = new AggregateError(errors ?? [], message);
     } else {
       const ctor = hasOwn(errorCtors, name) ? errorCtors[name] : ErrorCtor;
       error = new ctor(message);
       if (error.name !== name) defineProperty(error, "name", { value: name, writable: true, configurable: true });
       // Any error's `errors` list crosses as "a", not only an AggregateError's.
-      if (isArray(tagged.a))
-        defineProperty(error, "errors", { value: revive(tagged.a), enumerable: true, writable: true, configurable: true });
+      if (errors !== undefined)
+        defineProperty(error, "errors", { value: errors, enumerable: true, writable: true, configurable: true });
     }
     defineProperty(error, "stack", {
-      value: typeof tagged.s === "string" ? tagged.s : `${name}: ${message}`,
+      value: typeof s === "string" ? s : `${name}: ${message}`,
       writable: true,
       configurable: true,
     });
-    if (hasOwn(tagged, "c")) defineProperty(error, "cause", { value: revive(tagged.c), writable: true, configurable: true });
-    if (tagged.f && typeof tagged.f === "object") {
-      const fields = tagged.f as Record<string, unknown>;
+    if (hasOwn(tagged, "c")) {
+      trail[depth] = "cause";
+      defineProperty(error, "cause", { value: revive(tagged.c, depth + 1), writable: true, configurable: true });
+    }
+    if (f !== undefined) {
+      const fields = f as Record<string, unknown>;
       const keys = ownKeys(fields);
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i];
-        defineProperty(error, key, { value: revive(fields[key]), enumerable: true, writable: true, configurable: true });
+        trail[depth] = key;
+        defineProperty(error, key, {
+          value: revive(fields[key], depth + 1),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
       }
     }
     return error;
   }
 
-  return revive;
+  /** A tag the extension owns (Request, Response, Headers), else refused: no tag is read as plain data. */
+  function reviveExtended(tagged: Record<string, unknown>, depth: number): unknown {
+    const tag = tagged.$;
+    const shownTag = typeof tag === "string" ? stringify(cut(tag)) : `of type ${typeof tag}`;
+    const extension = state.extension;
+    if (extension === undefined) return malformed(depth, `has a tag (${shownTag}) this codec does not know`);
+    within(depth);
+    let extended: unknown;
+    try {
+      // The extension's fields are one level down, named by their key.
+      extended = extension.decode(tagged, (field, key = "$") => {
+        trail[depth] = key;
+        return revive(field, depth + 1);
+      });
+    } catch (error) {
+      if (refused(error)) throw error;
+      // The extension's own constructor refused a field (a header name, a URL): its message says which.
+      let reason = "";
+      try {
+        reason = StringCtor((error as Error).message);
+      } catch {}
+      return malformed(depth, `is tagged ${shownTag} but cannot be read: ${sliceOf(reason, 0, 200)}`);
+    }
+    if (extended === undefined) return malformed(depth, `has a tag (${shownTag}) this codec does not know`);
+    return extended;
+  }
+
+  /** Revive a parsed tree; `rootPath` names it in errors. */
+  return function reviveRoot(tree: unknown, rootPath: string): unknown {
+    root = rootPath;
+    return revive(tree, 0);
+  };
 }

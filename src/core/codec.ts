@@ -36,9 +36,14 @@ export interface Codec {
    * undefined. Plain data holds no Request or Response, so a caller can skip looking for bodies.
    */
   encodeFast(value: unknown, rootPath?: string, maxChars?: number): string | undefined;
-  decode(text: string): unknown;
+  /**
+   * Decode text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path (from
+   * `rootPath`) when the text is not what an encoder writes: not JSON, a malformed or unknown tag,
+   * nesting past the bound the encoders keep.
+   */
+  decode(text: string, rootPath?: string): unknown;
   /** Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for framing). */
-  revive(tree: unknown): unknown;
+  revive(tree: unknown, rootPath?: string): unknown;
   /** Encode an error leniently: fields that cannot cross are described, never fatal. `stacks` as for `encode`. */
   encodeError(error: unknown, stacks?: boolean, maxChars?: number): string;
   /**
@@ -63,8 +68,11 @@ export interface Codec {
 export interface CodecExtension {
   /** A tagged plain object for values this extension owns, else undefined. */
   encode(value: object): (Record<string, unknown> & { $: string }) | undefined;
-  /** The value for a tagged object this extension owns (fields revived with `revive`), else undefined. */
-  decode(tagged: Record<string, unknown>, revive: (value: unknown) => unknown): unknown;
+  /**
+   * The value for a tagged object this extension owns (fields revived with `revive`, `key` naming
+   * the field in errors), else undefined.
+   */
+  decode(tagged: Record<string, unknown>, revive: (value: unknown, key?: string) => unknown): unknown;
 }
 
 /** What `extend` and `limitCopies` change, shared by the parts that read it. */
@@ -103,7 +111,7 @@ export function codecSource(): string {
 /** A codec from its parts. SELF-CONTAINED: stringified by `codecSource`. */
 function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
   const builtins = parts.captureCodecBuiltins(trusted);
-  const { charCodeOf, parse, setPrototypeOf } = builtins;
+  const { charCodeOf, parse, setPrototypeOf, StringCtor } = builtins;
   // No prototype: its reads and writes stay on it, whatever a guest later puts on Object.prototype.
   const state = setPrototypeOf({ copyCeiling: Number.POSITIVE_INFINITY, extension: undefined }, null) as CodecState;
   const base64 = parts.createBase64(builtins);
@@ -125,13 +133,24 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
     },
     threw,
     refused,
-    decode(text) {
+    decode(text, rootPath = "value") {
+      let tree: unknown;
+      try {
+        tree = parse(text);
+      } catch (error) {
+        // Not JSON, or (QuickJS, whose parser recurses) nested past what it can parse.
+        let reason = "";
+        try {
+          reason = StringCtor((error as Error).message);
+        } catch {}
+        failures.fail("ERR_NOT_SERIALIZABLE", rootPath, `${failures.shown(rootPath)} is not JSON text it can read: ${reason}`);
+      }
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so
       // only keeps tags from being revived: its values stay inert data.)
-      return charCodeOf(text, 0) === 32 ? parse(text) : revive(parse(text));
+      return charCodeOf(text, 0) === 32 ? tree : revive(tree, rootPath);
     },
-    revive(tree) {
-      return revive(tree);
+    revive(tree, rootPath = "value") {
+      return revive(tree, rootPath);
     },
     encodeError(error, stacks = true, maxChars = Number.POSITIVE_INFINITY) {
       forget();

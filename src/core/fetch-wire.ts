@@ -235,8 +235,8 @@ export function createFetchWire(): FetchWire {
         return undefined;
       },
       decode(tagged, revive) {
-        const headers = revive(tagged.h) as [string, string][];
-        const body = (revive(tagged.b) ?? null) as Uint8Array | null;
+        const headers = revive(tagged.h, "h") as [string, string][];
+        const body = (revive(tagged.b, "b") ?? null) as Uint8Array | null;
         switch (tagged.$) {
           case "H":
             return new HeadersCtor(headers);

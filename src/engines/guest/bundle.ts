@@ -70,7 +70,7 @@ const wire = (${installFetchTypes.toString()})(g);
 codec.extend({
   encode: (value) => wire.toWire(value),
   decode: (t, revive) => (t.$ === "Q" || t.$ === "R" || t.$ === "H")
-    ? wire.fromWire({ $: t.$, m: t.m, u: t.u, s: t.s, t: t.t, r: t.r, h: revive(t.h), b: revive(t.b) ?? null })
+    ? wire.fromWire({ $: t.$, m: t.m, u: t.u, s: t.s, t: t.t, r: t.r, h: revive(t.h, "h"), b: revive(t.b, "b") ?? null })
     : undefined,
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {

@@ -1,0 +1,165 @@
+import vm from "node:vm";
+import { describe, expect, it } from "vitest";
+import { sharedCodec } from "../../src/core/bindings.js";
+import { type Codec, codecSource, createCodec } from "../../src/core/codec.js";
+
+/**
+ * Text the decoder reads may come from a side that did not use the encoder: a guest's answer, a
+ * host call's arguments, a remote client's inputText. Whatever it holds, a decode either gives
+ * the value the encoder would have written it for, or fails with ERR_NOT_SERIALIZABLE naming
+ * what is wrong and where: never an engine's bare TypeError, a stack overflow, or a quietly
+ * different value.
+ */
+
+const host = createCodec(true);
+// The decoder a guest realm runs: the same parts, stringified (codecSource).
+const guest = vm.runInContext(`(${codecSource()})()`, vm.createContext({})) as Codec;
+const CODECS: [string, Codec][] = [
+  ["host", host],
+  ["guest realm", guest],
+];
+
+/** The coded failure decoding `text` gave (fails the test if it decoded, or threw uncoded). */
+function refusal(codec: Codec, text: string): { code: string; path: string; message: string } {
+  try {
+    codec.decode(text);
+  } catch (error) {
+    const { code, path, message } = error as { code?: string; path?: string; message: string };
+    expect({ code, message }).toMatchObject({ code: "ERR_NOT_SERIALIZABLE" });
+    return { code: code as string, path: path as string, message };
+  }
+  throw new Error(`decoded without an error: ${text.slice(0, 80)}`);
+}
+
+const deepArrays = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`;
+const deepSets = (n: number) => `${'{"$":"s","v":['.repeat(n)}${"]}".repeat(n)}`;
+
+describe.each(CODECS)("decoding hostile text (%s codec)", (_name, codec) => {
+  // why: a 1e6-deep text overflowed the decoder's recursion: a RangeError, no code, no path.
+  it("refuses nesting past the encoders' bound with ERR_NOT_SERIALIZABLE, not a stack overflow", () => {
+    for (const text of [deepArrays(1_000_000), deepSets(100_000), `{"a":${'{"b":'.repeat(100_000)}1${"}".repeat(100_000)}}`]) {
+      const { message, path } = refusal(codec, text);
+      expect(message).toMatch(/ is nested deeper than 520 levels$/);
+      expect(path.length).toBeGreaterThan(520);
+    }
+    expect(refusal(codec, deepArrays(521)).path).toBe(`value${"[0]".repeat(520)}`);
+    // Maps, errors' causes and tagged escapes count one level each, as the encoder counts them.
+    const deepMap = `${'{"$":"m","v":[[1,'.repeat(600)}0${"]]}".repeat(600)}`;
+    expect(refusal(codec, deepMap).message).toMatch(/^value<entry 0>\.value<entry 0>\.value.* is nested deeper/);
+    const deepCause = `${'{"$":"e","n":"Error","m":"x","c":'.repeat(600)}0${"}".repeat(600)}`;
+    expect(refusal(codec, deepCause).message).toMatch(/^value\.cause\.cause.* is nested deeper/);
+  });
+
+  it("reads every value an encoder may write, up to the deepest the host's encoder allows", () => {
+    // The host's encoder (520 levels) is the deeper: a value it wrote decodes in either realm.
+    // 519 levels of arrays and escaped objects, a Date on the last: past the guest encoder's 512.
+    let deep: unknown = [undefined, -0, 5n, new Date(1)];
+    for (let i = 0; i < 518; i++) deep = i % 3 ? [deep] : { k: deep, $: i };
+    expect(codec.decode(host.encode(deep))).toEqual(deep);
+    expect(() => host.encode([deep])).toThrow(/nested deeper than 520/);
+    const shallow = new Map<unknown, unknown>([[{ a: [1] }, new Set([new Error("e", { cause: [2] })])]]);
+    // Written again as it was read (the guest realm's values are not the host's, for toEqual).
+    const text = host.encode(shallow);
+    expect(codec.encode(codec.decode(text))).toBe(text);
+  });
+
+  // why: `{"$":"m","v":5}` threw "v.map is not a function" (no code, no path); an unknown tag
+  // came back as a plain object holding "$", a value no encoder writes.
+  it("refuses a malformed or unknown tag, naming the tag and its path", () => {
+    const cases: [string, RegExp][] = [
+      ['{"a":[{"$":"m","v":5}]}', /^value\.a\[0\] is tagged "m" but its "v" is not an array of \[key, value\] pairs/],
+      ['{"$":"m","v":[[1,2],[3]]}', /^value is tagged "m" \(a Map\) but its entry 1 is not a \[key, value\] pair/],
+      ['{"$":"s","v":{}}', /^value is tagged "s" but its "v" is not an array/],
+      ['{"$":"o","v":5}', /^value is tagged "o" but its "v" is not an object/],
+      ['{"$":"o","v":[1]}', /^value is tagged "o" but its "v" is not an object/],
+      ['{"$":"d","v":"2020"}', /^value is tagged "d" but its "v" is not a number or null/],
+      ['{"$":"n","v":"12"}', /^value is tagged "n" but its "v" is not "NaN", "Infinity", "-Infinity" or "-0"/],
+      ['{"$":"b","v":"0x10"}', /^value is tagged "b" but its "v" is not a decimal integer/],
+      ['{"$":"b","v":7}', /^value is tagged "b" but its "v" is not a decimal integer/],
+      ['{"$":"b","v":"-"}', /^value is tagged "b" but its "v" is not a decimal integer/],
+      ['{"$":"e","n":5,"m":"x"}', /^value is tagged "e" \(an Error\) but has no string "n" \(name\) and "m" \(message\)/],
+      ['{"$":"e","n":"Error","m":"x","a":{}}', /^value is tagged "e" but its "a" \(errors\) is not an array/],
+      ['{"$":"e","n":"Error","m":"x","f":[1]}', /^value is tagged "e" but its "f" \(fields\) is not an object/],
+      ['{"$":"e","n":"Error","m":"x","s":1}', /^value is tagged "e" but its "s" \(stack\) is not a string/],
+      ['{"x":{"$":"zz","v":5}}', /^value\.x has a tag \("zz"\) this codec does not know/],
+      ['{"$":5}', /^value has a tag \(of type number\) this codec does not know/],
+      ['{"$":"t","v":"AAAA"}', /^value is tagged "t" \(a typed array\) but its "t" names no kind/],
+      ['{"$":"t","t":"toString","v":"AAAA"}', /^value is tagged as a toString, but a toString cannot be read here/],
+      ['{"$":"x","v":1}', /does not know/],
+      ["[1,", /^value is not JSON text it can read: /],
+    ];
+    for (const [text, message] of cases) expect(refusal(codec, text).message, text).toMatch(message);
+    expect(refusal(codec, '{"a":{"b":[0,{"$":"d","v":{}}]}}').path).toBe("value.a.b[1]");
+    expect(refusal(codec, '{"$":"m","v":[[{"$":"u"},{"$":"o","v":[]}]]}').path).toBe("value<entry 0>.value");
+    expect(refusal(codec, '{"$":"s","v":[1,{"$":"n","v":"1"}]}').path).toBe("value<item 1>");
+    expect(refusal(codec, '{"$":"e","n":"E","m":"","f":{"code":{"$":"d","v":"x"}}}').path).toBe("value.code");
+  });
+
+  // why: a payload that was not base64, or not whole elements, decoded to zeros or to an
+  // empty array, and nothing said so.
+  it("refuses bytes that are not base64, or not a whole number of the kind's elements", () => {
+    const kinds: [string, number][] = [
+      ["Int8Array", 1],
+      ["Uint8Array", 1],
+      ["Uint8ClampedArray", 1],
+      ["Int16Array", 2],
+      ["Uint16Array", 2],
+      ["Int32Array", 4],
+      ["Uint32Array", 4],
+      ["Float32Array", 4],
+      ["Float64Array", 8],
+      ["BigInt64Array", 8],
+      ["BigUint64Array", 8],
+      ["DataView", 1],
+    ];
+    const bad = ["!!!!", "AA AA", "AAAA\n", "A", "AAAAA", "A===", "AA=A", "AAA==", "é0==", 5, null];
+    for (const [kind, size] of kinds) {
+      for (const v of bad) {
+        const text = JSON.stringify({ x: { $: "t", t: kind, v } });
+        expect(refusal(codec, text), text).toMatchObject({
+          path: "value.x",
+          message: /is tagged "t" but its "v" is not base64 text/,
+        });
+      }
+      // 1..size-1 bytes more than a whole number of elements.
+      for (let extra = 1; extra < size; extra++) {
+        const bytes = Buffer.alloc(size * 3 + extra).toString("base64");
+        const { message } = refusal(codec, JSON.stringify({ $: "t", t: kind, v: bytes }));
+        expect(message).toBe(`value is a ${kind} of ${size * 3 + extra} bytes, not a whole number of ${size}-byte elements`);
+        expect(refusal(codec, JSON.stringify({ $: "t", t: kind, v: "AA==" })).message).toBe(
+          `value is a ${kind} of 1 byte, not a whole number of ${size}-byte elements`,
+        );
+      }
+      // Whole elements read as they were written, padded or not.
+      const whole = Buffer.from(Array.from({ length: size * 3 }, (_, i) => i * 37));
+      for (const v of [whole.toString("base64"), whole.toString("base64").replace(/=+$/, "")]) {
+        const out = codec.decode(JSON.stringify({ $: "t", t: kind, v })) as ArrayBufferView;
+        expect(Buffer.from(out.buffer, out.byteOffset, out.byteLength).equals(whole), `${kind} ${v}`).toBe(true);
+      }
+    }
+    for (const v of bad)
+      expect(refusal(codec, JSON.stringify({ $: "a", v })).message).toMatch(
+        /^value is tagged "a" but its "v" is not base64 text/,
+      );
+    expect(new Uint8Array(codec.decode('{"$":"a","v":"AQID"}') as ArrayBuffer)).toEqual(new Uint8Array([1, 2, 3]));
+    expect((codec.decode('{"$":"a","v":""}') as ArrayBuffer).byteLength).toBe(0);
+  });
+});
+
+describe("hostile text decoded on the host", () => {
+  // why: the host's fetch extension built a Headers, Request or Response from the text's fields:
+  // its constructor's TypeError (a bad header name, a URL) crossed with no code and no path.
+  it("a Request, Response or Headers it cannot build is refused with the codec's code and path", () => {
+    const codec = sharedCodec();
+    const cases: [string, RegExp][] = [
+      ['{"x":{"$":"H","h":[["bad name","v"]]}}', /^value\.x is tagged "H" but cannot be read: /],
+      ['{"$":"H","h":5}', /^value is tagged "H" but cannot be read: /],
+      ['{"$":"Q","m":"GET","u":"not a url","h":[]}', /^value is tagged "Q" but cannot be read: /],
+      ['{"$":"R","s":1,"h":[]}', /^value is tagged "R" but cannot be read: /],
+      ['{"$":"H","h":[[1,{"$":"m","v":1}]]}', /^value\.h\[0\]\[1\] is tagged "m" but its "v" is not an array/],
+      ['{"$":"Z"}', /^value has a tag \("Z"\) this codec does not know/],
+    ];
+    for (const [text, message] of cases) expect(refusal(codec, text).message, text).toMatch(message);
+    expect(refusal(codec, `{"$":"${"Z".repeat(1000)}"}`).message).toMatch(/^value has a tag \("Z{40}…"\) this codec/);
+  });
+});
