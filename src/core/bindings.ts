@@ -226,9 +226,11 @@ export async function dispatchBridgeCall(
   if (!target) return { ok: false, text: bridgeErrorText(new TypeError("unknown host function")) };
   let args: unknown;
   try {
-    args = codec.decode(argsText);
-  } catch {
-    return { ok: false, text: bridgeErrorText(new TypeError("malformed arguments")) };
+    args = codec.decode(argsText, `${target.label}() arguments`);
+  } catch (error) {
+    // The codec's refusal names what is wrong and where (ERR_NOT_SERIALIZABLE, its path): the
+    // guest sent that text. Anything else is the host's business, not the guest's.
+    return { ok: false, text: bridgeErrorText(codec.refused(error) ? error : new TypeError("malformed arguments")) };
   }
   let result: unknown;
   try {

@@ -1,6 +1,6 @@
 import vm from "node:vm";
 import { describe, expect, it } from "vitest";
-import { sharedCodec } from "../../src/core/bindings.js";
+import { Bindings, sharedCodec } from "../../src/core/bindings.js";
 import { type Codec, codecSource, createCodec } from "../../src/core/codec.js";
 
 /**
@@ -161,5 +161,23 @@ describe("hostile text decoded on the host", () => {
     ];
     for (const [text, message] of cases) expect(refusal(codec, text).message, text).toMatch(message);
     expect(refusal(codec, `{"$":"${"Z".repeat(1000)}"}`).message).toMatch(/^value has a tag \("Z{40}…"\) this codec/);
+  });
+
+  // why: a host call's arguments are text the guest wrote; a malformed one was answered with a
+  // bare "malformed arguments", which said neither what nor where.
+  it("a host call's malformed arguments are refused with the codec's code and path", async () => {
+    const bindings = new Bindings({ api: { get: (x: unknown) => x } });
+    const cases: [string, RegExp][] = [
+      [deepArrays(1_000_000), /^globals\.api\.get\(\) arguments\[0\].* is nested deeper than 520 levels$/],
+      ['[{"$":"m","v":5}]', /^globals\.api\.get\(\) arguments\[0\] is tagged "m" but its "v" is not an array/],
+      ['[{"$":"t","t":"Uint16Array","v":"AA=="}]', /^globals\.api\.get\(\) arguments\[0\] is a Uint16Array of 1 byte,/],
+    ];
+    for (const [text, message] of cases) {
+      const answer = await bindings.dispatch(0, text);
+      expect(answer.ok).toBe(false);
+      const error = sharedCodec().decode(answer.text) as Error & { code?: string };
+      expect(error.code).toBe("ERR_NOT_SERIALIZABLE");
+      expect(error.message).toMatch(message);
+    }
   });
 });
