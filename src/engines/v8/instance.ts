@@ -61,8 +61,6 @@ export interface V8InstanceOptions {
   syncCalls?: boolean;
 }
 
-let runtimeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
-
 /**
  * One V8 isolate with a context, the guest runtime bootstrapped in it, and the host callbacks
  * wired to whichever execution currently owns it. Isolates are single-threaded: at most one
