@@ -62,4 +62,41 @@ describe.each(COMBINATIONS)("aborting fetch on $name", (combo) => {
     expect(value.listeners).toBeGreaterThan(0);
     expect(value.ms).toBeLessThan(1500);
   });
+
+  it("a listener that throws leaves the others to run: the fetch still rejects at once", async () => {
+    // Before, the first throw ended the dispatch: the fetch's own listener never ran, so the
+    // guest's promise waited for the answer and the host's exchange went on.
+    const code = `export default async () => {
+      const out = [];
+      const controller = new AbortController();
+      const signal = controller.signal;
+      signal.addEventListener("abort", () => { out.push("first"); throw new Error("listener failed"); });
+      const pending = fetch(${JSON.stringify(`${origin}/stall`)}, { signal });
+      signal.addEventListener("abort", function () { out.push(this === signal ? "second" : "second, this?"); });
+      const once = () => out.push("once");
+      signal.addEventListener("abort", once);
+      signal.addEventListener("abort", once);
+      signal.addEventListener("abort", { handleEvent(event) { out.push("object " + event.type); } });
+      const removed = () => out.push("removed");
+      signal.addEventListener("abort", () => signal.removeEventListener("abort", removed));
+      signal.addEventListener("abort", removed);
+      try { controller.abort(new Error("stop")); out.push("returned"); } catch (e) { out.push("threw " + e.message); }
+      try { await pending; out.push("fetched"); } catch (e) { out.push("rejected " + e.message); }
+      return out;
+    }`;
+    const result = await sandbox.run({ code, capabilities: { net: [origin.replace("http://", "")] } });
+    if (combo.engine === "deno") {
+      // Deno reports the listener's error: uncaught, it fails the run.
+      expect(result.ok ? "completed" : result.error.message).toBe("listener failed");
+      return;
+    }
+    expect(completed(result).value).toEqual([
+      "first",
+      "second",
+      "once",
+      "object abort",
+      "threw listener failed",
+      "rejected stop",
+    ]);
+  });
 });

@@ -10,6 +10,14 @@ export function installAbort(g: typeof globalThis): void {
   const ErrorCtor = Error;
   const setTimeoutFn = g.setTimeout;
   const brand = new WeakSet<object>();
+  // Captured: the runtime's own listeners (a fetch's) live in these lists.
+  const call = Function.prototype.call;
+  const apply = Reflect.apply;
+  const indexOf = call.bind(Array.prototype.indexOf) as (list: unknown[], item: unknown) => number;
+  const splice = call.bind(Array.prototype.splice) as (list: unknown[], start: number, count: number) => unknown[];
+  const slice = call.bind(Array.prototype.slice) as <T>(list: T[]) => T[];
+
+  type Listener = ((event: { type: string; target: AbortSignal }) => void) | { handleEvent: unknown };
 
   function abortError(message: string, name: string): Error {
     const error = new ErrorCtor(message);
@@ -20,7 +28,7 @@ export function installAbort(g: typeof globalThis): void {
   class AbortSignal {
     #aborted = false;
     #reason: unknown = undefined;
-    #listeners: ((event: { type: string; target: AbortSignal }) => void)[] = [];
+    #listeners: Listener[] = [];
     onabort: ((event: { type: string; target: AbortSignal }) => void) | null = null;
 
     constructor(key?: unknown) {
@@ -40,15 +48,18 @@ export function installAbort(g: typeof globalThis): void {
       if (this.#aborted) throw this.#reason;
     }
 
+    /** As EventTarget's: a function or an object with handleEvent, each at most once. */
     addEventListener(type: string, listener: unknown): void {
-      if (type === "abort" && typeof listener === "function")
-        this.#listeners.push(listener as (e: { type: string; target: AbortSignal }) => void);
+      if (type !== "abort" || this.#aborted) return;
+      if (typeof listener !== "function" && (typeof listener !== "object" || listener === null)) return;
+      const list = this.#listeners;
+      if (indexOf(list, listener) < 0) list[list.length] = listener as Listener;
     }
 
     removeEventListener(type: string, listener: unknown): void {
       if (type !== "abort") return;
-      const index = this.#listeners.indexOf(listener as (e: { type: string; target: AbortSignal }) => void);
-      if (index >= 0) this.#listeners.splice(index, 1);
+      const index = indexOf(this.#listeners, listener);
+      if (index >= 0) splice(this.#listeners, index, 1);
     }
 
     /** Internal: AbortController and the static helpers abort through this. */
@@ -57,10 +68,31 @@ export function installAbort(g: typeof globalThis): void {
       signal.#aborted = true;
       signal.#reason = reason === undefined ? abortError("This operation was aborted", "AbortError") : reason;
       const event = { type: "abort", target: signal };
-      const listeners = signal.#listeners.slice();
-      signal.#listeners.length = 0;
-      if (typeof signal.onabort === "function") signal.onabort(event);
-      for (const listener of listeners) listener(event);
+      // Every listener runs, as EventTarget's dispatch does, whatever an earlier one threw: one
+      // a fetch added ends the host's exchange and rejects the guest's promise. The first error
+      // is thrown once all have run (uncaught, it fails the run, as Deno's dispatch does).
+      let failed = false;
+      let first: unknown;
+      const invoke = (listener: unknown) => {
+        try {
+          if (typeof listener === "function") apply(listener, signal, [event]);
+          else if (typeof listener === "object" && listener !== null) {
+            const handle = (listener as { handleEvent: unknown }).handleEvent;
+            if (typeof handle === "function") apply(handle, listener, [event]);
+          }
+        } catch (error) {
+          if (!failed) {
+            failed = true;
+            first = error;
+          }
+        }
+      };
+      if (typeof signal.onabort === "function") invoke(signal.onabort);
+      // Added during the dispatch: not called; removed during it: not called either.
+      const listeners = slice(signal.#listeners);
+      for (let i = 0; i < listeners.length; i++) if (indexOf(signal.#listeners, listeners[i]) >= 0) invoke(listeners[i]);
+      signal.#listeners = [];
+      if (failed) throw first;
     }
 
     static abort(reason?: unknown): AbortSignal {
