@@ -99,4 +99,25 @@ describe.each(COMBINATIONS)("aborting fetch on $name", (combo) => {
       "rejected stop",
     ]);
   });
+
+  it("fetch(request) listens to the signal the Request was made with", async () => {
+    // Before, only fetch's own init.signal was read: a Request's signal was dropped, so
+    // aborting it left the fetch running to its answer.
+    const code = `export default async () => {
+      const controller = new AbortController();
+      const request = new Request(${JSON.stringify(`${origin}/stall`)}, { signal: controller.signal });
+      const pending = fetch(request);
+      const copy = fetch(new Request(request));
+      setTimeout(() => controller.abort(new Error("stop")), 50);
+      const out = [];
+      for (const p of [pending, copy]) {
+        try { await p; out.push("fetched"); } catch (e) { out.push(e.message); }
+      }
+      const fresh = new Request("http://a.test/").signal;
+      out.push(request.signal.aborted, fresh !== null && fresh.aborted === false);
+      return out;
+    }`;
+    const value = completed(await sandbox.run({ code, capabilities: { net: [origin.replace("http://", "")] } })).value;
+    expect(value).toEqual(["stop", "stop", true, true]);
+  });
 });

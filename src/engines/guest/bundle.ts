@@ -77,6 +77,7 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR} });
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 (${installAbort.toString()})(g);
+{ const Controller = g.AbortController; wire.signals(() => new Controller().signal); }
 // The runtime's own classes, whose state lives in its closures: structuredClone refuses them, as browsers do.
 for (const name of ${JSON.stringify(PLATFORM_CLASSES)}) if (typeof g[name] === "function") platformPrototypes[platformPrototypes.length] = g[name].prototype;
 Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: false, configurable: false, enumerable: false });

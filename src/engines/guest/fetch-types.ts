@@ -41,6 +41,11 @@ export interface FetchWire {
   toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined;
   /** Build a Headers/Request/Response of this realm from its wire form; anything malformed -> TypeError. */
   fromWire(wire: WireRequest | WireResponse | WireHeadersTag): unknown;
+  /**
+   * Called once abort.ts has installed AbortController, before any guest code: makes the signal
+   * of a Request given none (read only when asked for; it never aborts).
+   */
+  signals(makeSignal: () => unknown): void;
 }
 
 /** A header as stored: lowercase name, normalized value. Pairs are never mutated once stored. */
@@ -500,8 +505,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     method: string;
     url: string;
     headers: Headers;
+    /** init's `signal`, else the input Request's; undefined: none given (the getter makes one). */
+    signal: unknown;
   }
   let isRequest: (v: object) => boolean;
+  let makeSignal: (() => unknown) | undefined;
   let requestState: (v: unknown) => RequestState;
 
   class Request {
@@ -525,6 +533,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       const initBody = o === null ? undefined : o.body;
       const initHeaders = o === null ? undefined : o.headers;
       const initMethod = o === null ? undefined : o.method;
+      const initSignal = o === null ? undefined : o.signal;
+      // A signal given here, or the input Request's, is what fetch(request) listens to.
+      if (initSignal !== undefined && initSignal !== null && !isObject(initSignal))
+        throw typeError("Request: init.signal must be an AbortSignal");
+      const signal = initSignal !== undefined ? (initSignal ?? undefined) : src === null ? undefined : src.signal;
       const method = initMethod !== undefined ? normalizeMethod(initMethod) : src === null ? "GET" : src.method;
       let headers: Headers;
       if (initHeaders !== undefined) headers = new Headers(initHeaders);
@@ -544,7 +557,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         bytes = inputBytes;
         src.used = true;
       }
-      this.#s = { method, url, headers, bytes, used: false };
+      this.#s = { method, url, headers, bytes, used: false, signal };
     }
 
     get method(): string {
@@ -559,6 +572,12 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       return this.#s.headers;
     }
 
+    get signal(): unknown {
+      const s = this.#s;
+      if (s.signal === undefined && makeSignal !== undefined) s.signal = makeSignal();
+      return s.signal ?? null;
+    }
+
     clone(): Request {
       const s = this.#s;
       if (s.used) throw typeError("Request.clone: Body has already been consumed");
@@ -568,6 +587,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         headers: copyHeaders(s.headers),
         bytes: s.bytes,
         used: false,
+        signal: s.signal,
       });
     }
   }
@@ -811,7 +831,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       const url = requestUrl(u);
       if (bytes !== null && (method === "GET" || method === "HEAD"))
         throw typeError("Request with GET/HEAD method cannot have body");
-      return new Request(INTERNAL, { method, url, headers, bytes, used: false });
+      return new Request(INTERNAL, { method, url, headers, bytes, used: false, signal: undefined });
     }
     const s = w.s;
     const t = w.t;
@@ -859,5 +879,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
   defineValue(g, "Request", Request);
   defineValue(g, "Response", Response);
 
-  return { toWire, fromWire: fromWire as FetchWire["fromWire"] };
+  return {
+    toWire,
+    fromWire: fromWire as FetchWire["fromWire"],
+    signals(make) {
+      if (makeSignal === undefined) makeSignal = make;
+    },
+  };
 }

@@ -717,12 +717,15 @@ export function installRuntime(
    */
   function installFetch(fnId: number): void {
     const RequestCtor = g.Request as new (input: unknown, init?: unknown) => unknown;
+    // The request's signal: init's, else that of a Request passed as input (fetch(request)).
+    const signalGetter = getOwnPropDesc(RequestCtor.prototype, "signal")?.get;
+    const signalOf = signalGetter === undefined ? undefined : (callOf.bind(signalGetter) as (request: unknown) => unknown);
     define(
       g,
       "fetch",
       async function fetch(input: unknown, init?: unknown) {
         const request = new RequestCtor(input, init);
-        const signal = ((init as { signal?: unknown } | undefined)?.signal ?? undefined) as GuestSignal | undefined;
+        const signal = (signalOf?.(request) ?? undefined) as GuestSignal | undefined;
         if (signal?.aborted) throw signal.reason;
         try {
           const call = hostCall(fnId, [request], signal);
