@@ -72,6 +72,17 @@ describe.each(COMBINATIONS)("structuredClone on $name", (combo) => {
     expect(value).toEqual([true, "RangeError", "far", { why: 1 }, "Error", true, { x: 1 }]);
   });
 
+  it('an error without a message of its own stays so: message "" (inherited) and writable', async () => {
+    // Before, v8's and quickjs's copy got an own `message` of undefined, read-only and fixed.
+    const value = await run(`
+      const e = structuredClone(new Error());
+      const own = Object.getOwnPropertyDescriptor(e, "message");
+      e.message = "set later";
+      const m = structuredClone(new TypeError("kept"));
+      return [own === undefined, e.message, m.message, Object.getOwnPropertyDescriptor(m, "message")];`);
+    expect(value).toEqual([true, "set later", "kept", { value: "kept", writable: true, enumerable: false, configurable: true }]);
+  });
+
   it("refuses what cannot be cloned with a DataCloneError, and leaves nothing half-done", async () => {
     const value = await run(`
       const names = [];

@@ -99,13 +99,26 @@ export function createStructuredClone(
   /** Stand-in for DOMException (absent from a bare realm), as web-apis.ts makes its DOM errors. */
   function dataCloneError(message: string): Error {
     const error = new ErrorCtor(message);
-    defineProperty(error, "name", { value: "DataCloneError", writable: true, configurable: true });
-    defineProperty(error, "code", { value: 25, writable: true, configurable: true });
+    define(error, "name", "DataCloneError", false);
+    define(error, "code", 25, false);
     return error;
   }
 
+  /**
+   * Defines a property from a null-prototype descriptor: one made as a literal inherits `get`,
+   * `set` or `value` a guest put on Object.prototype.
+   */
+  function define(target: object, key: PropertyKey, value: unknown, enumerable: boolean): void {
+    const d = objectCreate(null) as PropertyDescriptor;
+    d.value = value;
+    d.writable = true;
+    d.enumerable = enumerable;
+    d.configurable = true;
+    defineProperty(target, key, d);
+  }
+
   function data(target: object, key: PropertyKey, value: unknown): void {
-    defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+    define(target, key, value, true);
   }
 
   /** A method of the brand `tag` names, or undefined when the object does not have that brand (a spoofed tag). */
@@ -275,13 +288,12 @@ export function createStructuredClone(
       const Ctor = errorCtors[name];
       const copy = new Ctor();
       mapSet(memory, error, copy);
-      if (hasOwn(error, "message")) data(copy, "message", `${(error as { message: unknown }).message}`);
-      defineProperty(copy, "message", { enumerable: false });
+      // Only an own message is copied: without one, the copy inherits "" as the original does
+      // (defining one with just `enumerable` made an own undefined, read-only and fixed).
+      if (hasOwn(error, "message")) define(copy, "message", `${(error as { message: unknown }).message}`, false);
       const stack = (error as { stack?: unknown }).stack;
-      defineProperty(copy, "stack", { value: typeof stack === "string" ? stack : "", writable: true, configurable: true });
-      if (hasOwn(error, "cause")) {
-        defineProperty(copy, "cause", { value: clone(error.cause), writable: true, configurable: true });
-      }
+      define(copy, "stack", typeof stack === "string" ? stack : "", false);
+      if (hasOwn(error, "cause")) define(copy, "cause", clone(error.cause), false);
       return copy;
     }
   };
