@@ -1,5 +1,7 @@
+import { format } from "node:util";
 import { describe, expect, it } from "vitest";
 import { createInspect } from "../../src/engines/guest/inspect.js";
+import { createSandbox } from "../../src/index.js";
 
 describe("log formatting (guest side)", () => {
   it("cuts a line at its cap with the methods captured at creation, whatever replaced them since", () => {
@@ -19,5 +21,45 @@ describe("log formatting (guest side)", () => {
       String.prototype.slice = stringSlice;
       Array.prototype.slice = arraySlice;
     }
+  });
+});
+
+describe("format specifiers", () => {
+  // util.format's rules, which Node's and Deno's console share: before, cordon printed the
+  // format string as is and appended the arguments ("%s took %d ms a 3").
+  const cases: unknown[][] = [
+    ["%s is %d years, %o %j %%", "Ada", 36.6, { a: 1 }, 2],
+    ["%i|%f|%c|%O", "42.9x", "1.5", "color:red", [1]],
+    ["%s %s", "only one"],
+    ["%%"],
+    ["100%", 5],
+    ["%d %s %d %i", -0, -0, 10n, 10n],
+    ["%s %d", Symbol("x"), Symbol("y")],
+    ["%s|%s|%s", null, undefined, { toString: () => "custom" }],
+    ["%s", { a: { b: 1 } }, "extra", 3],
+    ["%j %j", { a: [1] }, undefined],
+    ["a%xb %", 1],
+    ["x", "%s", 1],
+    ["%c%s", "css", "t"],
+  ];
+  it.each(cases)("formats %j as util.format does", (...args) => {
+    expect(createInspect()(args, 10_000)).toBe(format(...args));
+  });
+
+  it("keeps a line's cap, and a %j of a cycle names it", () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    const fmt = createInspect();
+    expect(fmt(["%s".repeat(10), "x".repeat(100)], 50)).toHaveLength(50);
+    expect(fmt(["%s", "y".repeat(1_000_000)], 100)).toHaveLength(100);
+    expect(fmt(["%j", cyclic], 100)).toBe("[Circular]");
+  });
+
+  it.each(["v8", "quickjs"] as const)("applies on %s", async (engine) => {
+    await using sandbox = await createSandbox({ engine, host: "inprocess" });
+    const result = await sandbox.run({
+      code: `export default () => { console.log("%s took %d ms (%i%%)", "build", 12.5, "99.9"); }`,
+    });
+    expect(result.logs.map((l) => l.message)).toEqual(["build took 12.5 ms (99%)"]);
   });
 });
