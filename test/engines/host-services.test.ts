@@ -118,6 +118,24 @@ describe("IDNA host limit", () => {
     ]) {
       expect(parse(input), input).toMatch(/^http:\/\/.*a\.test/);
     }
+    // Not hosts either, so valid URLs (Node's answer): a host of a scheme that is not special
+    // (opaque: Node puts it through no IDNA), an opaque path, and the start of relative text,
+    // which only `//` makes a host. Before, each was refused as a host over the IDNA limit.
+    for (const [input, base] of [
+      [`mailto:${long}`],
+      [`javascript:${"%20".repeat(2000)}`],
+      [`urn:isbn:${long}`],
+      [`foo:/${long}`],
+      [`foo://${long}/`],
+      [`foo://u@${long}/`],
+      [`x:${"%00".repeat(1400)}`],
+      [`blob:foo://${long}/`],
+      [long, "http://a.test/"],
+      [`${long}/x`, "file:///"],
+      [`//${long}/`, "foo://a/"],
+    ]) {
+      expect(parse(input, base), input).toBe(new URL(input, base).href);
+    }
     // An ASCII host without xn-- needs no IDNA: only the size limit applies.
     expect(parse(`http://${"a".repeat(1_000_000)}/`)).toHaveLength(1_000_008);
     expect(set("http://a.test/", "pathname", `//${long}`)).toMatch(/^http:\/\/a\.test\/\/%/);
@@ -142,6 +160,7 @@ describe("cost of one call at the limits", () => {
     ],
     ["a label of 1023 bytes of xn--baba…", () => services.parseUrl(`http://xn--${"ba".repeat(509)}/`)],
     ["U+FDFA up to the host limit", () => services.parseUrl(`http://${"\ufdfa".repeat(1365)}/`)],
+    ["an opaque host of 100,000 distinct characters", () => services.parseUrl(`foo://${distinct(0x4e00, 100_000)}/`)],
     [
       "a host through [ up to the limit",
       () => services.parseUrl(`http://a[/${distinct(0x4e00, 340)}.${distinct(0x4f00, 340)}@/`),
