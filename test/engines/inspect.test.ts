@@ -62,4 +62,19 @@ describe("format specifiers", () => {
     });
     expect(result.logs.map((l) => l.message)).toEqual(["build took 12.5 ms (99%)"]);
   });
+
+  it.each(["v8", "quickjs"] as const)(
+    "applies to console.assert's message on %s (the Console spec's prefixing)",
+    async (engine) => {
+      await using sandbox = await createSandbox({ engine, host: "inprocess" });
+      const result = await sandbox.run({
+        code: `export default () => { console.assert(false, "%s failed", "thing"); console.assert(0, { a: 1 }); console.assert(false); console.assert(true, "never"); }`,
+      });
+      expect(result.logs.map((l) => [l.level, l.message])).toEqual([
+        ["error", "Assertion failed: thing failed"],
+        ["error", "Assertion failed { a: 1 }"],
+        ["error", "Assertion failed"],
+      ]);
+    },
+  );
 });

@@ -452,7 +452,17 @@ export function installRuntime(
     consoleObject,
     "assert",
     (condition: unknown, ...args: unknown[]) => {
-      if (!condition) emit("error", ["Assertion failed", ...args]);
+      if (condition) return;
+      // The Console spec's: a string message takes the prefix (its format specifiers still
+      // apply); anything else follows it.
+      if (typeof args[0] === "string") {
+        args[0] = `Assertion failed: ${args[0]}`;
+        emit("error", args);
+        return;
+      }
+      const all: unknown[] = ["Assertion failed"];
+      for (let i = 0; i < args.length; i++) all[i + 1] = args[i];
+      emit("error", all);
     },
     true,
   );
