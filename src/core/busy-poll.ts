@@ -33,52 +33,6 @@ let until = 0;
 /** When the latest answer arrived: polling starts only in a stream of them. */
 let lastSettled = Number.NEGATIVE_INFINITY;
 let turning = false;
-/** When the loop last turned while polling (a turn that comes late is a sign of contention); -1: not yet. */
-let lastTurn = -1;
-
-/**
- * Spinning pays only on a machine with a core to spare. On a loaded one it takes the core the
- * thread computing the answer needs: measured here at load 4-8 on 2 cores, warm calls back to
- * back with polling on, v8 p50 53 µs but p90 2.9 ms and p99 8 ms, against 152 µs / 243 µs / 3.4 ms
- * with it off; quickjs p90 1.3 ms against 0.38 ms (one polled answer in ten outlasted the 1 ms
- * window). Two signs pause it: a turn of the loop that comes this late (this thread lost its core:
- * a scheduler's time slice is a few ms; a turn takes µs), and a window that ends with its answer
- * still due (spinning did not bring it). With the pause, at load 4: v8 p50/p90 135/215 µs against
- * 122/185 off, quickjs 295/841 against 301/746.
- */
-const LATE_TURN_MS = 2;
-/** No polling for a while after a late turn; the pause doubles while turns keep coming late. */
-const MIN_PAUSE_MS = 50;
-const MAX_PAUSE_MS = 5000;
-let pauseMs = 0;
-let pausedUntil = 0;
-
-/** Pauses on a loaded machine (`pausesOnLoad`): off only in tests that measure polling itself. */
-let pausing = true;
-
-/** No polling (nor calls through shared memory) for a while, longer each time in a row. */
-function pause(now: number): void {
-  if (!pausing) return;
-  pauseMs = Math.min(Math.max(pauseMs * 2, MIN_PAUSE_MS), MAX_PAUSE_MS);
-  pausedUntil = now + pauseMs;
-}
-
-/** Note when this turn came; a late one pauses polling. */
-function noteTurn(now: number): void {
-  // The first turn comes after the rest of the tick that started polling: only later ones are judged.
-  if (lastTurn >= 0 && now - lastTurn > LATE_TURN_MS) pause(now);
-  lastTurn = now;
-}
-
-/** A polled answer came in its window: the next pause is shorter. */
-function noteOnTime(): void {
-  if (pauseMs > 0) pauseMs = Math.max(0, pauseMs / 2 - 1);
-}
-
-/** Whether polling is paused after a late turn or a missed window (see LATE_TURN_MS). */
-function paused(now = performance.now()): boolean {
-  return now < pausedUntil;
-}
 
 /**
  * One answer due, nothing in the background, and, when that answer comes from another process, no
@@ -86,24 +40,17 @@ function paused(now = performance.now()): boolean {
  * interleaved with in-process calls whose serving task kept spinning, p50 0.1 -> 1.2 ms).
  */
 function worthTurning(): boolean {
-  return due === 1 && background === 0 && (dueFromProcess === 0 || spinners === 0) && !paused();
+  return due === 1 && background === 0 && (dueFromProcess === 0 || spinners === 0);
 }
 
 function turn(): void {
-  const now = performance.now();
-  noteTurn(now);
-  if (worthTurning() && now < until) setImmediate(turn);
-  else {
-    turning = false;
-    // The window ended with the answer still due: spinning did not bring it (see missedWindow).
-    if (due === 1 && now >= until) pause(now);
-  }
+  if (worthTurning() && performance.now() < until) setImmediate(turn);
+  else turning = false;
 }
 
 function start(): void {
   if (!turning && worthTurning()) {
     turning = true;
-    lastTurn = -1;
     setImmediate(turn);
   }
 }
@@ -123,7 +70,6 @@ export function pollUntilSettled<T>(answer: Promise<T>, ms: number, fromProcess 
     due--;
     if (fromProcess) dueFromProcess--;
     lastSettled = performance.now();
-    if (turning) noteOnTime();
     start();
   };
   answer.then(settled, settled);
@@ -135,8 +81,7 @@ export function pollUntilSettled<T>(answer: Promise<T>, ms: number, fromProcess 
  * true)`)? Its sender tells the other side, which may then turn too (pollForRequests).
  */
 export function wouldPollProcess(ms: number): boolean {
-  const now = performance.now();
-  return ms > 0 && due === 0 && background === 0 && spinners === 0 && now - lastSettled <= ms && !paused(now);
+  return ms > 0 && due === 0 && background === 0 && spinners === 0 && performance.now() - lastSettled <= ms;
 }
 
 /** `task` spins on another thread of this process until it settles (a v8 serving task). */
@@ -158,10 +103,7 @@ export function pollMemory<T>(read: () => T | undefined, ms: number): Promise<T>
   due++;
   return new Promise<T>((resolve, reject) => {
     const started = performance.now();
-    lastTurn = -1;
     const check = () => {
-      const now = performance.now();
-      noteTurn(now);
       let value: T | undefined;
       try {
         value = read();
@@ -173,13 +115,9 @@ export function pollMemory<T>(read: () => T | undefined, ms: number): Promise<T>
       if (value !== undefined) {
         due--;
         lastSettled = performance.now();
-        noteOnTime();
         resolve(value);
-      } else if (now - started < ms && !paused(now)) setImmediate(check);
-      else {
-        if (now - started >= ms) pause(now);
-        setTimeout(check, 1);
-      }
+      } else if (performance.now() - started < ms) setImmediate(check);
+      else setTimeout(check, 1);
     };
     setImmediate(check);
   });
@@ -192,22 +130,7 @@ export function pollMemory<T>(read: () => T | undefined, ms: number): Promise<T>
  * shared-memory calls, 38-58k/s with them taken regardless).
  */
 export function alone(): boolean {
-  return due === 0 && background === 0 && !paused();
-}
-
-/** Whether polling is paused now because the machine looked loaded (see LATE_TURN_MS). */
-export function pollingPaused(): boolean {
-  return paused();
-}
-
-/**
- * Tests only: forget any pause, and whether to pause at all. The tests that measure polling's
- * mechanics turn pausing off, since a loaded test machine would (rightly) pause it; cordon never does.
- */
-export function pausesOnLoad(enabled: boolean): void {
-  pausing = enabled;
-  pauseMs = 0;
-  pausedUntil = 0;
+  return due === 0 && background === 0;
 }
 
 /** Work on other threads nobody is waiting for yet (a spare instance): no polling meanwhile. */

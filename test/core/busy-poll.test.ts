@@ -1,11 +1,8 @@
 import { performance } from "node:perf_hooks";
-import { beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  alone,
   inBackground,
   pollForRequests,
-  pausesOnLoad,
-  pollingPaused,
   pollUntilSettled,
   spinsUntilSettled,
   wouldPollProcess,
@@ -35,10 +32,6 @@ async function utilization(work: () => Promise<unknown>): Promise<number> {
 async function inStream(): Promise<void> {
   await pollUntilSettled(Promise.resolve(), 30);
 }
-
-// The tests of polling's mechanics run as on a quiet machine: on a loaded one (CI) polling rightly
-// pauses, and a window a test outlasts on purpose would pause the next test's polling too.
-beforeEach(() => pausesOnLoad(false));
 
 describe("busy-polling the event loop", () => {
   it("keeps the loop turning while one answer is due in a stream, and never blocks it", async () => {
@@ -91,49 +84,6 @@ describe("busy-polling the event loop", () => {
     await expect(pollUntilSettled(Promise.reject(new Error("gone")), 30)).rejects.toThrow("gone");
     // The rejection settled its wait: the next lone answer in the stream is polled for again.
     expect(await utilization(() => pollUntilSettled(answerAfter(40), 30))).toBeGreaterThan(0.4);
-  });
-});
-
-describe("polling pauses on a loaded machine", () => {
-  beforeEach(() => pausesOnLoad(true));
-
-  it("a window that ends with its answer still due pauses polling, and the pause ends", async () => {
-    await inStream();
-    expect(pollingPaused()).toBe(false);
-    expect(alone()).toBe(true);
-    // The answer outlasts the 5 ms window: spinning did not bring it.
-    await pollUntilSettled(answerAfter(20), 5);
-    expect(pollingPaused()).toBe(true);
-    // Paused: no polling, and `alone()` is false, so v8 calls cross the usual way, not by a spinning task.
-    expect(alone()).toBe(false);
-    await pollUntilSettled(Promise.resolve(), 30);
-    expect(await utilization(() => pollUntilSettled(answerAfter(20), 40))).toBeLessThan(NOT_POLLING);
-    // Paused for 50 ms at first (doubling while it recurs, halving back as answers come in time).
-    await sleep(60);
-    expect(pollingPaused()).toBe(false);
-    await inStream();
-    expect(await utilization(() => pollUntilSettled(answerAfter(20), 40))).toBeGreaterThan(0.4);
-  });
-
-  it("a turn of the loop that comes late (the thread lost its core) pauses polling at once", async () => {
-    await inStream();
-    let pausedAfter: boolean | undefined;
-    // 10 ms into the wait the loop is held for 5 ms, as a scheduler's time slice elsewhere would.
-    setTimeout(() => {
-      const until = performance.now() + 5;
-      while (performance.now() < until) {}
-      setImmediate(() => setImmediate(() => (pausedAfter = pollingPaused())));
-    }, 10);
-    expect(pollingPaused()).toBe(false);
-    await pollUntilSettled(answerAfter(30), 100);
-    expect(pausedAfter).toBe(true);
-  });
-
-  it("pausing turned off (tests of the mechanics), neither sign pauses", async () => {
-    pausesOnLoad(false);
-    await inStream();
-    await pollUntilSettled(answerAfter(20), 5);
-    expect(pollingPaused()).toBe(false);
   });
 });
 

@@ -1,5 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { pausesOnLoad } from "../../src/core/busy-poll.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { CallChannel } from "../../src/engines/v8/channel.js";
 import { createSandbox, type RunResult } from "../../src/index.js";
 
@@ -31,12 +30,8 @@ const PREFIX = `
 `;
 
 describe("v8 warm calls through shared memory", () => {
-  // These tests count calls that went through shared memory: on a loaded machine (CI) polling, and
-  // with it the serving task, rightly pauses (core/busy-poll.ts), which would leave too few.
-  beforeEach(() => pausesOnLoad(false));
   afterEach(() => {
     vi.restoreAllMocks();
-    pausesOnLoad(true);
   });
 
   async function prepared() {

@@ -157,37 +157,18 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   let lastRequest = Number.NEGATIVE_INFINITY;
   let pollUntil = 0;
   let polling = false;
-  // A turn that comes 2 ms late (this thread lost its core) pauses polling, as on the host
-  // (core/busy-poll.ts, LATE_TURN_MS): on a loaded machine a spinning thread costs the others more
-  // than it saves.
-  let lastTurn = 0;
-  let pauseMs = 0;
-  let pausedUntil = 0;
   const turn = () => {
-    const now = performance.now();
-    // The first turn comes after the request's own work: only the later ones are judged.
-    if (lastTurn >= 0 && now - lastTurn > 2) {
-      pauseMs = Math.min(Math.max(pauseMs * 2, 50), 5000);
-      pausedUntil = now + pauseMs;
-      polling = false;
-      return;
-    }
-    lastTurn = now;
-    if (now < pollUntil) setImmediate(turn);
-    else {
-      polling = false;
-      if (pauseMs > 0) pauseMs = Math.max(0, pauseMs / 2 - 1);
-    }
+    if (performance.now() < pollUntil) setImmediate(turn);
+    else polling = false;
   };
   const heardRequest = () => {
     const now = performance.now();
     const inStream = now - lastRequest <= workerData.busyPollMs;
     lastRequest = now;
-    if (!inStream || now < pausedUntil) return;
+    if (!inStream) return;
     pollUntil = now + workerData.busyPollMs;
     if (!polling) {
       polling = true;
-      lastTurn = -1;
       setImmediate(turn);
     }
   };
