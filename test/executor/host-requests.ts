@@ -38,9 +38,10 @@ export function post(url: string, body: unknown, from = "127.0.0.1"): Promise<{ 
 
 export const CODE = "export async function wait(ms) { await new Promise((r) => setTimeout(r, ms)); return ms }";
 
-export async function prepare(url: string, from?: string, code = CODE) {
+/** The `/host` body that prepares `code` (v8, no imports, no bindings), as a remote host sends it. */
+export async function prepareBody(code: string) {
   const source = await normalizeSource(code, "<guest>");
-  const body = {
+  return {
     engine: "v8",
     t: "prepare",
     key: "k",
@@ -49,7 +50,10 @@ export async function prepare(url: string, from?: string, code = CODE) {
     bindingsText: '{"globals":{},"modules":{}}',
     limits: DEFAULT_LIMITS,
   };
-  const answer = await post(url, body, from);
+}
+
+export async function prepare(url: string, from?: string, code = CODE) {
+  const answer = await post(url, await prepareBody(code), from);
   return { ...answer, result: sharedCodec().decode(answer.text) as RunResult };
 }
 

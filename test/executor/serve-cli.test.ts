@@ -2,10 +2,9 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_LIMITS } from "../../src/core/limits.js";
-import { normalizeSource } from "../../src/core/source.js";
 import { createExecutor } from "../../src/executor/server.js";
 import { alive, childPids, SECRET } from "./helpers.js";
+import { prepareBody } from "./host-requests.js";
 
 /**
  * `cordon serve` as a process: the built dist/ (npm run build first). Started with
@@ -144,16 +143,7 @@ describe("cordon serve", () => {
   it("--max-prefix-mb bounds the source of the prefixes it holds: a prepare past it fails with ERR_CAPACITY naming the flag", async () => {
     const served = await startServe(["--max-prefix-mb", "1"], { CORDON_EXEC_SECRET: SECRET });
     try {
-      const source = await normalizeSource(`const pad = "${"x".repeat(600 * 1024)}"; export default 1`, "<guest>");
-      const body = {
-        engine: "v8",
-        t: "prepare",
-        key: "k",
-        source,
-        sourceImports: {},
-        bindingsText: "{}",
-        limits: DEFAULT_LIMITS,
-      };
+      const body = await prepareBody(`const pad = "${"x".repeat(600 * 1024)}"; export default 1`);
       const response = await fetch(`${served.url}/host`, {
         method: "POST",
         headers: { authorization: `Bearer ${SECRET}`, "content-type": "application/json" },

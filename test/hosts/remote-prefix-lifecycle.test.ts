@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { DEFAULT_LIMITS } from "../../src/core/limits.js";
-import { normalizeSource } from "../../src/core/source.js";
 import { createExecutor, type Executor } from "../../src/executor/server.js";
 import { createSandbox } from "../../src/index.js";
+import { prepareBody } from "../executor/host-requests.js";
 import { engineOf } from "../../src/sandbox.js";
 
 /** A remote prefix's life on the executor: disposal, a dispose racing a call, a restart mid-call. */
@@ -90,16 +89,7 @@ describe("a remote prefix's lifecycle on the executor", () => {
 
   it("a prefix whose client went away while it was prepared is not held (nobody has its handle)", async () => {
     const service = await executor();
-    const source = await normalizeSource("const end = Date.now() + 800; while (Date.now() < end); export const n = 1", "<guest>");
-    const body = {
-      engine: "v8",
-      t: "prepare",
-      key: "k",
-      source,
-      sourceImports: {},
-      bindingsText: '{"globals":{},"modules":{}}',
-      limits: DEFAULT_LIMITS,
-    };
+    const body = await prepareBody("const end = Date.now() + 800; while (Date.now() < end); export const n = 1");
     const gone = fetch(`${service.url}/host`, {
       method: "POST",
       headers: { authorization: `Bearer ${SECRET}`, "content-type": "application/json" },
