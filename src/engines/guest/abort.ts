@@ -17,7 +17,9 @@ export function installAbort(g: typeof globalThis): void {
   const splice = call.bind(Array.prototype.splice) as (list: unknown[], start: number, count: number) => unknown[];
   const slice = call.bind(Array.prototype.slice) as <T>(list: T[]) => T[];
 
-  type Listener = ((event: { type: string; target: AbortSignal }) => void) | { handleEvent: unknown };
+  type Handler = ((event: { type: string }) => void) | { handleEvent: unknown };
+  /** One registration: EventTarget keys it by type, callback and capture. */
+  type Entry = { type: string; callback: Handler; capture: boolean; once: boolean; removed: boolean };
 
   function abortError(message: string, name: string): Error {
     const error = new ErrorCtor(message);
@@ -25,11 +27,23 @@ export function installAbort(g: typeof globalThis): void {
     return error;
   }
 
+  // Set by AbortSignal's static initializer, which alone can reach its private fields; kept in
+  // this closure so that guest code cannot abort a signal it was only handed (a fetch's own).
+  let abortSignal: (signal: AbortSignal, reason: unknown) => void = () => {};
+  let addEntry: (signal: AbortSignal, entry: Entry) => void = () => {};
+
   class AbortSignal {
     #aborted = false;
     #reason: unknown = undefined;
-    #listeners: Listener[] = [];
+    #entries: Entry[] = [];
     onabort: ((event: { type: string; target: AbortSignal }) => void) | null = null;
+
+    static {
+      abortSignal = (signal, reason) => AbortSignal.#abort(signal, reason);
+      addEntry = (signal, entry) => {
+        signal.#entries[signal.#entries.length] = entry;
+      };
+    }
 
     constructor(key?: unknown) {
       if (key !== brand) throw new TypeError("Illegal constructor");
@@ -48,37 +62,87 @@ export function installAbort(g: typeof globalThis): void {
       if (this.#aborted) throw this.#reason;
     }
 
-    /** As EventTarget's: a function or an object with handleEvent, each at most once. */
-    addEventListener(type: string, listener: unknown): void {
-      if (type !== "abort" || this.#aborted) return;
+    /**
+     * As EventTarget's: a function or an object with handleEvent, once per type, callback and
+     * capture; `once` removes it before its first call, `signal` removes it when that aborts.
+     */
+    addEventListener(type: string, listener: unknown, options?: unknown): void {
       if (typeof listener !== "function" && (typeof listener !== "object" || listener === null)) return;
-      const list = this.#listeners;
-      if (indexOf(list, listener) < 0) list[list.length] = listener as Listener;
+      type = `${type}`;
+      let capture = false;
+      let once = false;
+      let signal: unknown;
+      if (typeof options === "boolean") capture = options;
+      else if (typeof options === "object" && options !== null) {
+        const o = options as { capture?: unknown; once?: unknown; signal?: unknown };
+        capture = !!o.capture;
+        once = !!o.once;
+        signal = o.signal;
+        if (signal !== undefined && !brand.has(signal as object))
+          throw new TypeError('The "signal" option must be an AbortSignal');
+      }
+      if (signal !== undefined && (signal as AbortSignal).#aborted) return;
+      if (type === "abort" && this.#aborted) return;
+      const entries = this.#entries;
+      for (let i = 0; i < entries.length; i++) {
+        const e = entries[i];
+        if (e.type === type && e.callback === listener && e.capture === capture) return;
+      }
+      const entry: Entry = { type, callback: listener as Handler, capture, once, removed: false };
+      entries[entries.length] = entry;
+      if (signal !== undefined)
+        addEntry(signal as AbortSignal, {
+          type: "abort",
+          callback: () => this.#remove(entry),
+          capture: false,
+          once: true,
+          removed: false,
+        });
     }
 
-    removeEventListener(type: string, listener: unknown): void {
-      if (type !== "abort") return;
-      const index = indexOf(this.#listeners, listener);
-      if (index >= 0) splice(this.#listeners, index, 1);
+    removeEventListener(type: string, listener: unknown, options?: unknown): void {
+      const capture =
+        typeof options === "boolean"
+          ? options
+          : typeof options === "object" && options !== null && !!(options as { capture?: unknown }).capture;
+      const entries = this.#entries;
+      for (let i = 0; i < entries.length; i++) {
+        const e = entries[i];
+        if (e.type === `${type}` && e.callback === listener && e.capture === capture) {
+          this.#remove(e);
+          return;
+        }
+      }
     }
 
-    /** Internal: AbortController and the static helpers abort through this. */
-    static _abort(signal: AbortSignal, reason: unknown): void {
-      if (signal.#aborted) return;
-      signal.#aborted = true;
-      signal.#reason = reason === undefined ? abortError("This operation was aborted", "AbortError") : reason;
-      const event = { type: "abort", target: signal };
-      // Every listener runs, as EventTarget's dispatch does, whatever an earlier one threw: one
-      // a fetch added ends the host's exchange and rejects the guest's promise. The first error
-      // is thrown once all have run (uncaught, it fails the run, as Deno's dispatch does).
+    /** As EventTarget's, for an event object with a `type` (the guest has no Event class). */
+    dispatchEvent(event: unknown): boolean {
+      if (typeof event !== "object" || event === null || typeof (event as { type?: unknown }).type !== "string")
+        throw new TypeError('The "event" argument must be an object with a string "type"');
+      this.#dispatch(event as { type: string });
+      return (event as { defaultPrevented?: unknown }).defaultPrevented !== true;
+    }
+
+    #remove(entry: Entry): void {
+      entry.removed = true;
+      const index = indexOf(this.#entries, entry);
+      if (index >= 0) splice(this.#entries, index, 1);
+    }
+
+    /**
+     * Every listener runs, as EventTarget's dispatch does, whatever an earlier one threw: one a
+     * fetch added ends the host's exchange and rejects the guest's promise. The first error is
+     * thrown once all have run (uncaught, it fails the run, as Deno's dispatch does).
+     */
+    #dispatch(event: { type: string }): void {
       let failed = false;
       let first: unknown;
-      const invoke = (listener: unknown) => {
+      const invoke = (callback: unknown) => {
         try {
-          if (typeof listener === "function") apply(listener, signal, [event]);
-          else if (typeof listener === "object" && listener !== null) {
-            const handle = (listener as { handleEvent: unknown }).handleEvent;
-            if (typeof handle === "function") apply(handle, listener, [event]);
+          if (typeof callback === "function") apply(callback, this, [event]);
+          else if (typeof callback === "object" && callback !== null) {
+            const handle = (callback as { handleEvent: unknown }).handleEvent;
+            if (typeof handle === "function") apply(handle, callback, [event]);
           }
         } catch (error) {
           if (!failed) {
@@ -87,23 +151,42 @@ export function installAbort(g: typeof globalThis): void {
           }
         }
       };
-      if (typeof signal.onabort === "function") invoke(signal.onabort);
+      if (event.type === "abort" && typeof this.onabort === "function") invoke(this.onabort);
       // Added during the dispatch: not called; removed during it: not called either.
-      const listeners = slice(signal.#listeners);
-      for (let i = 0; i < listeners.length; i++) if (indexOf(signal.#listeners, listeners[i]) >= 0) invoke(listeners[i]);
-      signal.#listeners = [];
+      const entries = slice(this.#entries);
+      for (let i = 0; i < entries.length; i++) {
+        const entry = entries[i];
+        if (entry.type !== event.type || entry.removed) continue;
+        if (entry.once) this.#remove(entry);
+        invoke(entry.callback);
+      }
       if (failed) throw first;
+    }
+
+    static #abort(signal: AbortSignal, reason: unknown): void {
+      if (signal.#aborted) return;
+      signal.#aborted = true;
+      signal.#reason = reason === undefined ? abortError("This operation was aborted", "AbortError") : reason;
+      try {
+        signal.#dispatch({ type: "abort", target: signal } as { type: string });
+      } finally {
+        // An abort happens once: its listeners (a fetch's among them) are released.
+        const entries = signal.#entries;
+        const kept: Entry[] = [];
+        for (let i = 0; i < entries.length; i++) if (entries[i].type !== "abort") kept[kept.length] = entries[i];
+        signal.#entries = kept;
+      }
     }
 
     static abort(reason?: unknown): AbortSignal {
       const signal = new AbortSignal(brand);
-      AbortSignal._abort(signal, reason);
+      abortSignal(signal, reason);
       return signal;
     }
 
     static timeout(ms: number): AbortSignal {
       const signal = new AbortSignal(brand);
-      setTimeoutFn(() => AbortSignal._abort(signal, abortError("The operation timed out.", "TimeoutError")), ms);
+      setTimeoutFn(() => abortSignal(signal, abortError("The operation timed out.", "TimeoutError")), ms);
       return signal;
     }
 
@@ -111,10 +194,10 @@ export function installAbort(g: typeof globalThis): void {
       const signal = new AbortSignal(brand);
       for (const source of signals) {
         if (source.aborted) {
-          AbortSignal._abort(signal, source.reason);
+          abortSignal(signal, source.reason);
           break;
         }
-        source.addEventListener("abort", () => AbortSignal._abort(signal, source.reason));
+        source.addEventListener("abort", () => abortSignal(signal, source.reason));
       }
       return signal;
     }
@@ -128,7 +211,7 @@ export function installAbort(g: typeof globalThis): void {
     }
 
     abort(reason?: unknown): void {
-      AbortSignal._abort(this.#signal, reason);
+      abortSignal(this.#signal, reason);
     }
   }
 

@@ -1,0 +1,110 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "./matrix.js";
+import { completed } from "./results.js";
+
+/**
+ * The web API classes v8 and quickjs get from cordon's own guest code (src/engines/guest) match
+ * Node's where a guest can tell: no internal members reachable, AbortSignal's EventTarget
+ * options, Request's defaults and validation, a fetched response's immutable headers and
+ * structuredClone's errors. Each snippet runs in the guest and in Node; the results must agree.
+ */
+let server: Server;
+let origin: string;
+
+beforeAll(async () => {
+  server = createServer((_req, res) => {
+    res.writeHead(200, { "content-type": "text/plain", "x-served": "yes" });
+    res.end("hi");
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+});
+
+/** Node runs the same body as the guest: an async function given `origin`. */
+async function inNode(body: string): Promise<unknown> {
+  const fn = new Function("origin", `return (async () => { ${body} })()`) as (origin: string) => Promise<unknown>;
+  return JSON.parse(JSON.stringify(await fn(origin)));
+}
+
+/**
+ * Own names of each class's constructor, prototype and an instance: in the guest its own, in
+ * Node every name on its chain (Node's AbortSignal inherits addEventListener from EventTarget).
+ */
+const shapes = (chain: boolean) => `
+  const names = (o) => {
+    const out = [];
+    for (let p = o; p && p !== Object.prototype && p !== Function.prototype; p = ${chain ? "Object.getPrototypeOf(p)" : "null"})
+      out.push(...Object.getOwnPropertyNames(p));
+    return out.filter((n) => n !== "arguments" && n !== "caller");
+  };
+  const c = new AbortController();
+  const out = { signal: names(c.signal), controller: names(c), headers: names(new Headers()),
+    request: names(new Request("http://x/")), response: names(new Response("")), url: names(new URL("http://x/")),
+    params: names(new URLSearchParams()), encoder: names(new TextEncoder()), decoder: names(new TextDecoder()) };
+  for (const k of ["AbortController", "AbortSignal", "Headers", "Request", "Response", "URL", "URLSearchParams", "TextEncoder", "TextDecoder"]) {
+    out[k] = names(globalThis[k]);
+    out[k + ".prototype"] = names(globalThis[k].prototype);
+  }
+  return out;`;
+
+const ERROR =
+  "const err = (f) => { try { f(); return 'no error'; } catch (e) { return [e.name, e.constructor.name, e instanceof TypeError]; } };";
+
+describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ ...combo.options, policy: { net: { internalOrigins: [origin] } } });
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  const run = async (body: string) =>
+    completed(
+      await sandbox.run({
+        code: `export default async (origin) => { ${body} }`,
+        input: origin,
+        capabilities: { net: [origin.replace("http://", "")] },
+      }),
+    ).value;
+  const same = async (body: string) => expect(await run(body)).toEqual(await inNode(body));
+
+  it.skipIf(combo.engine === "deno")(
+    "exposes no internal members: own names of constructors, prototypes and instances",
+    async () => {
+      const guest = (await run(shapes(false))) as Record<string, string[]>;
+      const node = (await inNode(shapes(true))) as Record<string, string[]>;
+      const extra: Record<string, string[]> = {};
+      for (const key of Object.keys(node)) extra[key] = guest[key].filter((name) => !node[key].includes(name));
+      expect(extra).toEqual(Object.fromEntries(Object.keys(node).map((key) => [key, []])));
+    },
+  );
+
+  it("AbortSignal: dispatchEvent, once, and a listener removed when its signal aborts", async () => {
+    await same(`
+      const calls = [];
+      const c = new AbortController();
+      const stop = new AbortController();
+      c.signal.addEventListener("abort", () => calls.push("removed"), { signal: stop.signal });
+      c.signal.addEventListener("abort", () => calls.push("kept"), { signal: new AbortController().signal });
+      const pre = AbortSignal.abort();
+      c.signal.addEventListener("abort", () => calls.push("never"), { signal: pre });
+      stop.abort();
+      // v8 and quickjs have no Event class: their dispatchEvent takes any object with a type.
+      const ping = () => (typeof Event === "function" ? new Event("ping") : { type: "ping" });
+      const other = new AbortController();
+      let once = 0;
+      other.signal.addEventListener("ping", () => once++, { once: true });
+      other.signal.addEventListener("ping", (e) => calls.push(e.type));
+      const dispatched = [other.signal.dispatchEvent(ping()), other.signal.dispatchEvent(ping())];
+      c.abort();
+      return { calls, once, dispatched, hasDispatch: typeof AbortSignal.prototype.dispatchEvent };`);
+  });
+});
