@@ -107,4 +107,20 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
       c.abort();
       return { calls, once, dispatched, hasDispatch: typeof AbortSignal.prototype.dispatchEvent };`);
   });
+  it("Request: defaults for redirect, mode, credentials and cache; invalid values throw TypeError", async () => {
+    await same(`${ERROR}
+      const r = new Request("http://example.com/");
+      const s = new Request("http://example.com/", { redirect: "error", mode: "same-origin", credentials: "omit", cache: "no-store" });
+      const copy = new Request(s);
+      return {
+        defaults: [r.redirect, r.mode, r.credentials, r.cache],
+        given: [s.redirect, s.mode, s.credentials, s.cache],
+        copied: [copy.redirect, copy.mode, copy.credentials, copy.cache],
+        navigate: err(() => new Request("http://example.com/", { mode: "navigate" })),
+        badRedirect: err(() => new Request("http://example.com/", { redirect: "nope" })),
+        badMode: err(() => new Request("http://example.com/", { mode: "nope" })),
+        badCredentials: err(() => new Request("http://example.com/", { credentials: "nope" })),
+        badCache: err(() => new Request("http://example.com/", { cache: "nope" })),
+      };`);
+  });
 });

@@ -10,8 +10,9 @@
  *
  * Bodies are fully buffered (there are no streams in the guest): a body is kept as bytes and the
  * body methods resolve from them. `body` is NOT a ReadableStream: it is null or a fresh Uint8Array
- * copy of the bytes. Not implemented: blob(), formData(), signal, and the Request members that only
- * matter to a browser (mode, credentials, cache, redirect, referrer, ...).
+ * copy of the bytes. Not implemented: blob(), formData(), and the Request members that only
+ * matter to a browser (referrer, integrity, ...); mode, credentials, cache and redirect are
+ * reported and validated as Node does, but fetch does not read them.
  */
 
 export type WireHeaders = [string, string][];
@@ -507,6 +508,29 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     headers: Headers;
     /** init's `signal`, else the input Request's; undefined: none given (the getter makes one). */
     signal: unknown;
+    /** Reported and validated as Node does; cordon's fetch does not read them (see the README). */
+    options: RequestOptions;
+  }
+  interface RequestOptions {
+    cache: string;
+    credentials: string;
+    mode: string;
+    redirect: string;
+  }
+  const DEFAULT_OPTIONS: RequestOptions = { cache: "default", credentials: "same-origin", mode: "cors", redirect: "follow" };
+  // The RequestInit enums' values (WebIDL: anything else is a TypeError).
+  const OPTION_VALUES: Record<keyof RequestOptions, string[]> = {
+    cache: ["default", "no-store", "reload", "no-cache", "force-cache", "only-if-cached"],
+    credentials: ["omit", "same-origin", "include"],
+    mode: ["same-origin", "no-cors", "cors", "navigate"],
+    redirect: ["follow", "error", "manual"],
+  };
+  function requestOption(value: unknown, key: keyof RequestOptions, fallback: string): string {
+    if (value === undefined) return fallback;
+    const text = `${value}`;
+    const allowed = OPTION_VALUES[key];
+    for (let i = 0; i < allowed.length; i++) if (allowed[i] === text) return text;
+    throw typeError(`Request: '${text}' is not a valid value for init.${key}`);
   }
   let isRequest: (v: object) => boolean;
   let makeSignal: (() => unknown) | undefined;
@@ -531,9 +555,23 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       const o = dictionary(init, "Request");
       // Dictionary members are read once each, in lexicographic order.
       const initBody = o === null ? undefined : o.body;
+      const initCache = o === null ? undefined : o.cache;
+      const initCredentials = o === null ? undefined : o.credentials;
       const initHeaders = o === null ? undefined : o.headers;
       const initMethod = o === null ? undefined : o.method;
+      const initMode = o === null ? undefined : o.mode;
+      const initRedirect = o === null ? undefined : o.redirect;
       const initSignal = o === null ? undefined : o.signal;
+      const from = src === null ? DEFAULT_OPTIONS : src.options;
+      const options: RequestOptions = {
+        cache: requestOption(initCache, "cache", from.cache),
+        credentials: requestOption(initCredentials, "credentials", from.credentials),
+        mode: requestOption(initMode, "mode", from.mode),
+        redirect: requestOption(initRedirect, "redirect", from.redirect),
+      };
+      if (options.mode === "navigate") throw typeError("Request: init.mode cannot be 'navigate'");
+      if (options.cache === "only-if-cached" && options.mode !== "same-origin")
+        throw typeError("Request: init.cache 'only-if-cached' requires init.mode 'same-origin'");
       // A signal given here, or the input Request's, is what fetch(request) listens to.
       if (initSignal !== undefined && initSignal !== null && !isObject(initSignal))
         throw typeError("Request: init.signal must be an AbortSignal");
@@ -557,7 +595,23 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         bytes = inputBytes;
         src.used = true;
       }
-      this.#s = { method, url, headers, bytes, used: false, signal };
+      this.#s = { method, url, headers, bytes, used: false, signal, options };
+    }
+
+    get cache(): string {
+      return this.#s.options.cache;
+    }
+
+    get credentials(): string {
+      return this.#s.options.credentials;
+    }
+
+    get mode(): string {
+      return this.#s.options.mode;
+    }
+
+    get redirect(): string {
+      return this.#s.options.redirect;
     }
 
     get method(): string {
@@ -588,6 +642,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         bytes: s.bytes,
         used: false,
         signal: s.signal,
+        options: s.options,
       });
     }
   }
@@ -831,7 +886,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       const url = requestUrl(u);
       if (bytes !== null && (method === "GET" || method === "HEAD"))
         throw typeError("Request with GET/HEAD method cannot have body");
-      return new Request(INTERNAL, { method, url, headers, bytes, used: false, signal: undefined });
+      return new Request(INTERNAL, { method, url, headers, bytes, used: false, signal: undefined, options: DEFAULT_OPTIONS });
     }
     const s = w.s;
     const t = w.t;
