@@ -32,6 +32,10 @@ function remote(): SandboxOptions["remote"] {
  * difference instead of skipping: `differs(combo, key)` names the entry.
  */
 export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], string>>> = {
+  "fetched-headers": {
+    "deno/inprocess":
+      "The guest's fetch answers with a Response built in the guest from what the host fetched (`new Response`), and Deno keeps a Response's header guard internal: a fetched Response's headers stay mutable.",
+  },
   "unhandled-rejection": {
     "quickjs/inprocess":
       "quickjs-emscripten does not expose QuickJS's promise rejection tracker (promiseRejectionHandler is unimplemented in its API), so a rejection nobody handles cannot be seen: the run completes with its value. An exception thrown in a timer callback still fails the run.",

@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Sandbox, createSandbox } from "../../src/index.js";
-import { COMBINATIONS } from "./matrix.js";
+import { COMBINATIONS, differs } from "./matrix.js";
 import { completed } from "./results.js";
 
 /**
@@ -122,5 +122,22 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
         badCredentials: err(() => new Request("http://example.com/", { credentials: "nope" })),
         badCache: err(() => new Request("http://example.com/", { cache: "nope" })),
       };`);
+  });
+  it("a fetched response's headers are immutable; a constructed one's are not", async () => {
+    const body = `${ERROR}
+      const res = await fetch(origin + "/h");
+      await res.text();
+      const made = new Response("x", { headers: { a: "1" } });
+      made.headers.set("a", "2");
+      return {
+        set: err(() => res.headers.set("x-a", "1")),
+        append: err(() => res.headers.append("x-a", "1")),
+        del: err(() => res.headers.delete("x-served")),
+        served: res.headers.get("x-served"),
+        made: made.headers.get("a"),
+        cloned: err(() => res.clone().headers.set("x-a", "1")),
+      };`;
+    if (!differs(combo, "fetched-headers")) return await same(body);
+    expect(((await run(body)) as { set: unknown }).set).toBe("no error");
   });
 });

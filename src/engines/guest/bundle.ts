@@ -74,7 +74,8 @@ codec.extend({
     : undefined,
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
-  maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR} });
+  maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR},
+  fetched: (response) => wire.fetched(response) });
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 (${installAbort.toString()})(g);
 { const Controller = g.AbortController; wire.signals(() => new Controller().signal); }

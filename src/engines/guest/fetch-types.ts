@@ -47,6 +47,8 @@ export interface FetchWire {
    * of a Request given none (read only when asked for; it never aborts).
    */
   signals(makeSignal: () => unknown): void;
+  /** A Response fetch resolves to: its headers become immutable, as a fetched one's are (a Response made or decoded otherwise keeps mutable ones). */
+  fetched(value: unknown): unknown;
 }
 
 /** A header as stored: lowercase name, normalized value. Pairs are never mutated once stored. */
@@ -939,6 +941,13 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     fromWire: fromWire as FetchWire["fromWire"],
     signals(make) {
       if (makeSignal === undefined) makeSignal = make;
+    },
+    fetched(value) {
+      if (isObject(value) && isResponse(value)) {
+        const s = responseState(value);
+        s.headers = copyHeaders(s.headers, true);
+      }
+      return value;
     },
   };
 }

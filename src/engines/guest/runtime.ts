@@ -42,6 +42,8 @@ export interface GuestRuntimeConfig {
    * `maxBytes`, a body past it is refused as it arrives and the promise resolves to false.
    */
   readBodies?: (values: unknown[], maxBytes?: number) => Promise<boolean> | undefined;
+  /** Makes what fetch resolves to a fetched Response: its headers immutable (v8, quickjs). */
+  fetched?: (response: unknown) => unknown;
 }
 
 /** The part of a guest AbortSignal the runtime reads. */
@@ -730,6 +732,7 @@ export function installRuntime(
     // The request's signal: init's, else that of a Request passed as input (fetch(request)).
     const signalGetter = getOwnPropDesc(RequestCtor.prototype, "signal")?.get;
     const signalOf = signalGetter === undefined ? undefined : (callOf.bind(signalGetter) as (request: unknown) => unknown);
+    const fetched = config.fetched;
     define(
       g,
       "fetch",
@@ -739,12 +742,14 @@ export function installRuntime(
         if (signal?.aborted) throw signal.reason;
         try {
           const call = hostCall(fnId, [request], signal);
-          if (!signal) return await call;
           // An abort rejects the guest's promise at once, and the host ends the exchange.
-          return await new PromiseCtor((resolve, reject) => {
-            signal.addEventListener("abort", () => reject(signal.reason));
-            thenOf(call, resolve, reject);
-          });
+          const response = !signal
+            ? await call
+            : await new PromiseCtor((resolve, reject) => {
+                signal.addEventListener("abort", () => reject(signal.reason));
+                thenOf(call, resolve, reject);
+              });
+          return fetched === undefined ? response : fetched(response);
         } catch (error) {
           if ((error as { code?: unknown } | null)?.code === "ERR_CAPABILITY_DENIED") {
             emit("warn", [`[cordon] fetch refused: ${StringCtor((error as Error).message)}`]);
