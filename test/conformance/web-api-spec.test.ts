@@ -47,8 +47,8 @@ const shapes = (chain: boolean) => `
   const c = new AbortController();
   const out = { signal: names(c.signal), controller: names(c), headers: names(new Headers()),
     request: names(new Request("http://x/")), response: names(new Response("")), url: names(new URL("http://x/")),
-    params: names(new URLSearchParams()), encoder: names(new TextEncoder()), decoder: names(new TextDecoder()) };
-  for (const k of ["AbortController", "AbortSignal", "Headers", "Request", "Response", "URL", "URLSearchParams", "TextEncoder", "TextDecoder"]) {
+    params: names(new URLSearchParams()), dom: names(new DOMException("m", "DataCloneError")), encoder: names(new TextEncoder()), decoder: names(new TextDecoder()) };
+  for (const k of ["AbortController", "AbortSignal", "Headers", "Request", "Response", "URL", "URLSearchParams", "TextEncoder", "TextDecoder", "DOMException"]) {
     out[k] = names(globalThis[k]);
     out[k + ".prototype"] = names(globalThis[k].prototype);
   }
@@ -139,5 +139,17 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
       };`;
     if (!differs(combo, "fetched-headers")) return await same(body);
     expect(((await run(body)) as { set: unknown }).set).toBe("no error");
+  });
+  it("structuredClone: DataCloneError is a DOMException; a bad transfer list is a TypeError", async () => {
+    await same(`
+      const err = (f) => { try { f(); return "no error"; } catch (e) {
+        return [e.name, e.constructor.name, e instanceof DOMException, e instanceof Error, e instanceof TypeError,
+          // Node gives its TypeError a code of its own (ERR_INVALID_TRANSFER_OBJECT).
+          e instanceof DOMException ? e.code : null, String(e).split(":")[0]]; } };
+      return {
+        fn: err(() => structuredClone(() => 1)),
+        symbol: err(() => structuredClone(Symbol("s"))),
+        transfer: err(() => structuredClone(1, { transfer: [1] })),
+      };`);
   });
 });

@@ -2,6 +2,7 @@ import { withEsbuild } from "../../core/esbuild-calls.js";
 import { codecSource } from "../../core/codec.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
+import { installDOMException } from "./dom-exception.js";
 import { installFetchTypes } from "./fetch-types.js";
 import { createInspect } from "./inspect.js";
 import { installRuntime } from "./runtime.js";
@@ -61,6 +62,7 @@ const atomics = g.Atomics;
 const codec = (${codecSource()})();
 const platformPrototypes = [];
 const isPrototypeOf = Function.prototype.call.bind(Object.prototype.isPrototypeOf);
+(${installDOMException.toString()})(g);
 const clone = (${createStructuredClone.toString()})((value) => {
   for (let i = 0; i < platformPrototypes.length; i++) if (isPrototypeOf(platformPrototypes[i], value)) return true;
   return false;

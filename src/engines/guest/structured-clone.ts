@@ -96,8 +96,12 @@ export function createStructuredClone(
   errorCtors.TypeError = TypeError;
   errorCtors.URIError = URIError;
 
-  /** Stand-in for DOMException (absent from a bare realm), as web-apis.ts makes its DOM errors. */
+  // The realm's DOMException (dom-exception.ts installs one), captured before guest code runs.
+  const DOMExceptionCtor = (globalThis as { DOMException?: new (message: string, name: string) => Error }).DOMException;
+
+  /** A DOMException named DataCloneError, as Node throws; without one, an Error with its name and code. */
   function dataCloneError(message: string): Error {
+    if (typeof DOMExceptionCtor === "function") return new DOMExceptionCtor(message, "DataCloneError");
     const error = new ErrorCtor(message);
     define(error, "name", "DataCloneError", false);
     define(error, "code", 25, false);
@@ -143,8 +147,10 @@ export function createStructuredClone(
       )
         throw new TypeError("structuredClone: options.transfer must be a sequence of objects");
       for (const item of transfer as Iterable<unknown>) {
+        // Node's TypeError, for a primitive (not an object, as WebIDL requires) and for an object
+        // it cannot transfer alike.
         if (confirm(abByteLength, item) === undefined)
-          throw dataCloneError("structuredClone: only ArrayBuffers can be transferred here");
+          throw new TypeError("structuredClone: only ArrayBuffers can be transferred here");
         if (mapHas(memory, item)) throw dataCloneError("structuredClone: an ArrayBuffer is listed twice in transfer");
         if (abDetached?.(item)) throw dataCloneError("structuredClone: a detached ArrayBuffer cannot be transferred");
         if (abTransfer === undefined)

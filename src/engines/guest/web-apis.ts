@@ -117,8 +117,11 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
     return new TypeErrorCtor(message);
   }
 
-  // Stand-in for DOMException (not available in a bare isolate): an Error with the DOM name and code.
+  // The realm's DOMException (dom-exception.ts), captured at install; without one (a realm of
+  // the tests), an Error with the DOM name and code.
+  const DOMExceptionCtor = (g as { DOMException?: new (message: string, name: string) => Error }).DOMException;
   function domError(name: string, code: number, message: string): Error {
+    if (typeof DOMExceptionCtor === "function") return new DOMExceptionCtor(message, name);
     const e = new ErrorCtor(message);
     defineValue(e, "name", name);
     defineValue(e, "code", code);
