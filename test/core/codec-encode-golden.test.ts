@@ -63,4 +63,17 @@ describe("the guest codec writes what it wrote before, byte for byte", () => {
       context.dispose();
     }
   });
+
+  it("keys come out the same whether their text was kept from an earlier encode or not", () => {
+    const realm = vm.createContext({});
+    vm.runInContext(setup, realm);
+    // More distinct keys than the codec keeps, some too long to keep, "__proto__", each encoded twice.
+    const check = `(() => {
+      const o = JSON.parse('{"__proto__":"p"}'); o[String.fromCharCode(0)] = "z";
+      for (let i = 0; i < 1500; i++) o["k" + i + (i % 7 === 0 ? "x".repeat(70) : "")] = "v" + i;
+      const first = codec.encode(o), second = codec.encode(o), again = codec.encode(JSON.parse(JSON.stringify(o)));
+      return first === JSON.stringify(o) && second === first && again === first;
+    })()`;
+    expect(vm.runInContext(check, realm)).toBe(true);
+  });
 });
