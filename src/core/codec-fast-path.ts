@@ -78,8 +78,8 @@ export function createFastPath(
   function encodeFast(value: unknown, rootPath: string, maxChars: number): string | undefined {
     // A primitive root needs no walk, whose setup is most of its cost in an interpreter
     // (measured in QuickJS when the walk made its functions per encode: 9.5 µs to encode 1, 0.5 µs
-    // this way). JSON.stringify of a string
-    // never consults toJSON (only objects and BigInts have it called), so no tag can be forged.
+    // this way). JSON.stringify of a string never consults toJSON (only objects and BigInts have
+    // it called), so no tag can be forged.
     // A string over the limit is refused before JSON.stringify copies it (escapes counted): the
     // caller's limit when it is the lower one, else the copy ceiling.
     if (typeof value === "string") {
