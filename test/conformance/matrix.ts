@@ -32,6 +32,10 @@ function remote(): SandboxOptions["remote"] {
  * difference instead of skipping: `differs(combo, key)` names the entry.
  */
 export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], string>>> = {
+  "class-members": {
+    "deno/inprocess":
+      "Deno's own Request and Response (the guest's, not cordon's) have a `textStream()` method Node's lack; no other member differs.",
+  },
   "fetched-headers": {
     "deno/inprocess":
       "The guest's fetch answers with a Response built in the guest from what the host fetched (`new Response`), and Deno keeps a Response's header guard internal: a fetched Response's headers stay mutable.",

@@ -76,16 +76,19 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
     ).value;
   const same = async (body: string) => expect(await run(body)).toEqual(await inNode(body));
 
-  it.skipIf(combo.engine === "deno")(
-    "exposes no internal members: own names of constructors, prototypes and instances",
-    async () => {
-      const guest = (await run(shapes(false))) as Record<string, string[]>;
-      const node = (await inNode(shapes(true))) as Record<string, string[]>;
-      const extra: Record<string, string[]> = {};
-      for (const key of Object.keys(node)) extra[key] = guest[key].filter((name) => !node[key].includes(name));
-      expect(extra).toEqual(Object.fromEntries(Object.keys(node).map((key) => [key, []])));
-    },
-  );
+  it("exposes no internal members: own names of constructors, prototypes and instances", async () => {
+    const guest = (await run(shapes(false))) as Record<string, string[]>;
+    const node = (await inNode(shapes(true))) as Record<string, string[]>;
+    const extra: Record<string, string[]> = {};
+    for (const key of Object.keys(node)) extra[key] = guest[key].filter((name) => !node[key].includes(name));
+    const expected: Record<string, string[]> = Object.fromEntries(Object.keys(node).map((key) => [key, []]));
+    // The documented difference (matrix.ts): Deno's own classes, with one method Node's lack.
+    if (differs(combo, "class-members")) {
+      expected["Request.prototype"] = ["textStream"];
+      expected["Response.prototype"] = ["textStream"];
+    }
+    expect(extra).toEqual(expected);
+  });
 
   it("AbortSignal: dispatchEvent, once, and a listener removed when its signal aborts", async () => {
     await same(`
