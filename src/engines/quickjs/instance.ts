@@ -5,7 +5,7 @@ import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
 import { CONTROL_BYTES, type FromWorker } from "./protocol.js";
-import { callBackOff, type QuickJSThread, type QuickJSThreads } from "./threads.js";
+import type { QuickJSThread, QuickJSThreads } from "./threads.js";
 
 let nextId = 0;
 
@@ -43,8 +43,6 @@ export class QuickJSInstance implements EngineInstance {
   readonly lineMaps = new Map<string, LineMap>();
   private gone = false;
   private lastCaps: RuntimeCaps | undefined;
-  /** When the last call answered: a call within the polling window of it is in a stream. */
-  private lastCallEnd = Number.NEGATIVE_INFINITY;
   /** Settles the busy-poll wait for this instance's next message (core/busy-poll.ts). */
   private heard: (() => void) | undefined;
 
@@ -132,18 +130,7 @@ export class QuickJSInstance implements EngineInstance {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
     const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
-    const started = performance.now();
-    const cpuBefore = this.cpuTimeNs();
     const value = await this.thread.request({ t: "call", id: this.id, path, joined, caps: same ? undefined : caps });
-    // In a stream (where both sides poll), an answer that came more than the window later than
-    // the guest's own CPU time accounts for was held up by a lost core (core/poll-back-off.ts).
-    const window = this.thread.busyPollMs;
-    const ended = performance.now();
-    if (window > 0 && started - this.lastCallEnd <= window) {
-      const waitedMs = ended - started - Number(this.cpuTimeNs() - cpuBefore) / 1e6;
-      if (waitedMs > window) callBackOff.heldUp(ended);
-    }
-    this.lastCallEnd = ended;
     // A call whose crossing threw (an interrupt, an uncaught error) reports it through onFailure.
     if (typeof value !== "string") return "";
     // Thrown outcomes ("t…") may name a module-form prefix's frames: their tag goes.

@@ -32,8 +32,7 @@ export type ToWorker =
        */
       module?: { code: string; filename: string; imports: Record<string, string>; notFound: string };
     }
-  /** `quiet`: the host stopped polling (core/poll-back-off.ts); the thread does not turn after it either. */
-  | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: RuntimeCaps; quiet?: true }
+  | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: RuntimeCaps }
   | { t: "settle"; id: number; callId: number; ok: boolean; text: string }
   | { t: "fire"; id: number; timerId: number }
   | { t: "ping"; id: number; seq: number }

@@ -3,7 +3,6 @@ import { Worker } from "node:worker_threads";
 import { createRequire } from "node:module";
 import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
-import { PollBackOff } from "../../core/poll-back-off.js";
 import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
 import { createHostServices } from "../host-services.js";
 import { warmUpModulesJson } from "../warm-up-modules.js";
@@ -13,13 +12,6 @@ import { installSeededRandom } from "./seeded-random.js";
 import { quickjsCrossings } from "./worker-crossing.js";
 import { quickjsInstances } from "./worker-instances.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
-
-/**
- * Warm calls stop polling for a while after one was held up past its window by a lost core
- * (core/poll-back-off.ts). Measured with other developers' test runs beside it (load ~3 on 2
- * cores), calls back to back: p50 1.2 ms polling regardless, against 0.2–0.3 ms not polling.
- */
-export const callBackOff = new PollBackOff();
 
 /** QuickJS's own stack limit for guest code. */
 const STACK_BYTES = 512 * 1024;
@@ -113,13 +105,11 @@ export class QuickJSThread {
   request(message: ToWorker extends infer M ? (M extends { seq: number } ? Omit<M, "seq"> : never) : never): Promise<unknown> {
     if (this.dead) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the QuickJS worker is gone"));
     const seq = ++this.seq;
-    // Backing off (an answer was held up lately): neither side spins for this one.
-    const quiet = this.busyPollMs > 0 && message.t === "call" && callBackOff.active;
     const reply = new Promise((resolve, reject) => {
       this.replies.set(seq, { resolve, reject });
-      this.worker.postMessage(quiet ? { ...message, seq, quiet } : { ...message, seq });
+      this.worker.postMessage({ ...message, seq });
     });
-    return pollUntilSettled(reply, quiet ? 0 : this.busyPollMs);
+    return pollUntilSettled(reply, this.busyPollMs);
   }
 
   /** After telling a guest to stop: a thread that stays silent is stuck in code the interrupt cannot reach. */

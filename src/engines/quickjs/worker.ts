@@ -161,13 +161,11 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     if (performance.now() < pollUntil) setImmediate(turn);
     else polling = false;
   };
-  const heardRequest = (quiet: boolean) => {
+  const heardRequest = () => {
     const now = performance.now();
     const inStream = now - lastRequest <= workerData.busyPollMs;
     lastRequest = now;
-    // The host stopped polling (an answer was held up by a lost core): no spinning here either.
-    if (quiet) pollUntil = 0;
-    if (!inStream || quiet) return;
+    if (!inStream) return;
     pollUntil = now + workerData.busyPollMs;
     if (!polling) {
       polling = true;
@@ -178,7 +176,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   parentPort.on("message", (message: ToWorker) => {
     // A wake-up call (Engine.expectRun) only had to get this thread running; it is no request.
     if (message.t === "wake") return;
-    heardRequest("quiet" in message && message.quiet === true);
+    heardRequest();
     if (message.t === "create") {
       create(message.id, message.memoryMb, message.control, message.warmUp).then(
         () => post({ t: "reply", id: message.id, seq: message.seq }),

@@ -2,7 +2,6 @@ import type * as IVM from "isolated-vm";
 import { availableParallelism } from "node:os";
 import { pollMemory, spinsUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
-import { PollBackOff } from "../../core/poll-back-off.js";
 import { CHANNEL_LAYOUT } from "../guest/serve.js";
 import type { RuntimeCaps } from "../instance.js";
 import type { IsolatedVm } from "./load.js";
@@ -37,14 +36,6 @@ export type Answer = { text: string; closed?: true } | { tooBig: true } | undefi
 const MAX_SERVING = Math.max(1, availableParallelism() - 1);
 let servingTasks = 0;
 
-/**
- * A served trivial call takes µs; one that outlasts its window lost a core (core/poll-back-off.ts):
- * no task serves, in this thread, for a while. Measured with other developers' test runs beside
- * it (load ~3 on 2 cores): warm calls back to back p50 2.1–2.2 ms, p90 2.7–3.0 ms with serving
- * regardless, 143–166 µs / 212–314 µs with the back-off, 116–147 µs / 161–219 µs never serving.
- */
-export const servedBackOff = new PollBackOff();
-
 export class CallChannel {
   private readonly memory = new SharedArrayBuffer(MEMORY_BYTES);
   private readonly ctl = new Int32Array(this.memory, 0, CHANNEL_LAYOUT.headerBytes / 4);
@@ -66,7 +57,7 @@ export class CallChannel {
 
   /** May another serving task start in this thread? */
   static canOpen(): boolean {
-    return servingTasks < MAX_SERVING && !servedBackOff.active;
+    return servingTasks < MAX_SERVING;
   }
 
   /**

@@ -16,7 +16,7 @@ import {
   type InstanceListener,
   type RuntimeCaps,
 } from "../instance.js";
-import { CallChannel, servedBackOff } from "./channel.js";
+import { CallChannel } from "./channel.js";
 import { flat, hasPending, renameLostThrow } from "./crossing-text.js";
 import { charged, hostTimeSince } from "./host-time.js";
 import { disposeIsolate, trackIsolate } from "./isolates.js";
@@ -340,13 +340,7 @@ export class V8Instance implements EngineInstance {
   }
 
   private inStream(path: string): boolean {
-    return (
-      this.busyPollMs > 0 &&
-      performance.now() - this.lastCallEnd <= this.busyPollMs &&
-      !this.slowPaths.has(path) &&
-      !servedBackOff.active &&
-      alone()
-    );
+    return this.busyPollMs > 0 && performance.now() - this.lastCallEnd <= this.busyPollMs && !this.slowPaths.has(path) && alone();
   }
 
   /** A call through the shared-memory channel; undefined when it cannot take this one. */
@@ -366,7 +360,6 @@ export class V8Instance implements EngineInstance {
       // usual way from now on.
       // (Not judged on the call that started the task: that one waited for the isolate's thread.)
       if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs) this.slowPaths.add(path);
-      else if (!opening && this.lastCallEnd - started > this.busyPollMs) servedBackOff.heldUp(this.lastCallEnd);
       if (!("text" in answer)) return channel.bigAnswer();
       // The task ended with this answer (a call that returned a promise ends it): what that call
       // left queued runs as the task ends, and the crossing has returned only then. A task that
