@@ -14,6 +14,26 @@ async function sandbox(options: Parameters<typeof createSandbox>[0] = {}): Promi
   return kept(await createSandbox({ host: "process", ...options }));
 }
 
+/**
+ * One shared worker with a small slack, and another tenant's run in flight in it (waiting until
+ * `open()`): what a worker killed for warm state would fail.
+ */
+async function sharedWorkerWithRunInFlight() {
+  const s = await sandbox({ workers: { min: 1, max: 1, rssSlackMb: 48 }, memoryBudgetMb: 1024 });
+  let open: () => void = () => {};
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  const innocent = s.run({
+    code: "export default async () => { await gate(); return 'done' }",
+    globals: { gate: () => gate },
+    limits: { wallTimeMs: 25_000, memoryMb: 16 },
+  });
+  await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
+  const [pid] = workerPids(s);
+  return { s, innocent, open, pid };
+}
+
 /** A 512 KiB prefix, distinct per `i` (one-byte text: cheap for esbuild, ~2.2 MB of isolate heap warm). */
 function bigPrefix(i: number): string {
   return `const data = ${JSON.stringify(String(i).padEnd(512 * 1024, "abcdefgh"))};\nexport default () => data.length;\n`;
@@ -23,18 +43,7 @@ describe("process host: warm residency within the RSS watchdog's budget", () => 
   it("many idle prefixes of large code never get the shared worker killed: a run in flight completes", async () => {
     // A small slack makes the overrun come within a few dozen prefixes (before the fix: killed before
     // 30 of them, the sleeping run failing with the worker).
-    const s = await sandbox({ workers: { min: 1, max: 1, rssSlackMb: 48 }, memoryBudgetMb: 1024 });
-    let open: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      open = resolve;
-    });
-    const innocent = s.run({
-      code: "export default async () => { await gate(); return 'done' }",
-      globals: { gate: () => gate },
-      limits: { wallTimeMs: 25_000, memoryMb: 16 },
-    });
-    await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
-    const [pid] = workerPids(s);
+    const { s, innocent, open, pid } = await sharedWorkerWithRunInFlight();
     const failed: string[] = [];
     for (let i = 0; i < 40; i++) {
       const prefix = await s.prepare({ code: bigPrefix(i), limits: { memoryMb: 16 } });
@@ -55,18 +64,7 @@ describe("process host: warm instances holding memory their heap does not count"
   it("idle prefixes each keeping an 8 MB typed array are shed, not the worker: a run in flight completes", async () => {
     // A typed array's bytes are outside the isolate's heap figure that residency counts
     // (~1 MB each here): before the fix the worker was killed after ~6 such prefixes.
-    const s = await sandbox({ workers: { min: 1, max: 1, rssSlackMb: 48 }, memoryBudgetMb: 1024 });
-    let open: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      open = resolve;
-    });
-    const innocent = s.run({
-      code: "export default async () => { await gate(); return 'done' }",
-      globals: { gate: () => gate },
-      limits: { wallTimeMs: 25_000, memoryMb: 16 },
-    });
-    await until(() => (s.stats().workers ?? []).some((w) => w.busy === 1));
-    const [pid] = workerPids(s);
+    const { s, innocent, open, pid } = await sharedWorkerWithRunInFlight();
     for (let i = 0; i < 30; i++) {
       const prefix = await s.prepare({
         code: `const keep = new Uint8Array(8 * 1024 * 1024).fill(${i % 200} + 1);\nexport default () => keep.length;\n`,
