@@ -30,7 +30,6 @@ export function installAbort(g: typeof globalThis): void {
   // Set by AbortSignal's static initializer, which alone can reach its private fields; kept in
   // this closure so that guest code cannot abort a signal it was only handed (a fetch's own).
   let abortSignal: (signal: AbortSignal, reason: unknown) => void = () => {};
-  let addEntry: (signal: AbortSignal, entry: Entry) => void = () => {};
 
   class AbortSignal {
     #aborted = false;
@@ -40,9 +39,6 @@ export function installAbort(g: typeof globalThis): void {
 
     static {
       abortSignal = (signal, reason) => AbortSignal.#abort(signal, reason);
-      addEntry = (signal, entry) => {
-        signal.#entries[signal.#entries.length] = entry;
-      };
     }
 
     constructor(key?: unknown) {
@@ -90,14 +86,16 @@ export function installAbort(g: typeof globalThis): void {
       }
       const entry: Entry = { type, callback: listener as Handler, capture, once, removed: false };
       entries[entries.length] = entry;
-      if (signal !== undefined)
-        addEntry(signal as AbortSignal, {
+      if (signal !== undefined) {
+        const removers = (signal as AbortSignal).#entries;
+        removers[removers.length] = {
           type: "abort",
           callback: () => this.#remove(entry),
           capture: false,
           once: true,
           removed: false,
-        });
+        };
+      }
     }
 
     removeEventListener(type: string, listener: unknown, options?: unknown): void {
