@@ -14,10 +14,10 @@ import { REQUEST_BOUNDS } from "./schema.js";
  * checks shapes and sizes here and clamps the limits with its own policy afterwards.
  */
 // Texts the client derived, bounded by the body cap (bytes, at least one a character) alone: the
-// sandbox's 16 Mi characters count the caller's code, and normalizing writes each non-ASCII
-// character as `\u4E00` (esbuild's ASCII output), six. A 3 M-character CJK module the sandbox took
-// was refused here as "Too big" once the body cap let it through (ERR_EXECUTOR_UNREACHABLE).
-// Values are escaped alike (a control character is 6), so neither has a character bound of its own.
+// sandbox's 16 Mi characters count the caller's code, and the compiled form adds esbuild's helpers
+// (it once also wrote each non-ASCII character as `\u4E00`, six: a 3 M-character CJK module the
+// sandbox took was refused here as "Too big"). Values are escaped (a control character is 6), so
+// neither has a character bound of its own.
 const code = z.string();
 const text = z.string();
 // A line map is rows of numbers, or (as clients now send it) a source map's "mappings" text;

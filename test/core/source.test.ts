@@ -57,6 +57,15 @@ describe("guest source", () => {
     expect(out.code).not.toContain(": number");
   });
 
+  it("keeps non-ASCII text as it is in both forms (esbuild's default escaped each character into six)", async () => {
+    const text = "一二三四五六七八九十".repeat(1000);
+    const out = await normalizeSource(`const café = "${text}"; export default () => café.length;`);
+    for (const compiled of [out.code, out.script?.code ?? ""]) {
+      expect(compiled).toContain(text);
+      expect(compiled).toContain("café");
+      expect(compiled.length).toBeLessThan(text.length + 2000);
+    }
+  });
   it("wraps a function body with a top-level return, decided by the parser", async () => {
     const out = await normalizeSource("const x = input.a; return x * 2");
     expect(out.wrapped).toBe(true);

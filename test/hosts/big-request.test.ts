@@ -8,9 +8,9 @@ import { SECRET, startExecutor } from "../executor/helpers.js";
  * own request as a result, and the worker serves the next one.
  */
 describe("the process host and a request over the pipe's frame limit", () => {
-  // 10 M characters (under the 16 Mi code limit) that esbuild writes as `\u4E00`: its script
-  // form alone, JSON-escaped, makes a 70 MB frame (a worker gets only that form: host.ts forWorker).
-  const bigModule = `export default "${"\u4e00".repeat(10_000_000)}".length`;
+  // 12 M control characters (under the 16 Mi code limit), which a frame's JSON escapes as
+  // `\u0001`: the script form alone makes a ~72 MB frame (a worker gets only that form: host.ts forWorker).
+  const bigModule = `export default "${"\u0001".repeat(12_000_000)}".length`;
   const limits = { wallTimeMs: 60_000 };
 
   it("a module: ERR_COMPILE, for run, prefix run and prepare", async () => {
@@ -20,7 +20,7 @@ describe("the process host and a request over the pipe's frame limit", () => {
     if (!result.ok) {
       expect(result.error.code).toBe("ERR_COMPILE");
       expect(result.error.message).toMatch(/too large for the pipe to a worker process: a frame of \d+ bytes/);
-      // The frame carries the module once, as its script form: ~70 MB (both forms were ~140 MB).
+      // The frame carries the module once, as its script form: ~72 MB (both forms would be ~144 MB).
       expect(Number(/a frame of (\d+) bytes/.exec(result.error.message)?.[1])).toBeLessThan(100_000_000);
     }
     const prefix = await sandbox.prepare({ code: "export const n = 1" });

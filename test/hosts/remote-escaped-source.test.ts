@@ -3,10 +3,11 @@ import { createSandbox } from "../../src/index.js";
 import { SECRET, startExecutor } from "../executor/helpers.js";
 
 /**
- * A module the sandbox takes (3 M characters, under its 16 Mi) grows sixfold when normalized:
- * esbuild writes each CJK character as `\u4E00`. The executor's /host schema counted that
- * escaped text against the sandbox's 16 Mi characters, so once its body cap let the body in,
- * it answered 400 "source.code: Too big", which the client reported as ERR_EXECUTOR_UNREACHABLE.
+ * A module the sandbox takes (3 M characters, under its 16 Mi) grew sixfold when normalized while
+ * esbuild wrote each CJK character as `\u4E00`. The executor's /host schema counted that escaped
+ * text against the sandbox's 16 Mi characters, so once its body cap let the body in, it answered
+ * 400 "source.code: Too big", which the client reported as ERR_EXECUTOR_UNREACHABLE. (esbuild now
+ * keeps non-ASCII text as it is; the body is ~9 MB of UTF-8.)
  */
 describe("the remote host and a module of non-ASCII characters", () => {
   const code = `export default () => "${"\u4e00".repeat(3_000_000)}"`;
@@ -32,7 +33,8 @@ describe("the remote host and a module of non-ASCII characters", () => {
     const service = await startExecutor();
     await using _executor = service.executor;
     await using sandbox = await createSandbox({ engine: "v8", host: "remote", remote: { url: service.url, secret: SECRET } });
-    const result = await sandbox.run({ code, limits });
+    // 12 M characters, 36 MB of UTF-8: past the executor's default 32 MiB body cap.
+    const result = await sandbox.run({ code: `export default () => "${"\u4e00".repeat(12_000_000)}"`, limits });
     expect(!result.ok && result.error.code).toBe("ERR_COMPILE");
     if (!result.ok)
       expect(result.error.message).toMatch(/limit of 33554432 bytes \(executor option maxBodyMb, cordon serve --max-body-mb\)/);
