@@ -26,3 +26,15 @@ export class EgressError extends TypeError {
     this.check = check;
   }
 }
+
+/**
+ * A fetch whose redirect mode is "error" met a redirect. Not a refusal (no rule or cap was
+ * broken: the caller asked for it), so no ERR_CAPABILITY_DENIED: a TypeError, as Node's fetch
+ * rejects with, whose message the brokered fetch passes on to the guest.
+ */
+export class RedirectModeError extends TypeError {
+  constructor(message: string) {
+    super(message);
+    this.name = "TypeError";
+  }
+}

@@ -1,6 +1,6 @@
 import { fetch as undiciFetch } from "undici";
 import { cappedBody, readRequestBody } from "./body.js";
-import { EgressError } from "./errors.js";
+import { EgressError, RedirectModeError } from "./errors.js";
 import { checkRawHeaders, dropBodyHeaders, dropCredentials, outgoingHeaders } from "./headers.js";
 import { narrowAllowList } from "./narrow.js";
 import { pinnedAgent } from "./pinned.js";
@@ -23,7 +23,11 @@ export interface SafeFetchOptions {
   internalOrigins?: readonly string[];
   /** Resolve a name to all its addresses. Default: c-ares, A and AAAA. */
   resolve?: Resolve;
-  /** Redirects followed, each hop checked again. Default 0: the caller sees the 3xx. At most 20. */
+  /**
+   * Redirects followed, each hop checked again. Default 0: the caller sees the 3xx. At most 20.
+   * Applies to the redirect mode "follow" (the default); a request's `redirect: "manual"` gets the
+   * 3xx and `"error"` rejects on it, as in Node's fetch.
+   */
   maxRedirects?: number;
   /** Default 16 MiB. Checked before connecting. */
   maxRequestBytes?: number;
@@ -149,7 +153,14 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
           dispatcher: exchange.connect(hop.url.hostname, addresses),
         });
         const location = response.headers.get("location");
-        if (maxRedirects === 0 || !REDIRECT_STATUSES.has(response.status) || location === null) {
+        const redirect = REDIRECT_STATUSES.has(response.status);
+        if (redirect && request.redirect === "error") {
+          // As Node (undici) and Deno: any redirect status, with a Location or not.
+          await response.body?.cancel().catch(() => {});
+          throw unexpectedRedirect(hop, response.status, location);
+        }
+        // "manual": the 3xx as it came, and no hop to its Location (so nothing there to check).
+        if (maxRedirects === 0 || !redirect || location === null || request.redirect === "manual") {
           return toResponse(response, hop, hops > 0, maxResponseBytes, (error) => exchange.finish(error));
         }
         await response.body?.cancel().catch(() => {});
@@ -257,6 +268,16 @@ class Exchange {
     this.unfollow?.();
     this.release(error !== undefined);
   }
+}
+
+/** Why a fetch whose redirect mode is "error" rejected: a TypeError, as Node's fetch rejects with. */
+function unexpectedRedirect(hop: Hop, status: number, location: string | null): TypeError {
+  const to = location === null ? "" : ` to ${JSON.stringify(location)}`;
+  const url = new URL(hop.url);
+  url.hash = "";
+  return new RedirectModeError(
+    `fetch failed: ${hop.method} ${url.href} answered a ${status} redirect${to}, and the request's redirect mode is "error" (use "manual" to read the 3xx, or "follow")`,
+  );
 }
 
 function redirectMethod(status: number, method: string): string {
