@@ -2,6 +2,7 @@ import { Resolver } from "node:dns";
 import type { ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
 import { takeBody } from "./core/fetch-wire.js";
+import { RedirectModeError } from "./egress/errors.js";
 import { Slots } from "./core/slots.js";
 import type { NetRule, SandboxPolicy } from "./core/types.js";
 
@@ -96,6 +97,8 @@ export async function brokeredFetch(
         throw Object.assign(new TypeError(error.message), { code: error.code, check: error.check });
       }
       if (signal?.aborted) throw new TypeError("fetch aborted");
+      // redirect: "error" met a redirect: the guest asked for this rejection, and its message is the guest's own URL.
+      if (error instanceof RedirectModeError) throw new TypeError(error.message);
       // Network failures cross as a TypeError with the failure's code and no host internals.
       const cause = (error as { cause?: { code?: unknown } } | null)?.cause;
       throw new TypeError(`fetch failed${typeof cause?.code === "string" ? ` (${cause.code})` : ""}`);

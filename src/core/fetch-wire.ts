@@ -216,7 +216,11 @@ export function createFetchWire(): FetchWire {
         if (value instanceof HeadersCtor) return { $: "H", h: [...value] };
         if (value instanceof RequestCtor) {
           const b = bodyOf(value, "Request");
-          return { $: "Q", m: value.method, u: value.url, h: [...value.headers], b };
+          // The redirect mode the host's fetch honours; absent for "follow", the default.
+          const r = value.redirect === "error" || value.redirect === "manual" ? value.redirect : undefined;
+          return r === undefined
+            ? { $: "Q", m: value.method, u: value.url, h: [...value.headers], b }
+            : { $: "Q", m: value.method, u: value.url, h: [...value.headers], b, r };
         }
         if (value instanceof ResponseCtor) {
           const b = bodyOf(value, "Response");
@@ -243,8 +247,11 @@ export function createFetchWire(): FetchWire {
           case "Q": {
             const method = String(tagged.m);
             const withBody = body !== null && method !== "GET" && method !== "HEAD";
+            const r = tagged.r;
+            if (r !== undefined && r !== "error" && r !== "manual") throw new TypeError("Malformed fetch wire value: redirect");
+            const redirect: "follow" | "error" | "manual" = r ?? "follow";
             return rebuilt(
-              new RequestCtor(String(tagged.u), { method, headers, body: withBody ? body : null }),
+              new RequestCtor(String(tagged.u), { method, headers, body: withBody ? body : null, redirect }),
               withBody ? body : null,
             );
           }

@@ -37,4 +37,17 @@ describe("the host's fetch wire", () => {
   it("still refuses a message made here, whose body was never read, where bodies are not read", () => {
     expect(() => codec.encode({ a: { b: { r: new Response("x") } } }, "value")).toThrow(UNREAD);
   });
+
+  it('carries a Request\'s redirect mode (absent for the default, "follow") and refuses another value', async () => {
+    for (const redirect of ["follow", "manual", "error"] as const) {
+      const request = new Request("http://a.example/", { redirect });
+      await readBodies([request]);
+      const text = codec.encode(request, "value");
+      expect(JSON.parse(text).r).toBe(redirect === "follow" ? undefined : redirect);
+      expect((codec.decode(text) as Request).redirect).toBe(redirect);
+    }
+    expect(() => codec.decode('{"$":"Q","m":"GET","u":"http://a.example/","h":[],"b":null,"r":"bogus"}')).toThrow(
+      "Malformed fetch wire value: redirect",
+    );
+  });
 });

@@ -487,6 +487,18 @@ describe("FetchWire", () => {
       await inRealm(`const w = __wire.toWire(new Request("http://a/", { method: "OPTIONS" })); const r = __wire.fromWire(w);
         return [w, r.method, r.body, await r.text()]`),
     ).toEqual({ ok: [{ $: "Q", m: "OPTIONS", u: "http://a/", h: [], b: null }, "OPTIONS", null, ""] });
+    // The redirect mode crosses (the host's fetch honours it); "follow", the default, is left out.
+    expect(
+      await inRealm(`return ["manual", "error"].map((redirect) => {
+        const w = __wire.toWire(new Request("http://a/", { redirect }));
+        return [w.r, __wire.fromWire(w).redirect];
+      })`),
+    ).toEqual({
+      ok: [
+        ["manual", "manual"],
+        ["error", "error"],
+      ],
+    });
   });
 
   it("round-trips a Response with identical bytes", async () => {
@@ -630,6 +642,8 @@ describe("FetchWire", () => {
     `{ $: "Q", m: "POST", u: "http://a/", h: [], b: [1, 2] }`,
     `{ $: "Q", m: "POST", u: "http://a/", h: [], b: new Uint16Array(1) }`,
     `{ $: "Q", m: "POST", u: "http://a/", h: [] }`,
+    `{ $: "Q", m: "GET", u: "http://a/", h: [], b: null, r: "follow" }`,
+    `{ $: "Q", m: "GET", u: "http://a/", h: [], b: null, r: "MANUAL" }`,
     `{ $: "R", s: 199, t: "", h: [], b: null }`,
     `{ $: "R", s: 600, t: "", h: [], b: null }`,
     `{ $: "R", s: 101, t: "", h: [], b: null }`,

@@ -11,8 +11,9 @@
  * Bodies are fully buffered (there are no streams in the guest): a body is kept as bytes and the
  * body methods resolve from them. `body` is NOT a ReadableStream: it is null or a fresh Uint8Array
  * copy of the bytes. Not implemented: blob(), formData(), and the Request members that only
- * matter to a browser (referrer, integrity, ...); mode, credentials, cache and redirect are
- * reported and validated as Node does, but fetch does not read them.
+ * matter to a browser (referrer, integrity, ...); mode, credentials and cache are reported and
+ * validated as Node does, but fetch does not read them. redirect crosses with the Request and the
+ * host's fetch honours it.
  */
 
 export type WireHeaders = [string, string][];
@@ -22,6 +23,8 @@ export interface WireRequest {
   u: string;
   h: WireHeaders;
   b: Uint8Array | null;
+  /** The request's redirect mode, absent for "follow" (the default, and a wire that predates it). */
+  r?: "error" | "manual";
 }
 export interface WireResponse {
   $: "R";
@@ -510,7 +513,7 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     headers: Headers;
     /** init's `signal`, else the input Request's; undefined: none given (the getter makes one). */
     signal: unknown;
-    /** Reported and validated as Node does; cordon's fetch does not read them (see the README). */
+    /** Reported and validated as Node does; of these cordon's fetch reads redirect only (see the README). */
     options: RequestOptions;
   }
   interface RequestOptions {
@@ -852,7 +855,10 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     if (isRequest(value)) {
       const s = requestState(value);
       const b = wireBody(s);
-      return { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
+      const wire: WireRequest = { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
+      const redirect = s.options.redirect;
+      if (redirect === "error" || redirect === "manual") wire.r = redirect;
+      return wire;
     }
     if (isResponse(value)) {
       const s = responseState(value);
@@ -888,7 +894,10 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       const url = requestUrl(u);
       if (bytes !== null && (method === "GET" || method === "HEAD"))
         throw typeError("Request with GET/HEAD method cannot have body");
-      return new Request(INTERNAL, { method, url, headers, bytes, used: false, signal: undefined, options: DEFAULT_OPTIONS });
+      const r = w.r;
+      if (r !== undefined && r !== "error" && r !== "manual") throw malformed("redirect");
+      const options = r === undefined ? DEFAULT_OPTIONS : { ...DEFAULT_OPTIONS, redirect: r };
+      return new Request(INTERNAL, { method, url, headers, bytes, used: false, signal: undefined, options });
     }
     const s = w.s;
     const t = w.t;
