@@ -36,6 +36,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "Deno's own Request and Response (the guest's, not cordon's) have a `textStream()` method Node's lack; no other member differs.",
   },
+  "abort-message": {
+    "deno/inprocess":
+      "Deno's own AbortSignal is the guest's: a default abort reason is a DOMException named AbortError (code 20), as in Node, but its message reads \"The signal has been aborted\" where Node's reads \"This operation was aborted\". TimeoutError's is the same in both.",
+  },
   "fetched-headers": {
     "deno/inprocess":
       "The guest's fetch answers with a Response built in the guest from what the host fetched (`new Response`), and Deno keeps a Response's header guard internal: a fetched Response's headers stay mutable.",

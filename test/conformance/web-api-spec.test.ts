@@ -8,14 +8,20 @@ import { completed } from "./results.js";
 /**
  * The web API classes v8 and quickjs get from cordon's own guest code (src/engines/guest) match
  * Node's where a guest can tell: no internal members reachable, AbortSignal's EventTarget
- * options, Request's defaults and validation, a fetched response's immutable headers and
+ * options and abort reasons, Request's defaults and validation, a fetched response's immutable headers and
  * structuredClone's errors. Each snippet runs in the guest and in Node; the results must agree.
  */
 let server: Server;
 let origin: string;
 
 beforeAll(async () => {
-  server = createServer((_req, res) => {
+  server = createServer((req, res) => {
+    if (req.url === "/slow") {
+      // Answers late: a fetch is still in flight when its signal aborts.
+      const timer = setTimeout(() => res.end("late"), 5000);
+      res.on("close", () => clearTimeout(timer));
+      return;
+    }
     res.writeHead(200, { "content-type": "text/plain", "x-served": "yes" });
     res.end("hi");
   });
@@ -24,6 +30,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
 
@@ -109,6 +116,54 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
       const dispatched = [other.signal.dispatchEvent(ping()), other.signal.dispatchEvent(ping())];
       c.abort();
       return { calls, once, dispatched, hasDispatch: typeof AbortSignal.prototype.dispatchEvent };`);
+  });
+  it("abort reasons and fetch's abort rejections are DOMExceptions: AbortError (20), TimeoutError (23)", async () => {
+    const body = `
+      const info = (e) => e instanceof Error
+        ? [e.constructor.name, e.name, e.message, e.code ?? null, e instanceof DOMException, Object.prototype.toString.call(e), String(e)]
+        : ["not an Error", String(e)];
+      const rejection = async (p) => { try { await p; return "resolved"; } catch (e) { return info(e); } };
+      const controller = new AbortController();
+      controller.abort();
+      const timeout = AbortSignal.timeout(1);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      let thrown = "no error";
+      try { AbortSignal.abort().throwIfAborted(); } catch (e) { thrown = info(e); }
+      const later = new AbortController();
+      const pending = fetch(origin + "/slow", { signal: later.signal });
+      later.abort();
+      const ofRequest = new AbortController();
+      const pendingRequest = fetch(new Request(origin + "/slow", { signal: ofRequest.signal }));
+      ofRequest.abort();
+      return {
+        abort: info(AbortSignal.abort().reason),
+        controller: info(controller.signal.reason),
+        timeout: info(timeout.reason),
+        any: info(AbortSignal.any([new AbortController().signal, AbortSignal.abort()]).reason),
+        given: info(AbortSignal.abort(new TypeError("mine")).reason),
+        thrown,
+        preAborted: await rejection(fetch(origin, { signal: AbortSignal.abort() })),
+        abortedLater: await rejection(pending),
+        request: await rejection(pendingRequest),
+        timedOut: await rejection(fetch(origin + "/slow", { signal: AbortSignal.timeout(20) })),
+        reason: await rejection(fetch(origin + "/slow", { signal: AbortSignal.abort("why") })),
+      };`;
+    const node = (await inNode(body)) as Record<string, unknown>;
+    expect(node.abort).toEqual([
+      "DOMException",
+      "AbortError",
+      "This operation was aborted",
+      20,
+      true,
+      "[object DOMException]",
+      "AbortError: This operation was aborted",
+    ]);
+    const deno = differs(combo, "abort-message");
+    // The documented difference (matrix.ts): Deno's own AbortSignal words AbortError's message its way.
+    const expected = deno
+      ? JSON.parse(JSON.stringify(node).replaceAll("This operation was aborted", "The signal has been aborted"))
+      : node;
+    expect(await run(body)).toEqual(expected);
   });
   it("Request: defaults for redirect, mode, credentials and cache; invalid values throw TypeError", async () => {
     await same(`${ERROR}

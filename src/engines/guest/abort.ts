@@ -7,7 +7,8 @@
  */
 export function installAbort(g: typeof globalThis): void {
   const defineProperty = Object.defineProperty;
-  const ErrorCtor = Error;
+  // The realm's own (installed first, dom-exception.ts), captured before guest code can replace it.
+  const DOMExceptionCtor = g.DOMException;
   const setTimeoutFn = g.setTimeout;
   const brand = new WeakSet<object>();
   // Captured: the runtime's own listeners (a fetch's) live in these lists.
@@ -21,10 +22,9 @@ export function installAbort(g: typeof globalThis): void {
   /** One registration: EventTarget keys it by type, callback and capture. */
   type Entry = { type: string; callback: Handler; capture: boolean; once: boolean; removed: boolean };
 
+  /** A default abort reason, as Node makes it: a DOMException named AbortError (code 20) or TimeoutError (23). */
   function abortError(message: string, name: string): Error {
-    const error = new ErrorCtor(message);
-    defineProperty(error, "name", { value: name, writable: true, configurable: true });
-    return error;
+    return new DOMExceptionCtor(message, name);
   }
 
   // Set by AbortSignal's static initializer, which alone can reach its private fields; kept in
@@ -184,7 +184,7 @@ export function installAbort(g: typeof globalThis): void {
 
     static timeout(ms: number): AbortSignal {
       const signal = new AbortSignal(brand);
-      setTimeoutFn(() => abortSignal(signal, abortError("The operation timed out.", "TimeoutError")), ms);
+      setTimeoutFn(() => abortSignal(signal, abortError("The operation was aborted due to timeout", "TimeoutError")), ms);
       return signal;
     }
 
