@@ -158,6 +158,20 @@ describe.each(COMBINATIONS)("fetch's redirect modes on $name", (combo) => {
     expect(site.paths.slice(before).filter((path) => path === "/moved").length).toBe(6);
   });
 
+  it("a setter guest code puts on Object.prototype neither sees nor drops the mode as it crosses", async () => {
+    const code = `export default async () => {
+      const seen = [];
+      Object.defineProperty(Object.prototype, "r", { set(v) { seen.push(v) }, get() { return undefined }, configurable: true });
+      try {
+        const res = await fetch(${JSON.stringify(`${site.origin}/moved`)}, { redirect: "manual" });
+        return [res.status, seen];
+      } finally {
+        delete Object.prototype.r;
+      }
+    }`;
+    expect(completed(await sandbox.run({ code, capabilities: { net } })).value).toEqual([302, []]);
+  });
+
   it("a Request crossing into a call keeps its redirect mode", async () => {
     const result = await sandbox.run({
       code: "export default { fetch: (request) => [request.redirect, request.url] }",

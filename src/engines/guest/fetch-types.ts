@@ -855,10 +855,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
     if (isRequest(value)) {
       const s = requestState(value);
       const b = wireBody(s);
-      const wire: WireRequest = { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
-      const redirect = s.options.redirect;
-      if (redirect === "error" || redirect === "manual") wire.r = redirect;
-      return wire;
+      const r = s.options.redirect;
+      // Literals only: assigning `r` afterwards would run a setter guest code put on Object.prototype.
+      return r === "error" || r === "manual"
+        ? { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b, r }
+        : { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
     }
     if (isResponse(value)) {
       const s = responseState(value);
