@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { type Sandbox, createSandbox } from "../../src/index.js";
 import { outcome as code } from "../conformance/results.js";
@@ -77,6 +78,32 @@ describe("process host: warm instances holding memory their heap does not count"
     expect(code(await innocent)).toBe("completed");
     expect(workerPids(s)).toEqual([pid]);
     expect(s.stats().idleInstances).toBeGreaterThan(0);
+  }, 30_000);
+
+  it("an instance's typed array leaves the worker's resident size when it is disposed, also after others were", async () => {
+    // glibc's malloc raises its mmap threshold past the largest block freed: before the fix, each
+    // array after the first few came from its arenas and disposing it freed ~1 MB, not ~9 (the
+    // shedder then evicted every idle instance looking for the room). Measured under load: 9 MB each.
+    const s = await sandbox({ workers: { min: 1, max: 1 }, memoryBudgetMb: 1024 });
+    const rss = (pid: number) => Number(readFileSync(`/proc/${pid}/statm`, "latin1").split(" ")[1]) * 4096;
+    const live = [];
+    const freedMb: number[] = [];
+    for (let i = 0; i < 14; i++) {
+      const prefix = await s.prepare({
+        code: `const keep = new Uint8Array(8 * 1024 * 1024).fill(${i} + 1);\nexport default () => keep.length;\n`,
+        limits: { memoryMb: 16 },
+      });
+      await prefix.call({ export: "default", args: [] });
+      live.push(prefix);
+      if (live.length <= 3) continue;
+      const [pid] = workerPids(s);
+      const before = rss(pid);
+      await live.shift()?.dispose();
+      // The dispose message is on its way to the worker: give it generous time to arrive.
+      await until(() => before - rss(pid) >= 6 * 1024 * 1024, 1500).catch(() => {});
+      freedMb.push(Math.round((before - rss(pid)) / (1024 * 1024)));
+    }
+    expect(freedMb.filter((mb) => mb < 6)).toEqual([]);
   }, 30_000);
 
   it("a run's own memory bomb beside idle warm prefixes is still killed and blamed", async () => {

@@ -3,8 +3,8 @@
  * speaks the host protocol (src/core/protocol.ts) over its stdin and stdout, in frames. Host
  * bindings stay with the sandbox: a guest's host call travels back over the pipe.
  *
- * Started by the process host with an empty environment, a private working directory and
- * `--no-node-snapshot`. Raises its own oom_score_adj first, so the kernel's OOM killer picks a
+ * Started by the process host with nothing of the host's environment (spawn.ts), a private working
+ * directory and `--no-node-snapshot`. Raises its own oom_score_adj first, so the kernel's OOM killer picks a
  * worker before the host.
  */
 import { rmSync, writeFileSync } from "node:fs";
