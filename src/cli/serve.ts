@@ -14,7 +14,8 @@ export const SERVE_USAGE = `usage: cordon serve [--port 8787] [--host 127.0.0.1]
   --max-prefixes N  remote hosts' prepared prefixes held at once (default 4096); past it the least
                     recently used idle one ends, and with all in use a prepare fails (ERR_CAPACITY)
   --max-prefixes-per-address N  of those, for one client address (default: half of --max-prefixes);
-                    a client cycling through more than this is refused (ERR_CAPACITY), not re-prepared
+                    a client (address and instance) cycling through more than this is refused
+                    (ERR_CAPACITY), not re-prepared
   --max-prefix-mb N MiB of source the held prefixes keep together (default 512)
   --grace-ms N      on SIGTERM or SIGHUP, in-flight runs get this long before they are aborted (default 10000)
   --callback-origin O  an origin remote hosts may name for their callbacks, besides their own

@@ -128,6 +128,14 @@ export type RemoteRequest = { engine: "v8" | "quickjs"; callback?: RemoteCallbac
  * commas: warm instances, idle instances, idle heap bytes, budget bytes, spare instances.
  */
 export const LOAD_HEADER = "cordon-load";
+/**
+ * The header a remote host sends with every request: a random id of its client instance (a new
+ * one each time a process starts). Optional: the executor tells a client that restarted from one
+ * that cycles through its prefixes by it (remote-prefixes.ts); without it, one client per address.
+ */
+export const CLIENT_HEADER = "cordon-client";
+/** What the executor takes as a client id; anything else counts as none. */
+export const CLIENT_ID = /^[\w-]{1,64}$/;
 /** The header that carries a prepared prefix's handle on the executor. */
 export const PREFIX_HEADER = "cordon-prefix";
 /** The code of a 404 for a prefix the executor no longer holds: the client prepares it again. */

@@ -3,7 +3,7 @@ import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { type Context, Hono } from "hono";
 import type { Logger } from "pino";
 import { CordonError } from "../core/errors.js";
-import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER } from "../core/protocol.js";
+import { CLIENT_HEADER, CLIENT_ID, LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER } from "../core/protocol.js";
 import type { RunResult } from "../core/types.js";
 import type { Sandbox } from "../sandbox.js";
 import type { Admission } from "./admission.js";
@@ -115,7 +115,11 @@ export function createApp(deps: AppDeps): Hono<Env> {
       if (refused) throw new ServiceError("ERR_BAD_REQUEST", refused);
     }
     const started = performance.now();
-    const answer = await answerHostRequest(deps.host, request, signal, c.env.incoming.socket.remoteAddress);
+    const client = c.req.header(CLIENT_HEADER);
+    const answer = await answerHostRequest(deps.host, request, signal, {
+      address: c.env.incoming.socket.remoteAddress,
+      client: client && CLIENT_ID.test(client) ? client : "",
+    });
     if ("gone" in answer) throw new ServiceError(PREFIX_GONE, "this executor no longer holds that prefix; prepare it again");
     if ("done" in answer) return c.body(null, 204);
     logRun(deps.logger, answer.result, performance.now() - started);

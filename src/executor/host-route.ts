@@ -34,8 +34,8 @@ export async function answerHostRequest(
   deps: HostRouteDeps,
   request: RemoteRequest,
   signal: AbortSignal,
-  /** The requester's address: its prefixes count against its own share. */
-  requester?: string,
+  /** The requester's address (its prefixes count against its own share) and client id (CLIENT_HEADER; "" for none). */
+  requester: { address?: string; client: string } = { client: "" },
 ): Promise<HostAnswer> {
   if (request.t === "prefix-dispose") {
     deps.prefixes.dispose(request.prefix);
@@ -53,7 +53,10 @@ export async function answerHostRequest(
       }),
     };
   }
-  const answer = await answerWith(engine, deps, request, signal, addressKey(requester));
+  const answer = await answerWith(engine, deps, request, signal, {
+    owner: addressKey(requester.address),
+    client: requester.client,
+  });
   if ("result" in answer) answer.load = loadOf(engine);
   return answer;
 }
@@ -69,7 +72,7 @@ async function answerWith(
   deps: HostRouteDeps,
   request: Exclude<RemoteRequest, { t: "prefix-dispose" }>,
   signal: AbortSignal,
-  owner: string,
+  { owner, client }: { owner: string; client: string },
 ): Promise<HostAnswer> {
   const started = performance.now();
   const limits = resolveLimits(request.limits, {}, deps.policy);
@@ -91,7 +94,7 @@ async function answerWith(
     case "prepare": {
       // Refused before any work when the prefixes held (and in use) leave no room for it.
       const bytes = keptChars(request);
-      const full = deps.prefixes.room(owner, bytes, request.key);
+      const full = deps.prefixes.room(owner, bytes, request.key, client);
       if (full) return { result: capacityFailure(engine, full, started) };
       const bindings = new CallbackBindings(request.bindingsText, request.callback);
       // Never the client's key alone: two clients' prefixes with equal keys call back to
@@ -111,7 +114,7 @@ async function answerWith(
         return { result };
       }
       // Others may have taken the room meanwhile.
-      const held = deps.prefixes.add(prepared.prefix, bindings, owner, bytes, request.key);
+      const held = deps.prefixes.add(prepared.prefix, bindings, owner, bytes, request.key, client);
       if ("refused" in held) {
         prepared.prefix.dispose();
         bindings.close();

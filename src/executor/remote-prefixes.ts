@@ -9,6 +9,8 @@ interface Held {
   owner: string;
   /** The client's key for it (a hash of its source): the same prefix prepared again has it again. */
   key: string;
+  /** The client instance that prepared it (CLIENT_HEADER; "" for a client that sends none). */
+  client: string;
   /** Characters of source, imports and bindings it keeps (to prepare it again). */
   bytes: number;
   /** Requests using it now: an idle sweep never ends a busy prefix. */
@@ -30,7 +32,9 @@ export const DEFAULT_PREFIX_CAPS: PrefixCaps = { max: 4096, perAddress: 2048, ma
 /**
  * A prefix ended at its client's own cap and prepared again by that client within this long: the
  * client uses more prefixes at once than its cap: only one of its own unused this long may end for
- * it, and the prepare is refused when none is (see `room`).
+ * it, and the prepare is refused when none is (see `room`). "That client": the same address and
+ * the same client instance (a restarted client's new instance preparing its old prefixes' keys is
+ * not cycling: those end for it as any idle prefix of its address does).
  */
 export const CYCLING_WINDOW_MS = 60_000;
 
@@ -60,8 +64,11 @@ export class RemotePrefixes {
   private readonly held = new Map<string, Held>();
   private readonly perOwner = new Map<string, number>();
   private chars = 0;
-  /** noteId(owner, key) → when a prefix of that key was ended at that owner's own cap (oldest first). */
-  private readonly endedAtCap = new Map<string, number>();
+  /**
+   * noteId(owner, key) → when a prefix of that key was ended at that owner's own cap, and the
+   * client instance that had prepared it (oldest first).
+   */
+  private readonly endedAtCap = new Map<string, { at: number; client: string }>();
   private endedForRoom = 0;
   private refused = 0;
   private readonly sweeper: NodeJS.Timeout;
@@ -82,13 +89,13 @@ export class RemotePrefixes {
    * Make room for a prefix of `bytes` for `owner`, ending idle prefixes as the caps require.
    * Returns why there is no room (every prefix that would have to end is in use), or undefined.
    */
-  room(owner: string, bytes: number, key = ""): string | undefined {
-    const refused = this.findRoom(owner, bytes, key);
+  room(owner: string, bytes: number, key = "", client = ""): string | undefined {
+    const refused = this.findRoom(owner, bytes, key, client);
     if (refused) this.refused++;
     return refused;
   }
 
-  private findRoom(owner: string, bytes: number, key: string): string | undefined {
+  private findRoom(owner: string, bytes: number, key: string, client: string): string | undefined {
     const { max, perAddress, maxChars } = this.caps;
     if (bytes > maxChars)
       return `this prefix keeps ${mib(bytes)} MiB of source, more than the ${mib(maxChars)} MiB all prefixes on this executor may keep (executor option maxPrefixMb, cordon serve --max-prefix-mb)`;
@@ -96,14 +103,15 @@ export class RemotePrefixes {
     // prepared again on its next call (measured: 28 to 30 of 30 calls cold, 3 prefixes called in
     // turn at a cap of 2). When it prepares again one that ended at its cap within the window, only a
     // prefix of its own unused for the window may end for it; when none is, it is refused at once.
+    // Another instance's prefix of that key (a restarted client's old one) is no sign of cycling.
     const ended = this.endedAtCap.get(noteId(owner, key));
-    const cycling = ended !== undefined && Date.now() - ended < this.cyclingWindowMs;
+    const cycling = ended !== undefined && ended.client === client && Date.now() - ended.at < this.cyclingWindowMs;
     while ((this.perOwner.get(owner) ?? 0) >= perAddress) {
       const unusedSince = Date.now() - this.cyclingWindowMs;
       const evicted = this.evictIdle((held) => held.owner === owner && (!cycling || held.lastUsed <= unusedSince));
-      if (evicted) this.noteEndedAtCap(owner, evicted.key);
+      if (evicted) this.noteEndedAtCap(evicted);
       else if (cycling)
-        return `this client uses more prefixes at once than the ${perAddress} one client address may hold on this executor (executor option maxPrefixesPerAddress, cordon serve --max-prefixes-per-address): this one ended ${Math.round((Date.now() - (ended as number)) / 1000)} s ago to make room for another of its own, and each of those was used within ${this.cyclingWindowMs / 1000} s; raise the cap or dispose the prefixes it no longer uses`;
+        return `this client uses more prefixes at once than the ${perAddress} one client address may hold on this executor (executor option maxPrefixesPerAddress, cordon serve --max-prefixes-per-address): this one ended ${Math.round((Date.now() - (ended?.at ?? 0)) / 1000)} s ago to make room for another of its own, and each of those was used within ${this.cyclingWindowMs / 1000} s; raise the cap or dispose the prefixes it no longer uses`;
       else
         return `this client already holds ${perAddress} prefixes on this executor, all in use: the most one client address may hold (executor option maxPrefixesPerAddress, cordon serve --max-prefixes-per-address); dispose the prefixes it no longer uses`;
     }
@@ -125,11 +133,12 @@ export class RemotePrefixes {
     owner: string,
     bytes: number,
     key = "",
+    client = "",
   ): { handle: string } | { refused: string } {
-    const refused = this.room(owner, bytes, key);
+    const refused = this.room(owner, bytes, key, client);
     if (refused) return { refused };
     const handle = randomBytes(18).toString("base64url");
-    this.held.set(handle, { prefix, bindings, owner, key, bytes, busy: 0, lastUsed: Date.now() });
+    this.held.set(handle, { prefix, bindings, owner, key, client, bytes, busy: 0, lastUsed: Date.now() });
     this.perOwner.set(owner, (this.perOwner.get(owner) ?? 0) + 1);
     this.chars += bytes;
     this.endedAtCap.delete(noteId(owner, key));
@@ -189,10 +198,10 @@ export class RemotePrefixes {
     };
   }
 
-  private noteEndedAtCap(owner: string, key: string): void {
+  private noteEndedAtCap({ owner, key, client }: Held): void {
     const id = noteId(owner, key);
     this.endedAtCap.delete(id);
-    this.endedAtCap.set(id, Date.now());
+    this.endedAtCap.set(id, { at: Date.now(), client });
     // Bounded like the prefixes themselves: the oldest notes go first.
     for (const oldest of this.endedAtCap.keys()) {
       if (this.endedAtCap.size <= this.caps.max) break;
@@ -202,7 +211,7 @@ export class RemotePrefixes {
 
   private sweep(): void {
     const cutoff = Date.now() - this.idleMs;
-    for (const [id, at] of this.endedAtCap) {
+    for (const [id, { at }] of this.endedAtCap) {
       if (Date.now() - at < this.cyclingWindowMs) break;
       this.endedAtCap.delete(id);
     }

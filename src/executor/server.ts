@@ -58,8 +58,9 @@ export interface ExecutorOptions {
   maxPrefixes?: number;
   /**
    * Of those, prepared for one client address (an IPv6 /64) at most; past it that client's own idle
-   * ones end first. A client cycling through more than this (preparing again, within 60 s, one that
-   * ended at this cap) is refused with ERR_CAPACITY unless one of its own is unused for 60 s.
+   * ones end first. A client cycling through more than this (the same client instance, by its
+   * `cordon-client` header, preparing again within 60 s one that ended at this cap) is refused with
+   * ERR_CAPACITY unless one of its own is unused for 60 s.
    * Default: half of `maxPrefixes`.
    */
   maxPrefixesPerAddress?: number;

@@ -1,10 +1,11 @@
+import { randomUUID } from "node:crypto";
 import { Pool } from "undici";
 import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { sharedCodec } from "../../core/bindings.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { readCapped } from "../../core/read-capped.js";
 import { isRunResult } from "../../core/result-shape.js";
-import { LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
+import { CLIENT_HEADER, LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 
@@ -54,7 +55,8 @@ export class ExecutorClient {
     this.hostPath = new URL("host", base).pathname;
     this.healthPath = new URL("health", base).pathname;
     this.pool = new Pool(base.origin, { connections: 128, keepAliveTimeout: 10_000 });
-    this.headers = { authorization: `Bearer ${secret}`, "content-type": "application/json" };
+    // A new id per client: the executor tells this one's prefixes from a restarted client's old ones.
+    this.headers = { authorization: `Bearer ${secret}`, "content-type": "application/json", [CLIENT_HEADER]: randomUUID() };
   }
 
   async send(request: RemoteRequest, wallTimeMs: number, signal?: AbortSignal): Promise<ExecutorAnswer> {
