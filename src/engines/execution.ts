@@ -9,7 +9,7 @@ import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
 import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
-import { type Watched, watchdog } from "./watchdog.js";
+import { currentProcessCpuUs, type Watched, watchdog } from "./watchdog.js";
 import { onAbort } from "../core/abort-listeners.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
@@ -40,7 +40,11 @@ export interface ExecutionOptions {
 export class Execution implements InstanceListener, Watched {
   private readonly started = performance.now();
   private cpuStartNs: bigint | undefined;
+  /** The watchdog's reading of this process's CPU time when startCpu ran (see cpuMs). */
+  private processCpuStartUs = 0;
   private cpuSeenMs = 0;
+  /** Killed: cpuSeenMs is the run's CPU time for good. */
+  private cpuFrozen = false;
   private readonly size: number;
   private readonly logs: LogEntry[][] = [];
   private readonly logBytes: number[] = [];
@@ -117,12 +121,13 @@ export class Execution implements InstanceListener, Watched {
   /** Start counting CPU: from here on, the isolate's CPU time belongs to this execution. */
   startCpu(): void {
     this.cpuStartNs = this.instance.cpuTimeNs();
+    this.processCpuStartUs = watchdog.processCpuUs;
   }
 
   /** Called by the watchdog. CPU counts only from startCpu; wall time from construction. */
-  checkLimits(now: number): void {
+  checkLimits(now: number, processCpuUs: number): void {
     if (this.settled) {
-      if (this.lingering) this.checkLingering(now);
+      if (this.lingering) this.checkLingering(now, processCpuUs);
       return;
     }
     // The guest is done and its answer waits for this thread, which was busy elsewhere: the
@@ -130,16 +135,16 @@ export class Execution implements InstanceListener, Watched {
     // served call with a 1 ms CPU limit failed 3 times in 400 when this loop stalled 10 ms).
     if (this.instance.answerReady?.()) return;
     const { wallTimeMs, cpuTimeMs } = this.options.limits;
-    const over = this.overLimit(now);
+    const over = this.overLimit(now, processCpuUs);
     if (over === "wall") this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${wallTimeMs} ms`);
     else if (over === "cpu") this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${cpuTimeMs} ms`);
   }
 
   /** Which time limit is past at `now`: the wall time counts from construction, CPU from startCpu. */
-  private overLimit(now: number): "wall" | "cpu" | undefined {
+  private overLimit(now: number, processCpuUs: number): "wall" | "cpu" | undefined {
     const { wallTimeMs, cpuTimeMs } = this.options.limits;
     if (now - this.started >= wallTimeMs) return "wall";
-    if (this.cpuStartNs !== undefined && this.cpuMs() >= cpuTimeMs) return "cpu";
+    if (this.cpuStartNs !== undefined && this.cpuMs(processCpuUs) >= cpuTimeMs) return "cpu";
     return undefined;
   }
 
@@ -151,13 +156,13 @@ export class Execution implements InstanceListener, Watched {
    * limit returned in 14 ms and left its isolate spinning for as long as the guest liked (found
    * by review).
    */
-  private checkLingering(now: number): void {
+  private checkLingering(now: number, processCpuUs: number): void {
     const instance = this.instance;
     if (instance.disposed || instance.tainted || (instance.listener !== undefined && instance.listener !== this)) {
       this.drained();
       return;
     }
-    if (this.overLimit(now) === undefined) return;
+    if (this.overLimit(now, processCpuUs) === undefined) return;
     this.drained();
     instance.tainted = true;
     instance.dispose();
@@ -174,11 +179,23 @@ export class Execution implements InstanceListener, Watched {
    * CPU used so far, never less than an earlier reading: once a limit has killed the instance (a
    * disposed isolate throws, an exited Deno process reads as 0) the last reading stands, instead
    * of a 0 or a negative figure in the run's stats.
+   *
+   * While a crossing runs, isolated-vm's reading (and the QuickJS worker's) counts the wall time
+   * since it began: on a busy machine, time the OS gave other processes. Where the guest runs
+   * in this process (`cpuInProcess`), this process's CPU time bounds it: a guest cannot have
+   * used more than the whole process since startCpu, so the smaller of the two is charged (beside
+   * one spinning process per core, a spinning guest was stopped after ~2/3 of its CPU limit, and
+   * its stats said 1.3–4×). `processCpuUs`: the watchdog's reading of this tick; otherwise one
+   * is taken, only past 1 ms (a syscall a call would be a measurable share of a trivial one).
    */
-  private cpuMs(): number {
-    if (this.cpuStartNs === undefined) return 0;
+  private cpuMs(processCpuUs?: number): number {
+    if (this.cpuStartNs === undefined || this.cpuFrozen) return this.cpuSeenMs;
     try {
-      const used = Number(this.instance.cpuTimeNs() - this.cpuStartNs) / 1e6;
+      let used = Number(this.instance.cpuTimeNs() - this.cpuStartNs) / 1e6;
+      if (this.instance.cpuInProcess && (processCpuUs !== undefined || used >= 1)) {
+        const processUs = processCpuUs ?? currentProcessCpuUs();
+        used = Math.min(used, (processUs - this.processCpuStartUs) / 1000);
+      }
       if (used > this.cpuSeenMs) this.cpuSeenMs = used;
     } catch {}
     return this.cpuSeenMs;
@@ -187,6 +204,10 @@ export class Execution implements InstanceListener, Watched {
   /** Stop the guest wherever it is: the instance is tainted and disposed. */
   kill(code: ErrorCode, message: string): void {
     if (this.settled) return;
+    // The reading now is the run's: the guest may run on until the isolate is gone, and a
+    // reading then would count that time (wall time, see cpuMs).
+    this.cpuMs();
+    this.cpuFrozen = true;
     this.instance.tainted = true;
     if (code === "ERR_ABORTED") this.settleAll((index) => this.abortedResult(message, index));
     else this.fail({ code, name: "CordonError", message });

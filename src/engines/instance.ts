@@ -74,6 +74,11 @@ export interface EngineInstance {
   /** CPU time the guest has used in this instance so far, in nanoseconds. */
   cpuTimeNs(): bigint;
   /**
+   * The guest's CPU time is spent in this process (an isolate's or a worker thread's): this
+   * process's own CPU time then bounds it (Execution.cpuMs). Not a Deno child process.
+   */
+  readonly cpuInProcess?: boolean;
+  /**
    * Evaluate a module and call its default export (run) or keep its exports (prepare). Calls
    * `startCpu` when guest code is about to run. The outcome arrives through listener.onDone;
    * the promise rejects with what evaluation threw.

@@ -1,7 +1,10 @@
 /** Something whose time limits the watchdog checks. */
 export interface Watched {
-  /** Check the limits at `now` (performance.now()); fire the one that is past. */
-  checkLimits(now: number): void;
+  /**
+   * Check the limits at `now` (performance.now()); fire the one that is past. `processCpuUs`:
+   * this process's CPU time so far, every thread (see Watchdog.processCpuUs).
+   */
+  checkLimits(now: number, processCpuUs: number): void;
 }
 
 /** How often running executions are checked: limits fire at most this late. */
@@ -16,10 +19,23 @@ export const WATCHDOG_TICK_MS = 5;
 export class Watchdog {
   private readonly watched = new Set<Watched>();
   private timer: NodeJS.Timeout | undefined;
+  private lastProcessCpuUs = currentProcessCpuUs();
+
+  /**
+   * This process's CPU time (µs, every thread) as of the last tick, or of the first watch after
+   * an idle spell: one reading a tick, none a call. CPU a guest uses from now on in this process
+   * can be at most the process's own from this reading on, since it was taken earlier.
+   */
+  get processCpuUs(): number {
+    return this.lastProcessCpuUs;
+  }
 
   watch(item: Watched): void {
     this.watched.add(item);
-    this.timer ??= setInterval(() => this.tick(), WATCHDOG_TICK_MS);
+    if (this.timer === undefined) {
+      this.lastProcessCpuUs = currentProcessCpuUs();
+      this.timer = setInterval(() => this.tick(), WATCHDOG_TICK_MS);
+    }
   }
 
   unwatch(item: Watched): void {
@@ -33,8 +49,16 @@ export class Watchdog {
       return;
     }
     const now = performance.now();
-    for (const item of this.watched) item.checkLimits(now);
+    const cpu = currentProcessCpuUs();
+    this.lastProcessCpuUs = cpu;
+    for (const item of this.watched) item.checkLimits(now, cpu);
   }
+}
+
+/** This process's CPU time so far, every thread, in µs. */
+export function currentProcessCpuUs(): number {
+  const used = process.cpuUsage();
+  return used.user + used.system;
 }
 
 /** The process-wide watchdog of the v8 engine. */

@@ -37,6 +37,8 @@ export class QuickJSInstance implements EngineInstance {
   listener: InstanceListener | undefined;
   bindings: BindingsLike | undefined;
   tainted = false;
+  /** The worker thread is this process's: its CPU time bounds the guest's (Execution.cpuMs). */
+  readonly cpuInProcess = true;
   heapUsedBytes = 0;
   uses = 0;
   lastUsed = performance.now();

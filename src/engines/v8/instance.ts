@@ -71,6 +71,8 @@ export class V8Instance implements EngineInstance {
   bindings: BindingsLike | undefined;
   /** A fired limit, an abort or a crash: never reuse. */
   tainted = false;
+  /** The isolate's threads are this process's: its CPU time bounds the guest's (Execution.cpuMs). */
+  readonly cpuInProcess = true;
   lastUsed = performance.now();
   heapUsedBytes = 0;
   uses = 0;

@@ -1,0 +1,52 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { availableParallelism } from "node:os";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSandbox } from "../../src/index.js";
+
+/**
+ * While a crossing runs, isolated-vm's CPU reading (and the QuickJS worker's) is the wall time
+ * since it began: a spinning guest sharing its core was stopped after about half of its CPU limit
+ * and charged all of it. The guest's threads are this process's: the process's own CPU time
+ * bounds the guest's, and the watchdog charges the smaller of the two.
+ */
+describe("a CPU limit on a busy core", () => {
+  let spinner: ChildProcess | undefined;
+  const all = `0-${availableParallelism() - 1}`;
+
+  beforeAll(async () => {
+    // This process (every thread, and those it makes later) and a spinning process share core 0:
+    // the guest's thread gets about half of it, whatever the rest of the machine is doing, and
+    // the other cores stay free for other tests.
+    execFileSync("taskset", ["-a", "-p", "-c", "0", String(process.pid)], { stdio: "ignore" });
+    spinner = spawn("taskset", ["-c", "0", process.execPath, "-e", "for (;;) {}"], { stdio: "ignore" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  });
+
+  afterAll(() => {
+    spinner?.kill("SIGKILL");
+    execFileSync("taskset", ["-a", "-p", "-c", all, String(process.pid)], { stdio: "ignore" });
+  });
+
+  for (const engine of ["v8", "quickjs"] as const) {
+    it(`${engine}: the guest is stopped once it has used its limit, not once that much time passed`, async () => {
+      await using sandbox = await createSandbox({ engine, host: "inprocess" });
+      const cpuTimeMs = 300;
+      // Spares, and QuickJS's thread and template, are made first: their CPU is this process's too.
+      expect((await sandbox.run({ code: "export default () => 1" })).ok).toBe(true);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const before = process.cpuUsage();
+      const result = await sandbox.run({
+        code: "export default () => { for (;;) {} }",
+        limits: { cpuTimeMs, wallTimeMs: 20_000 },
+      });
+      const used = process.cpuUsage(before);
+      expect(!result.ok && result.error.code).toBe("ERR_CPU_TIMEOUT");
+      const processMs = (used.user + used.system) / 1000;
+      // This process used at least the limit (less the watchdog's 5 ms between readings), and
+      // the run is charged no more than the process used.
+      expect(processMs).toBeGreaterThan(cpuTimeMs * 0.9);
+      expect(result.stats.cpuMs).toBeGreaterThanOrEqual(cpuTimeMs);
+      expect(result.stats.cpuMs).toBeLessThanOrEqual(processMs + 10);
+    }, 30_000);
+  }
+});
