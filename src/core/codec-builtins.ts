@@ -130,6 +130,8 @@ export function captureCodecBuiltins(trusted: boolean) {
   /** 2 ** 332193 has 100,001 digits (2 ** 332192 has 100,000): a BigInt this many bits long is over the cap. */
   const MAX_BIGINT_BITS = 332_193n;
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  // Matched with the exec of now: `test` calls the live `exec`, which a guest can replace.
+  const regExpExec = uncurry(RegExp.prototype.exec) as (re: RegExp, text: string) => RegExpExecArray | null;
   const weakAdd = uncurry(WeakSet.prototype.add) as (set: WeakSet<object>, value: object) => void;
   const weakHas = uncurry(WeakSet.prototype.has) as (set: WeakSet<object>, value: unknown) => boolean;
   // A plain object, read only at creation: each part copies what it uses into its own closure.
@@ -182,6 +184,7 @@ export function captureCodecBuiltins(trusted: boolean) {
     MAX_BIGINT_CHARS,
     MAX_BIGINT_BITS,
     IDENT,
+    regExpExec,
     weakAdd,
     weakHas,
   };

@@ -53,22 +53,22 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
 
   function malformed(depth: number, what: string): never {
     const path = pathOf(root, trail, depth);
-    return fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} ${what}`);
+    return fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " " + what);
   }
 
   /** A container at `depth` (its children one deeper) must be within the bound the encoders keep. */
   function within(depth: number): void {
-    if (depth >= MAX_DECODE_DEPTH) malformed(depth, `is nested deeper than ${MAX_DECODE_DEPTH} levels`);
+    if (depth >= MAX_DECODE_DEPTH) malformed(depth, "is nested deeper than " + MAX_DECODE_DEPTH + " levels");
   }
 
   /** The payload `v` of a tag, which must be a `kind` ("an array", ...) for the tag to be read. */
   function wrongPayload(depth: number, tag: string, kind: string): never {
-    return malformed(depth, `is tagged ${stringify(tag)} but its "v" is not ${kind}, so it cannot be read`);
+    return malformed(depth, "is tagged " + stringify(tag) + ' but its "v" is not ' + kind + ", so it cannot be read");
   }
 
   /** A name from the text, as a message shows it: a guest's megabyte-long tag is cut. */
   function cut(text: string): string {
-    return text.length > 40 ? `${sliceOf(text, 0, 40)}…` : text;
+    return text.length > 40 ? sliceOf(text, 0, 40) + "…" : text;
   }
 
   /** Is `text` a decimal integer as the encoder writes one (BigInt() also reads hex, octal and spaces)? */
@@ -123,7 +123,7 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
         if (typeof v !== "string") return wrongPayload(depth, "b", "a decimal integer");
         // Reading a decimal BigInt takes time that grows faster than its length (1M digits: 120
         // ms here): text past the cap the encoder keeps is refused unread.
-        if (v.length > MAX_BIGINT_CHARS) malformed(depth, `is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
+        if (v.length > MAX_BIGINT_CHARS) malformed(depth, "is a BigInt of more than " + MAX_BIGINT_CHARS + " digits");
         if (!isDecimal(v)) wrongPayload(depth, "b", "a decimal integer");
         return BigInt(v);
       case "d":
@@ -182,7 +182,7 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
     for (let i = 0; i < v.length; i++) {
       const entry = v[i];
       if (!isArray(entry) || entry.length !== 2)
-        malformed(depth, `is tagged "m" (a Map) but its entry ${i} is not a [key, value] pair`);
+        malformed(depth, 'is tagged "m" (a Map) but its entry ' + i + " is not a [key, value] pair");
       trail[depth] = -3 * i - 1;
       const key = revive(entry[0], depth + 1);
       trail[depth] = -3 * i - 2;
@@ -195,7 +195,7 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
     const kind = tagged.t;
     if (typeof kind !== "string") return malformed(depth, 'is tagged "t" (a typed array) but its "t" names no kind');
     if (!hasOwn(typedCtors, kind))
-      malformed(depth, `is tagged as a ${cut(kind)}, but a ${cut(kind)} cannot be read here (this realm has none)`);
+      malformed(depth, "is tagged as a " + cut(kind) + ", but a " + cut(kind) + " cannot be read here (this realm has none)");
     const v = tagged.v;
     const bytes = typeof v === "string" ? fromBase64(v) : undefined;
     if (bytes === undefined) return wrongPayload(depth, "t", "base64 text");
@@ -205,7 +205,14 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
     if (bytes.byteLength % size !== 0)
       malformed(
         depth,
-        `is a ${kind} of ${bytes.byteLength} byte${bytes.byteLength === 1 ? "" : "s"}, not a whole number of ${size}-byte elements`,
+        "is a " +
+          kind +
+          " of " +
+          bytes.byteLength +
+          (bytes.byteLength === 1 ? " byte" : " bytes") +
+          ", not a whole number of " +
+          size +
+          "-byte elements",
       );
     return new ctor(bytes.buffer, 0, bytes.byteLength / size);
   }
@@ -239,7 +246,7 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
         defineProperty(error, "errors", { value: errors, enumerable: true, writable: true, configurable: true });
     }
     defineProperty(error, "stack", {
-      value: typeof s === "string" ? s : `${name}: ${message}`,
+      value: typeof s === "string" ? s : name + ": " + message,
       writable: true,
       configurable: true,
     });
@@ -267,9 +274,9 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
   /** A tag the extension owns (Request, Response, Headers), else refused: no tag is read as plain data. */
   function reviveExtended(tagged: Record<string, unknown>, depth: number): unknown {
     const tag = tagged.$;
-    const shownTag = typeof tag === "string" ? stringify(cut(tag)) : `of type ${typeof tag}`;
+    const shownTag = typeof tag === "string" ? stringify(cut(tag)) : "of type " + typeof tag;
     const extension = state.extension;
-    if (extension === undefined) return malformed(depth, `has a tag (${shownTag}) this codec does not know`);
+    if (extension === undefined) return malformed(depth, "has a tag (" + shownTag + ") this codec does not know");
     within(depth);
     let extended: unknown;
     try {
@@ -285,9 +292,9 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
       try {
         reason = StringCtor((error as Error).message);
       } catch {}
-      return malformed(depth, `is tagged ${shownTag} but cannot be read: ${sliceOf(reason, 0, 200)}`);
+      return malformed(depth, "is tagged " + shownTag + " but cannot be read: " + sliceOf(reason, 0, 200));
     }
-    if (extended === undefined) return malformed(depth, `has a tag (${shownTag}) this codec does not know`);
+    if (extended === undefined) return malformed(depth, "has a tag (" + shownTag + ") this codec does not know");
     return extended;
   }
 

@@ -5,8 +5,10 @@
  *
  * It runs where the value lives (a guest's values in the guest, under its limits), so it defends
  * against the value's own realm: builtins were captured before guest code (codec-builtins.ts),
- * loops are indexed (no guest-replaceable iterator), and a builtin is known by its brand, not its
- * prototype.
+ * loops are indexed (no guest-replaceable iterator), a builtin is known by its brand, not its
+ * prototype, and text is joined with `+` of strings and numbers, never a template literal: QuickJS
+ * compiles one to a call of String.prototype.concat, the guest's to replace (it rewrote its own
+ * outcome as ERR_MEMORY_LIMIT).
  *
  * SELF-CONTAINED, like every part of the codec: it is stringified into guest realms (codec.ts).
  */
@@ -147,7 +149,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     budget -= n;
     if (budget >= 0) return;
     if (capped) fail("ERR_MEMORY_LIMIT", pathOf(), tooLargeToCopy(rootPath));
-    fail("ERR_OUTPUT_TOO_LARGE", pathOf(), `${rootPath} is larger than the limit of ${maxChars} bytes`);
+    fail("ERR_OUTPUT_TOO_LARGE", pathOf(), rootPath + " is larger than the limit of " + maxChars + " bytes");
   }
 
   function str(text: string): string {
@@ -215,7 +217,6 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) {
           budget -= 8;
           if (budget < 0) spend(0);
-          // biome-ignore lint/style/useTemplate: a template is a String.prototype.concat call in QuickJS.
           return "" + value;
         }
         return walk(value);
@@ -238,7 +239,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       case "number":
         spend(8);
         if (NumberIsFinite(value) && !(value === 0 && 1 / value < 0)) return StringCtor(value);
-        return `{"$":"n","v":"${value === 0 ? "-0" : StringCtor(value)}"}`;
+        return '{"$":"n","v":"' + (value === 0 ? "-0" : StringCtor(value)) + '"}';
       case "undefined":
         spend(8);
         return '{"$":"u"}';
@@ -249,15 +250,15 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         const digits = tooLong ? "" : StringCtor(value);
         if (tooLong || digits.length > MAX_BIGINT_CHARS) {
           const path = pathOf();
-          fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is a BigInt of more than ${MAX_BIGINT_CHARS} digits`);
+          fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is a BigInt of more than " + MAX_BIGINT_CHARS + " digits");
         }
         spend(digits.length + 16);
-        return `{"$":"b","v":"${digits}"}`;
+        return '{"$":"b","v":"' + digits + '"}';
       }
       case "object":
         break;
       default:
-        if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+        if (lenient) return str("[not serializable: " + kindOf(value) + "]");
         return notSerializable(pathOf(), value);
     }
     if (value === null) {
@@ -269,11 +270,11 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       if (stack[i] !== value) continue;
       if (lenient) return '"[circular]"';
       const path = pathOf();
-      fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is a circular reference; only trees of data can cross`);
+      fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is a circular reference; only trees of data can cross");
     }
     if (stack.length >= MAX_DEPTH) {
       const path = pathOf();
-      fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is nested deeper than ${MAX_DEPTH} levels`);
+      fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is nested deeper than " + MAX_DEPTH + " levels");
     }
     const depth = stack.length;
     stack[depth] = value;
@@ -288,7 +289,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       spend(2 + length);
       let out = "[";
       for (let i = 0; i < length; i++) out += (i ? "," : "") + at((value as unknown[])[i], i);
-      return `${out}]`;
+      return out + "]";
     }
     const proto = getProto(value);
     if (proto === ObjectProto || proto === null) return walkPlain(value);
@@ -297,12 +298,12 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       // Only the kinds every realm has: the host (Node 20) has no Float16Array, and revived as
       // raw bytes one came back a Uint8Array.
       if (!hasOwn(typedCtors, tag)) {
-        if (lenient) return str(`[not serializable: a ${tag}]`);
+        if (lenient) return str("[not serializable: a " + tag + "]");
         const path = pathOf();
         fail(
           "ERR_NOT_SERIALIZABLE",
           path,
-          `${shown(path)} is a ${tag}, a kind of typed array that does not cross (the others do)`,
+          shown(path) + " is a " + tag + ", a kind of typed array that does not cross (the others do)",
         );
       }
       // Indexed, not destructured: destructuring runs the guest-replaceable array iterator.
@@ -314,7 +315,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         return detached("a view on a detached ArrayBuffer");
       }
       spend(typedLength(bytes) * 1.4 + 16);
-      return `{"$":"t","t":"${tag}","v":"${toBase64(bytes)}"}`;
+      return '{"$":"t","t":"' + tag + '","v":"' + toBase64(bytes) + '"}';
     }
     // Brand checks decide, the prototype chain only picks which to try first: subclasses are
     // recognised, and a look-alike object with a borrowed prototype is not.
@@ -339,11 +340,11 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     } catch (error) {
       // A Request or Response with no body to send (read already, or never read where bodies
       // are): in an error's fields it is described, as any field that cannot cross is.
-      if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+      if (lenient) return str("[not serializable: " + kindOf(value) + "]");
       throw error;
     }
     if (extended !== undefined) return walkTagged(extended);
-    if (lenient) return str(`[not serializable: ${kindOf(value)}]`);
+    if (lenient) return str("[not serializable: " + kindOf(value) + "]");
     return notSerializable(pathOf(), value);
   }
 
@@ -352,9 +353,9 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
    * view on one: viewing it throws. Its engine's TypeError named no path and no code.
    */
   function detached(what: string): string {
-    if (lenient) return str(`[not serializable: ${what}]`);
+    if (lenient) return str("[not serializable: " + what + "]");
     const path = pathOf();
-    return fail("ERR_NOT_SERIALIZABLE", path, `${shown(path)} is ${what}; its bytes are gone`);
+    return fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is " + what + "; its bytes are gone");
   }
 
   /** The BRAND_* index of the first builtin prototype on the chain from `proto`, else -1. */
@@ -383,7 +384,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         return detached("a detached ArrayBuffer");
       }
       spend(byteLength * 1.4 + 16);
-      return `{"$":"a","v":"${toBase64(bytes)}"}`;
+      return '{"$":"a","v":"' + toBase64(bytes) + '"}';
     }
     if (brand === 1) {
       let time: number | undefined;
@@ -392,7 +393,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       } catch {}
       if (time === undefined) return undefined;
       spend(24);
-      return `{"$":"d","v":${NumberIsFinite(time) ? StringCtor(time) : "null"}}`;
+      return '{"$":"d","v":' + (NumberIsFinite(time) ? StringCtor(time) : "null") + "}";
     }
     let size = -1;
     try {
@@ -404,17 +405,17 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     if (brand === 2) {
       spend(8 + size * 4);
       mapForEach(value, (v, k) => {
-        out += `${i ? "," : ""}[${at(k, -3 * i - 1)},${at(v, -3 * i - 2)}]`;
+        out += (i ? ",[" : "[") + at(k, -3 * i - 1) + "," + at(v, -3 * i - 2) + "]";
         i++;
       });
-      return `{"$":"m","v":[${out}]}`;
+      return '{"$":"m","v":[' + out + "]}";
     }
     spend(8 + size * 2);
     setForEach(value, (v) => {
       out += (i ? "," : "") + at(v, -3 * i - 3);
       i++;
     });
-    return `{"$":"s","v":[${out}]}`;
+    return '{"$":"s","v":[' + out + "]}";
   }
 
   function walkPlain(value: object): string {
@@ -436,24 +437,22 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       const text = quotedKey(key);
       const item = (value as Record<string, unknown>)[key];
       trail[n] = key;
-      // biome-ignore lint/style/useTemplate: see above.
       out = (i ? out + "," : out) + text + ":" + child(item);
       trail.length = n;
     }
     // A plain object with its own "$" key is escaped, so no guest value can forge a tag.
-    // biome-ignore lint/style/useTemplate: see above.
     return escaped ? '{"$":"o","v":{' + out + "}}" : "{" + out + "}";
   }
 
   /** An extension's tagged form: its fields are data the codec encodes like any other. */
   function walkTagged(tagged: Record<string, unknown>): string {
-    let out = `"$":${str(StringCtor(tagged.$))}`;
+    let out = '"$":' + str(StringCtor(tagged.$));
     const keys = ownKeys(tagged);
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i];
-      if (key !== "$") out += `,${str(key)}:${at(tagged[key], key)}`;
+      if (key !== "$") out += "," + str(key) + ":" + at(tagged[key], key);
     }
-    return `{${out}}`;
+    return "{" + out + "}";
   }
 
   function encodeErrorValue(error: Error): string {
@@ -471,21 +470,21 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         if (stacks) stackText = error.stack;
       } catch {}
       // Charged as every string is (a 60 MiB message was copied whole).
-      let out = `"$":"e","n":${quoted(name, 8)},"m":${quoted(message, 5)}`;
-      if (typeof stackText === "string") out += `,"s":${quoted(stackText, 5)}`;
-      if (hasOwn(error, "cause")) out += `,"c":${at((error as { cause?: unknown }).cause, "cause")}`;
+      let out = '"$":"e","n":' + quoted(name, 8) + ',"m":' + quoted(message, 5);
+      if (typeof stackText === "string") out += ',"s":' + quoted(stackText, 5);
+      if (hasOwn(error, "cause")) out += ',"c":' + at((error as { cause?: unknown }).cause, "cause");
       const nested = (error as { errors?: unknown }).errors;
       const listed = isArray(nested);
-      if (listed) out += `,"a":${at(nested, "errors")}`;
+      if (listed) out += ',"a":' + at(nested, "errors");
       let fields = "";
       const keys = ownKeys(error);
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i];
         if (key === "stack" || key === "message" || key === "cause" || (key === "errors" && listed)) continue;
-        fields += `${fields ? "," : ""}${str(key)}:${at((error as unknown as Record<string, unknown>)[key], key)}`;
+        fields += (fields ? "," : "") + str(key) + ":" + at((error as unknown as Record<string, unknown>)[key], key);
       }
-      if (fields) out += `,"f":{${fields}}`;
-      return `{${out}}`;
+      if (fields) out += ',"f":{' + fields + "}";
+      return "{" + out + "}";
     } finally {
       lenient = saved;
     }

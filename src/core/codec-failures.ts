@@ -9,15 +9,26 @@ import type { CodecBuiltins } from "./codec-builtins.js";
 import type { CodecState } from "./codec.js";
 
 export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) {
-  const { TypeErrorCtor, defineProperty, getProto, hasOwn, IDENT, MAX_SHOWN_PATH, sliceOf, stringify, weakAdd, weakHas } =
-    builtins;
+  const {
+    TypeErrorCtor,
+    defineProperty,
+    getProto,
+    hasOwn,
+    IDENT,
+    MAX_SHOWN_PATH,
+    regExpExec,
+    sliceOf,
+    stringify,
+    weakAdd,
+    weakHas,
+  } = builtins;
   /** The error the latest encode failed with (see `threw`). */
   let lastFailure: unknown;
   /** Every error this codec failed with: a guest cannot make one (see `refused`). */
   const failures = new WeakSet<object>();
 
   function tooLargeToCopy(rootPath: string): string {
-    return `${rootPath} is too large to copy within the instance's memory limit (more than ${state.copyCeiling} characters)`;
+    return rootPath + " is too large to copy within the instance's memory limit (more than " + state.copyCeiling + " characters)";
   }
 
   function fail(code: string, path: string, message: string): never {
@@ -37,12 +48,12 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
   function shown(path: string): string {
     if (path.length <= MAX_SHOWN_PATH) return path;
     const end = MAX_SHOWN_PATH >> 1;
-    return `${sliceOf(path, 0, end)}…(${path.length - 2 * end} characters)…${sliceOf(path, path.length - end)}`;
+    return sliceOf(path, 0, end) + "…(" + (path.length - 2 * end) + " characters)…" + sliceOf(path, path.length - end);
   }
 
   function child(path: string, key: string | number): string {
-    if (typeof key === "number") return `${path}[${key}]`;
-    return IDENT.test(key) ? `${path}.${key}` : `${path}[${stringify(key)}]`;
+    if (typeof key === "number") return path + "[" + key + "]";
+    return regExpExec(IDENT, key) !== null ? path + "." + key : path + "[" + stringify(key) + "]";
   }
 
   /**
@@ -61,7 +72,7 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
         const n = -key - 1;
         const kind = n % 3;
         const index = (n - kind) / 3;
-        out += kind === 2 ? `<item ${index}>` : `<entry ${index}>.${kind === 0 ? "key" : "value"}`;
+        out += kind === 2 ? "<item " + index + ">" : "<entry " + index + ">." + (kind === 0 ? "key" : "value");
       }
     }
     return out;
@@ -75,12 +86,12 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
         const proto = getProto(value);
         const ctor = proto && hasOwn(proto, "constructor") ? proto.constructor : undefined;
         const name = typeof ctor === "function" && typeof ctor.name === "string" ? ctor.name : "";
-        return name ? `an instance of ${name}` : "an object with a custom prototype";
+        return name ? "an instance of " + name : "an object with a custom prototype";
       } catch {
         return "an object";
       }
     }
-    return `a ${typeof value}`;
+    return "a " + typeof value;
   }
 
   function notSerializable(path: string, value: unknown): never {
@@ -89,7 +100,12 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
     return fail(
       "ERR_NOT_SERIALIZABLE",
       path,
-      `${shown(path)} is ${what}; ${hint} (JSON values, undefined, Date, Map, Set, typed arrays, ArrayBuffer, BigInt, Error)`,
+      shown(path) +
+        " is " +
+        what +
+        "; " +
+        hint +
+        " (JSON values, undefined, Date, Map, Set, typed arrays, ArrayBuffer, BigInt, Error)",
     );
   }
 

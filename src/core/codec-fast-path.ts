@@ -88,7 +88,7 @@ export function createFastPath(
       const limit = maxChars <= copyCeiling ? maxChars : copyCeiling;
       if (value.length * 6 + 2 > limit && (value.length + 2 > limit || jsonLength(value, limit) > limit)) {
         if (maxChars <= copyCeiling)
-          fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+          fail("ERR_OUTPUT_TOO_LARGE", rootPath, rootPath + " is larger than the limit of " + maxChars + " bytes");
         fail("ERR_MEMORY_LIMIT", rootPath, tooLargeToCopy(rootPath));
       }
     }
@@ -96,7 +96,7 @@ export function createFastPath(
     if (primitive !== undefined) {
       const text = primitive;
       if (text.length > maxChars)
-        fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+        fail("ERR_OUTPUT_TOO_LARGE", rootPath, rootPath + " is larger than the limit of " + maxChars + " bytes");
       return text;
     }
     if (
@@ -108,9 +108,9 @@ export function createFastPath(
       isPlainJson(value, 0)
     ) {
       // A leading space (valid JSON) tells the decoder there is no tag to revive.
-      const text = ` ${stringify(value) as string}`;
+      const text = " " + (stringify(value) as string);
       if (text.length > maxChars)
-        fail("ERR_OUTPUT_TOO_LARGE", rootPath, `${rootPath} is larger than the limit of ${maxChars} bytes`);
+        fail("ERR_OUTPUT_TOO_LARGE", rootPath, rootPath + " is larger than the limit of " + maxChars + " bytes");
       return text;
     }
     return undefined;

@@ -15,7 +15,8 @@
  * SELF-CONTAINED on purpose: engines inject `codecSource()`, their stringified text, into the
  * guest realm, so the guest encodes with exactly the code the host decodes with. None may
  * reference anything outside its own body (no imports but types, no module-level values): what
- * a part needs comes in through its parameters.
+ * a part needs comes in through its parameters. Nor may any use a template literal (see the top
+ * of codec-encode.ts): text is joined with `+`.
  */
 import { createBase64 } from "./codec-base64.js";
 import { captureCodecBuiltins } from "./codec-builtins.js";
@@ -143,7 +144,7 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
         try {
           reason = StringCtor((error as Error).message);
         } catch {}
-        failures.fail("ERR_NOT_SERIALIZABLE", rootPath, `${failures.shown(rootPath)} is not JSON text it can read: ${reason}`);
+        failures.fail("ERR_NOT_SERIALIZABLE", rootPath, failures.shown(rootPath) + " is not JSON text it can read: " + reason);
       }
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so
       // only keeps tags from being revived: its values stay inert data.)

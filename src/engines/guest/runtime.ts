@@ -4,7 +4,9 @@
  *
  * SELF-CONTAINED: injected with `toString()` before any guest code runs, so it captures the
  * builtins it needs up front and keeps its state in this closure, out of the guest's reach.
- * It talks to the host only through the `host` callbacks, and only with text and numbers.
+ * It talks to the host only through the `host` callbacks, and only with text and numbers. Text
+ * is joined with `+`, never a template literal: QuickJS compiles one to a call of the guest's
+ * String.prototype.concat, which rewrote outcomes (a throw read as ERR_MEMORY_LIMIT).
  */
 import type { Codec } from "../../core/codec.js";
 import type { RunMode } from "../../core/engine.js";
@@ -366,7 +368,7 @@ export function installRuntime(
       return PromiseReject(error);
     }
     if (pendingCalls.size >= config.maxPendingCalls) {
-      return PromiseReject(new RangeErrorCtor(`too many host calls in flight (limit ${config.maxPendingCalls})`));
+      return PromiseReject(new RangeErrorCtor("too many host calls in flight (limit " + config.maxPendingCalls + ")"));
     }
     // One string passed to many slow calls is one copy here and a copy per call on the host.
     if (pendingChars + text.length > run.maxBridgeCallChars * config.pendingArgsFactor) return PromiseReject(argsInFlight());
@@ -391,7 +393,9 @@ export function installRuntime(
   /** A host call's arguments over the run's maxBridgeCallBytes: the guest can catch it; uncaught, it is the run's code. */
   function argsTooLarge(): Error {
     return payloadError(
-      `ERR_BRIDGE_PAYLOAD_TOO_LARGE: a host call's arguments are larger than the limit of ${run.maxBridgeCallChars} bytes (maxBridgeCallBytes)`,
+      "ERR_BRIDGE_PAYLOAD_TOO_LARGE: a host call's arguments are larger than the limit of " +
+        run.maxBridgeCallChars +
+        " bytes (maxBridgeCallBytes)",
     );
   }
 
@@ -399,7 +403,11 @@ export function installRuntime(
   function argsInFlight(): Error {
     const factor = config.pendingArgsFactor;
     return payloadError(
-      `ERR_BRIDGE_PAYLOAD_TOO_LARGE: host calls in flight would hold more than ${run.maxBridgeCallChars * factor} bytes of arguments together (${factor} × maxBridgeCallBytes); await some before making more`,
+      "ERR_BRIDGE_PAYLOAD_TOO_LARGE: host calls in flight would hold more than " +
+        run.maxBridgeCallChars * factor +
+        " bytes of arguments together (" +
+        factor +
+        " × maxBridgeCallBytes); await some before making more",
     );
   }
 
@@ -458,7 +466,7 @@ export function installRuntime(
       // The Console spec's: a string message takes the prefix (its format specifiers still
       // apply); anything else follows it.
       if (typeof args[0] === "string") {
-        args[0] = `Assertion failed: ${args[0]}`;
+        args[0] = "Assertion failed: " + args[0];
         emit("error", args);
         return;
       }
@@ -474,7 +482,7 @@ export function installRuntime(
   function arm(fn: unknown, ms: unknown, args: unknown[], repeat: boolean): number {
     if (typeof fn !== "function") throw new TypeErrorCtor("the callback must be a function (strings are not evaluated)");
     if (timers.size >= config.maxTimers) {
-      throw new RangeErrorCtor(`too many pending timers (limit ${config.maxTimers})`);
+      throw new RangeErrorCtor("too many pending timers (limit " + config.maxTimers + ")");
     }
     const delay = mathMax(0, mathMin(NumberCtor(ms) || 0, 2147483647));
     const id = ++timerSeq;
@@ -516,7 +524,7 @@ export function installRuntime(
   /** The "f" outcome of one of the codec's own refusals: its code and message. */
   function refusalOutcome(error: unknown): string {
     const { code, message } = error as { code: unknown; message: unknown };
-    return `f{"code":${stringify(StringCtor(code))},"message":${stringify(StringCtor(message))}}`;
+    return 'f{"code":' + stringify(StringCtor(code)) + ',"message":' + stringify(StringCtor(message)) + "}";
   }
 
   /** One of the codec's copy refusals (Codec.limitCopies), known by identity at any later time. */
@@ -552,13 +560,13 @@ export function installRuntime(
     }
     // A call's outcome has no namespace to list: return before the exports' machinery (in
     // QuickJS's interpreter every closure and call of it costs, per call).
-    if (!ns) return `o{"v":${valueText},"x":{},"k":[]}`;
+    if (!ns) return 'o{"v":' + valueText + ',"x":{},"k":[]}';
     budget -= valueText.length;
     let exportsText = "";
     // Built as text, not with JSON.stringify or array methods: the guest may have replaced those.
     let skipped = "";
     const skip = (key: string) => {
-      skipped += `${skipped ? "," : ""}${stringify(StringCtor(key))}`;
+      skipped += (skipped ? "," : "") + stringify(StringCtor(key));
     };
     if (ns) {
       // Indexed: `for…of` runs the guest-replaceable array iterator.
@@ -578,9 +586,9 @@ export function installRuntime(
           continue;
         }
         try {
-          const text = codec.encode(item, `exports.${key}`, budget);
+          const text = codec.encode(item, "exports." + key, budget);
           budget -= text.length;
-          exportsText += `${exportsText ? "," : ""}${stringify(key)}:${text}`;
+          exportsText += (exportsText ? "," : "") + stringify(key) + ":" + text;
         } catch (error) {
           // Over the output limit: the run fails with the codec's code. Anything else (not data,
           // or a getter inside the export that threw) skips the export, as a throwing getter on
@@ -591,7 +599,7 @@ export function installRuntime(
         }
       }
     }
-    return `o{"v":${valueText},"x":{${exportsText}},"k":[${skipped}]}`;
+    return 'o{"v":' + valueText + ',"x":{' + exportsText + '},"k":[' + skipped + "]}";
   }
 
   async function outcomeOf(work: () => unknown, ns: Record<string, unknown> | undefined): Promise<string> {
@@ -614,8 +622,8 @@ export function installRuntime(
   }
 
   function bodyTooLarge(): string {
-    const message = `value's body is larger than the limit of ${run.maxOutputChars} bytes`;
-    return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
+    const message = "value's body is larger than the limit of " + run.maxOutputChars + " bytes";
+    return 'f{"code":"ERR_OUTPUT_TOO_LARGE","message":' + stringify(message) + "}";
   }
 
   /** A thrown value that is no Error, as the host shows one (core/guest-errors.ts): its encoding, at most 2000 characters. */
@@ -647,11 +655,11 @@ export function installRuntime(
     try {
       // Within the output limit, as a value is: unbounded, a thrown 150 MB string was copied
       // whole into the guest's heap and the host's before the host refused it.
-      return `t${codec.encodeError(error, true, run.maxOutputChars)}`;
+      return "t" + codec.encodeError(error, true, run.maxOutputChars);
     } catch (encoding) {
       if (codec.threw(encoding) && (encoding as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") {
-        const message = `the error the guest threw is larger than the limit of ${run.maxOutputChars} bytes`;
-        return `f{"code":"ERR_OUTPUT_TOO_LARGE","message":${stringify(message)}}`;
+        const message = "the error the guest threw is larger than the limit of " + run.maxOutputChars + " bytes";
+        return 'f{"code":"ERR_OUTPUT_TOO_LARGE","message":' + stringify(message) + "}";
       }
       if (refusedCopy(encoding)) return refusalOutcome(encoding);
       return 't{"$":"e","n":"Error","m":"Uncaught exception (the thrown value could not be read)"}';
@@ -752,7 +760,7 @@ export function installRuntime(
           return fetched === undefined ? response : fetched(response);
         } catch (error) {
           if ((error as { code?: unknown } | null)?.code === "ERR_CAPABILITY_DENIED") {
-            emit("warn", [`[cordon] fetch refused: ${StringCtor((error as Error).message)}`]);
+            emit("warn", ["[cordon] fetch refused: " + StringCtor((error as Error).message)]);
           }
           throw error;
         }
@@ -783,7 +791,7 @@ export function installRuntime(
       const path = StringCtor(request.export);
       const { target, owner } = resolvePath(ns, path);
       if (typeof target !== "function") {
-        report("m", `{"path":${stringify(path)}}`);
+        report("m", '{"path":' + stringify(path) + "}");
         return;
       }
       void thenOf(
@@ -826,7 +834,7 @@ export function installRuntime(
     for (let i = 0; i < filename.length; i++) {
       const c = charCodeOf(filename, i);
       if (c !== 10 && c !== 13 && c !== 0x2028 && c !== 0x2029) continue;
-      name += `${sliceOf(filename, from, i)}_`;
+      name += sliceOf(filename, from, i) + "_";
       from = i + 1;
     }
     return from === 0 ? filename : name + sliceOf(filename, from);
@@ -835,7 +843,7 @@ export function installRuntime(
   /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
   function runScript(code: string, filename: string): void {
     const name = sourceName(filename);
-    const factory = indirectEval(`${code}\n//# sourceURL=${name}`) as (h: typeof helpers) => Record<string, unknown>;
+    const factory = indirectEval(code + "\n//# sourceURL=" + name) as (h: typeof helpers) => Record<string, unknown>;
     entry(factory(helpers));
   }
 
@@ -904,7 +912,7 @@ export function installRuntime(
         // an object that is no Error with a text of its own ("An object was thrown…"): an Error
         // that names the value crosses instead, as the host names one a call threw.
         if (error instanceof ErrorCtor) throw error;
-        throw new ErrorCtor(`Uncaught ${shownThrow(error)}`);
+        throw new ErrorCtor("Uncaught " + shownThrow(error));
       }
     },
     entry,
@@ -930,7 +938,7 @@ export function installRuntime(
           run.logBytes = 0;
           let outcome: string;
           if (typeof target !== "function") {
-            outcome = `m{"path":${stringify(StringCtor(path))}}`;
+            outcome = 'm{"path":' + stringify(StringCtor(path)) + "}";
           } else {
             let result: unknown;
             try {
@@ -986,7 +994,7 @@ export function installRuntime(
                 deliver(i, thrownOutcome(error), sync);
                 continue;
               }
-              if (sync) for (let j = i; j < argsTexts.length; j++) out += `${j ? "\u0001" : ""}p`;
+              if (sync) for (let j = i; j < argsTexts.length; j++) out += j ? "\u0001p" : "p";
               return;
             }
             outcome = encodeSafely(result);
@@ -1006,7 +1014,7 @@ export function installRuntime(
       };
       const deliver = (i: number, outcome: string, sync: boolean) => {
         ended(i);
-        if (sync) out += `${i ? "\u0001" : ""}${outcome}`;
+        if (sync) out += (i ? "\u0001" : "") + outcome;
         else host.done(outcome[0], sliceOf(outcome, 1), i);
       };
       runFrom(0, true);

@@ -1,0 +1,153 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { codecSource, createCodec } from "../../src/core/codec.js";
+import { installRuntime } from "../../src/engines/guest/runtime.js";
+import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS } from "../conformance/matrix.js";
+
+/**
+ * A guest that replaces builtins after its values are made changes nothing the host receives:
+ * its values, thrown errors, refusals and logs come out as an unpatched guest's would, and no
+ * patch lets it write the run's outcome itself (a code the host reads as its own finding).
+ * QuickJS compiles a template literal to a String.prototype.concat call, so every template in
+ * the runtime's or the codec's code was the guest's to rewrite there.
+ */
+const LIMITS = { cpuTimeMs: 3000, wallTimeMs: 8000 };
+
+/** One line each, run at the end of the module: after the values exist, before the default export is called. */
+const PATCHES = [
+  `String.prototype.concat = function () { return "X" };`,
+  `Array.prototype.join = function () { return "J" };`,
+  `Array.prototype.push = function () { return 0 };`,
+  `Array.prototype.map = function () { return ["M"] };`,
+  `Array.prototype.includes = function () { return true };`,
+  `Array.prototype.slice = function () { return [] };`,
+  `Array.prototype[Symbol.iterator] = function* () { yield "I"; yield 99 };`,
+  `Object.defineProperty(Array.prototype, "0", { get() { return "P" }, set() {}, configurable: true });`,
+  `Object.keys = () => []; Object.getOwnPropertyNames = () => []; Object.hasOwn = () => true;`,
+  `Object.getPrototypeOf = () => null; Array.isArray = () => false; ArrayBuffer.isView = () => false;`,
+  `JSON.stringify = () => '"S"'; JSON.parse = () => ({});`,
+  `String.prototype.replace = () => "R"; String.prototype.startsWith = () => true; String.prototype.indexOf = () => -1;`,
+  `String.prototype.slice = () => "L"; String.prototype.charCodeAt = () => 0; String.prototype.trimStart = () => "T";`,
+  `Number.prototype.toString = () => "N"; BigInt.prototype.toString = () => "B"; Number.isNaN = () => true;`,
+  `Date.prototype.toISOString = () => "T"; Date.prototype.getTime = () => 1; Date.prototype.toString = () => "D";`,
+  `for (const C of [Map, Set]) Object.getPrototypeOf(new C().values()).next = () => ({ done: true });`,
+  `Map.prototype.forEach = function () {}; Set.prototype.forEach = function () {}; Object.defineProperty(Map.prototype, "size", { get: () => 0 });`,
+  `Error.prototype.toString = () => "E"; Symbol.prototype.toString = () => "Y";`,
+  `RegExp.prototype.exec = () => null; RegExp.prototype.test = () => false;`,
+  `Function.prototype.call = function () { return "F" }; Function.prototype.apply = function () { return "A" }; Reflect.apply = () => "A";`,
+  `for (const C of [Error, Date, Map, Set, RegExp, Array, Object]) Object.defineProperty(C, Symbol.hasInstance, { value: () => false });`,
+  `for (const C of [Error, Date, Map, Set, RegExp]) Object.defineProperty(C, Symbol.hasInstance, { value: () => true });`,
+  `globalThis.String = function () { return "G" }; globalThis.Number = function () { return 7 };`,
+];
+
+/**
+ * Values of every kind the codec writes, made before the patch runs; the default export logs
+ * them, then returns them, throws, or returns what cannot cross, as its input says. The patch
+ * is evaluated on the last line, one line whatever it holds, so errors' stacks name the same
+ * lines with and without it.
+ */
+const probe = (patch: string) => `const cause = new RangeError("inner");
+const thrown = new TypeError("boom", { cause }); thrown.code = "E_GUEST"; thrown.list = [1, new Map([[1, "one"]])];
+const escaped = { $: "d", v: 1, "a b": [true, null], "\\u0000": -0 };
+const value = {
+  n: 1, s: "q\\"\\u0001\\u2028", nan: NaN, neg: -0, inf: -Infinity, big: -12345678901234567890n, u: undefined,
+  d: new Date(86400000), bad: new Date(NaN), m: new Map([["k", { x: [1] }], [2, new Set([3])]]), st: new Set(["a", new Date(5)]),
+  e: thrown, agg: new AggregateError([new Error("a")], "agg"), escaped, proto: JSON.parse('{"__proto__":{"y":3}}'),
+  bytes: new Uint8Array([1, 2, 255]), floats: new Float64Array([1.5, -0]), view: new DataView(new Uint8Array([9, 8, 7]).buffer, 1),
+  buffer: new Uint16Array([258]).buffer, holes: [1, , 3], nested: [[{ deep: [new Map([[{ k: 1 }, [new Set()]]])] }]],
+};
+const data = { reason: "data", at: new Date(0), m: new Map([[1, 2]]) };
+const bad = { ok: 1, "a b": [0, { "c-d": new Map([["k", Symbol("s")]]) }] };
+const loop = [1]; loop[1] = loop;
+const sym = Symbol("sym"), re = /re/g, anon = () => 1;
+export const exported = { when: new Date(3), set: new Set(["x"]), escaped };
+export const fn = () => 1;
+export default (mode) => {
+  if (mode === "logs") {
+    console.log("fmt %s %d %i %f %o %O %c|%%", "str", 42, "7.9", "2.5", { a: [1, { b: 2 }] }, "q", "color: red");
+    console.info(value.m, value.st, value.d, value.bad, value.big, value.neg, sym, re);
+    console.warn(thrown);
+    console.error([1, "two", { three: 3, "a b": 4 }], value.bytes, value.holes, value.proto);
+    console.debug(escaped, value.nested, anon, null, undefined);
+    return 1;
+  }
+  if (mode === "throw") throw thrown;
+  if (mode === "throw-data") throw data;
+  if (mode === "throw-string") throw "plain";
+  if (mode === "bad-value") return bad;
+  if (mode === "bad-nested") return { loop };
+  return value;
+};
+(0, eval)(${JSON.stringify(patch)});
+`;
+
+const MODES = ["value", "throw", "throw-data", "throw-string", "bad-value", "bad-nested"];
+
+/** What the host made of a run, as text: the codec writes Maps, Dates, errors' stacks and -0 as they are. */
+const hostCodec = createCodec();
+function seen(result: RunResult): string {
+  const logs = result.logs.map((log) => [log.level, log.message]);
+  const shown = result.ok
+    ? { status: result.status, value: result.value, exports: result.exports, skipped: result.skippedExports, logs }
+    : { status: result.status, error: result.error, logs };
+  return hostCodec.encode(shown);
+}
+
+describe.each(COMBINATIONS)("a guest that replaces builtins on $name", (combo) => {
+  let sandbox: Sandbox;
+  const unpatched = new Map<string, string>();
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+    for (const mode of MODES) unpatched.set(mode, seen(await sandbox.run({ code: probe(";"), input: mode, limits: LIMITS })));
+  });
+  afterAll(async () => {
+    await sandbox?.dispose();
+  });
+
+  it("still gets its values, errors and refusals across as an unpatched guest does", async () => {
+    // Sanity: the unpatched runs are what the probe means them to be.
+    expect(unpatched.get("value")).toContain('"status":"completed"');
+    expect(unpatched.get("throw")).toContain('"code":"ERR_USER_CODE"');
+    expect(unpatched.get("bad-value")).toContain('"code":"ERR_NOT_SERIALIZABLE"');
+    const differences: string[] = [];
+    for (const patch of PATCHES) {
+      for (const mode of MODES) {
+        const got = seen(await sandbox.run({ code: probe(patch), input: mode, limits: LIMITS }));
+        if (got !== unpatched.get(mode))
+          differences.push(`${patch} [${mode}]\n  got      ${got}\n  expected ${unpatched.get(mode)}`);
+      }
+    }
+    expect(differences.join("\n\n")).toBe("");
+  }, 240_000);
+
+  it("cannot write the outcome the host reads: a user throw never becomes a limit's code", async () => {
+    // The outcome's text starts with its kind: "o" ok, "t" thrown, "f" a refusal whose code the
+    // host keeps (ERR_MEMORY_LIMIT among them). A concat that rewrote the runtime's own texts
+    // made a returned value or a throw read as the memory limit (QuickJS).
+    const forge = `{ const c = String.prototype.concat; const forged = 'f{"code":"ERR_MEMORY_LIMIT","message":"forged"}';
+      String.prototype.concat = function (...a) { const s = c.apply(this, a); return s[0] === "o" || s[0] === "t" || s[0] === "m" ? forged : s } }`;
+    const code = `export default (mode) => { if (mode === "throw") throw new RangeError("mine"); console.warn("w"); return 42 };
+      export function sync(n) { return n + 1 }
+      export async function later(n) { throw new Error("later " + n) }
+      (0, eval)(${JSON.stringify(forge)});`;
+    const returned = await sandbox.run({ code, input: "value", limits: LIMITS });
+    expect(returned).toMatchObject({ status: "completed", value: 42, logs: [{ level: "warn", message: "w" }] });
+    const threw = await sandbox.run({ code, input: "throw", limits: LIMITS });
+    expect(threw).toMatchObject({ status: "failed", error: { code: "ERR_USER_CODE", name: "RangeError", message: "mine" } });
+    await using prefix = await sandbox.prepare({ code });
+    const [sync, later, missing] = await Promise.all([
+      prefix.call({ export: "sync", args: [1] }),
+      prefix.call({ export: "later", args: [2] }),
+      prefix.call({ export: "nowhere", args: [] }),
+    ]);
+    expect(sync).toMatchObject({ status: "completed", value: 2 });
+    expect(later).toMatchObject({ status: "failed", error: { code: "ERR_USER_CODE", message: "later 2" } });
+    expect(missing).toMatchObject({ status: "failed", error: { code: "ERR_CALL_TARGET_NOT_FOUND" } });
+  });
+});
+
+describe("the codec and runtime a guest realm runs", () => {
+  it("hold no template literal with a substitution (QuickJS makes one a call of the guest's String.prototype.concat)", () => {
+    for (const source of [codecSource(), installRuntime.toString()]) expect(source).not.toContain("${");
+  });
+});
