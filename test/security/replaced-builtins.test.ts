@@ -28,7 +28,7 @@ const PATCHES = [
   `JSON.stringify = () => '"S"'; JSON.parse = () => ({});`,
   `String.prototype.replace = () => "R"; String.prototype.startsWith = () => true; String.prototype.indexOf = () => -1;`,
   `String.prototype.slice = () => "L"; String.prototype.charCodeAt = () => 0; String.prototype.trimStart = () => "T";`,
-  `Number.prototype.toString = () => "N"; BigInt.prototype.toString = () => "B"; Number.isNaN = () => true;`,
+  `Number.prototype.toString = () => "N"; BigInt.prototype.toString = () => "B"; Number.isNaN = () => true; Math.min = () => 0;`,
   `Date.prototype.toISOString = () => "T"; Date.prototype.getTime = () => 1; Date.prototype.toString = () => "D";`,
   `for (const C of [Map, Set]) Object.getPrototypeOf(new C().values()).next = () => ({ done: true });`,
   `Map.prototype.forEach = function () {}; Set.prototype.forEach = function () {}; Object.defineProperty(Map.prototype, "size", { get: () => 0 });`,
@@ -69,6 +69,7 @@ export default (mode) => {
     console.warn(thrown);
     console.error([1, "two", { three: 3, "a b": 4 }], value.bytes, value.holes, value.proto);
     console.debug(escaped, value.nested, anon, null, undefined);
+    console.assert(false, "assertion", 1, [2]);
     return 1;
   }
   if (mode === "throw") throw thrown;
@@ -81,7 +82,7 @@ export default (mode) => {
 (0, eval)(${JSON.stringify(patch)});
 `;
 
-const MODES = ["value", "throw", "throw-data", "throw-string", "bad-value", "bad-nested"];
+const MODES = ["value", "logs", "throw", "throw-data", "throw-string", "bad-value", "bad-nested"];
 
 /** What the host made of a run, as text: the codec writes Maps, Dates, errors' stacks and -0 as they are. */
 const hostCodec = createCodec();
@@ -104,7 +105,7 @@ describe.each(COMBINATIONS)("a guest that replaces builtins on $name", (combo) =
     await sandbox?.dispose();
   });
 
-  it("still gets its values, errors and refusals across as an unpatched guest does", async () => {
+  it("still gets its values, errors, refusals and logs across as an unpatched guest does", async () => {
     // Sanity: the unpatched runs are what the probe means them to be.
     expect(unpatched.get("value")).toContain('"status":"completed"');
     expect(unpatched.get("throw")).toContain('"code":"ERR_USER_CODE"');

@@ -10,17 +10,52 @@ export type FormatLogArgs = (args: unknown[], maxChars: number) => string;
 export function createInspect(): FormatLogArgs {
   const ObjectProto = Object.prototype;
   const getProto = Object.getPrototypeOf;
+  const setPrototypeOf = Object.setPrototypeOf;
   const ownKeys = Object.keys;
   const isArray = Array.isArray;
+  const isView = ArrayBuffer.isView;
   const StringCtor = String;
+  const TypeErrorCtor = TypeError;
   const stringify = JSON.stringify;
-  // Captured before any guest code: the line's cap cuts with these. With String.prototype.slice
-  // replaced, a 50 MB string crossed whole to the host on every log call.
+  const NumberIsNaN = Number.isNaN;
+  const mathMin = Math.min;
+  // Captured before any guest code, and called through functions bound now: a guest that
+  // replaces a builtin changes its own values, not how the console prints them. (With
+  // String.prototype.slice replaced, a 50 MB string crossed whole to the host on every log call;
+  // with the array iterator replaced, the line came back as an object whose `length` said 0.)
   const callOf = Function.prototype.call;
-  const sliceOf = callOf.bind(String.prototype.slice) as (text: string, start: number, end?: number) => string;
-  const charCodeOf = callOf.bind(String.prototype.charCodeAt) as (text: string, index: number) => number;
-  const itemsOf = callOf.bind(Array.prototype.slice) as <T>(list: ArrayLike<T>, start: number, end: number) => T[];
-  const indexOfIn = callOf.bind(String.prototype.indexOf) as (text: string, search: string) => number;
+  const uncurry = <A extends unknown[], R>(method: (...args: A) => R) =>
+    callOf.bind(method) as unknown as (self: unknown, ...args: A) => R;
+  const sliceOf = uncurry(String.prototype.slice) as (text: string, start: number, end?: number) => string;
+  const charCodeOf = uncurry(String.prototype.charCodeAt) as (text: string, index: number) => number;
+  const indexOfIn = uncurry(String.prototype.indexOf) as (text: string, search: string) => number;
+  const startsWith = uncurry(String.prototype.startsWith) as (text: string, search: string) => boolean;
+  const symbolText = uncurry(Symbol.prototype.toString) as (symbol: symbol) => string;
+  const regExpText = uncurry(RegExp.prototype.toString) as (re: RegExp) => string;
+  const regExpExec = uncurry(RegExp.prototype.exec) as (re: RegExp, text: string) => unknown;
+  const dateGetTime = uncurry(Date.prototype.getTime) as (date: Date) => number;
+  const dateIso = uncurry(Date.prototype.toISOString) as (date: Date) => string;
+  const hasOwn = uncurry(ObjectProto.hasOwnProperty) as (o: object, key: number | string) => boolean;
+  // instanceof asks Symbol.hasInstance, the guest's to define: the chain is walked instead.
+  const inherits = uncurry(ObjectProto.isPrototypeOf) as (proto: object, value: unknown) => boolean;
+  const getterOf = (proto: object, name: string | symbol) =>
+    uncurry((Object.getOwnPropertyDescriptor(proto, name) as PropertyDescriptor).get as () => unknown);
+  const TypedArrayProto = getProto(Uint8Array.prototype);
+  const typedTag = getterOf(TypedArrayProto, Symbol.toStringTag) as (view: unknown) => string | undefined;
+  const typedLength = getterOf(TypedArrayProto, "length") as (view: unknown) => number;
+  const mapSize = getterOf(Map.prototype, "size") as (map: unknown) => number;
+  const setSize = getterOf(Set.prototype, "size") as (set: unknown) => number;
+  // Iterated by the iterators' own `next`, read now: the guest's `next` (or destructuring, which
+  // runs the array iterator) would print entries the Map does not hold.
+  const mapEntries = uncurry(Map.prototype.entries) as (map: unknown) => object;
+  const mapNext = uncurry(getProto(new Map().entries()).next) as (it: object) => IteratorResult<[unknown, unknown]>;
+  const setValues = uncurry(Set.prototype.values) as (set: unknown) => object;
+  const setNext = uncurry(getProto(new Set().values()).next) as (it: object) => IteratorResult<unknown>;
+  const ErrorProto = Error.prototype;
+  const DateProto = Date.prototype;
+  const RegExpProto = RegExp.prototype;
+  const MapProto = Map.prototype;
+  const SetProto = Set.prototype;
   const NumberCtor = Number;
   const parseIntFn = parseInt;
   const parseFloatFn = parseFloat;
@@ -43,12 +78,28 @@ export function createInspect(): FormatLogArgs {
    */
   let left = 0;
 
+  /** A list no prototype reaches: an index setter a guest put on Array.prototype never sees its writes. */
+  const list = (): unknown[] => setPrototypeOf([], null) as unknown[];
+
+  /** `items` joined by ", ": Array.prototype.join is the guest's to replace. */
+  function joined(items: unknown[], count: number): string {
+    let out = "";
+    for (let i = 0; i < count; i++) out += i === 0 ? items[i] : ", " + items[i];
+    return out;
+  }
+
+  /** What a template literal makes of `value`: String() but for a Symbol, which it refuses. */
+  function text(value: unknown): string {
+    if (typeof value === "symbol") throw new TypeErrorCtor("Cannot convert a Symbol value to a string");
+    return StringCtor(value);
+  }
+
   function inspect(value: unknown, depth: number, seen: unknown[]): string {
     const before = left;
-    const text = describe(value, depth, seen);
+    const out = describe(value, depth, seen);
     // A container's text holds its children's, which they spent already: it spends the rest.
-    left -= text.length - (before - left);
-    return text;
+    left -= out.length - (before - left);
+    return out;
   }
 
   function describe(value: unknown, depth: number, seen: unknown[]): string {
@@ -59,76 +110,95 @@ export function createInspect(): FormatLogArgs {
           // Never between the halves of a surrogate pair.
           const code = charCodeOf(value, left - 1);
           const cut = sliceOf(value, 0, code >= 0xd800 && code <= 0xdbff ? left - 1 : left);
-          return depth === 0 ? cut : `${stringify(cut)}…`;
+          return depth === 0 ? cut : stringify(cut) + "…";
         }
         return depth === 0 ? value : stringify(value);
       case "number":
         return value === 0 && 1 / value < 0 ? "-0" : StringCtor(value);
       case "bigint":
-        return `${value}n`;
+        return StringCtor(value) + "n";
       case "boolean":
       case "undefined":
         return StringCtor(value);
       case "symbol":
-        return value.toString();
+        return symbolText(value);
       case "function":
-        return `[Function: ${value.name || "(anonymous)"}]`;
+        return "[Function: " + text(value.name || "(anonymous)") + "]";
     }
     if (value === null) return "null";
-    if (seen.includes(value)) return "[Circular]";
-    if (value instanceof Error) {
-      const header = `${value.name}: ${value.message}`;
-      const stack = typeof value.stack === "string" ? value.stack : "";
+    for (let i = 0; i < seen.length; i++) if (seen[i] === value) return "[Circular]";
+    if (inherits(ErrorProto, value)) {
+      const error = value as Error;
+      const header = text(error.name) + ": " + text(error.message);
+      const stack = typeof error.stack === "string" ? error.stack : "";
       // V8 stacks start with the header; QuickJS stacks are frames only.
       if (!stack) return header;
-      return stack.startsWith(value.name) ? stack : `${header}\n${stack.replace(/\n$/, "")}`;
+      if (startsWith(stack, error.name)) return stack;
+      const end = stack.length - 1;
+      return header + "\n" + (charCodeOf(stack, end) === 10 ? sliceOf(stack, 0, end) : stack);
     }
-    if (value instanceof Date) return Number.isNaN(value.getTime()) ? "Invalid Date" : value.toISOString();
-    if (value instanceof RegExp) return StringCtor(value);
+    if (inherits(DateProto, value)) {
+      const date = value as Date;
+      return NumberIsNaN(dateGetTime(date)) ? "Invalid Date" : dateIso(date);
+    }
+    if (inherits(RegExpProto, value)) return regExpText(value as RegExp);
     if (depth >= MAX_DEPTH) return isArray(value) ? "[Array]" : "[Object]";
-    seen.push(value);
+    const at = seen.length;
+    seen[at] = value;
     try {
-      if (isArray(value)) {
-        const items = itemsOf(value, 0, MAX_ITEMS).map((v) => inspect(v, depth + 1, seen));
-        if (value.length > MAX_ITEMS) items.push(`... ${value.length - MAX_ITEMS} more items`);
-        return `[ ${items.join(", ")} ]`;
-      }
-      if (value instanceof Map) {
-        const items: string[] = [];
-        for (const [k, v] of value) {
-          if (items.length >= MAX_ITEMS) break;
-          items.push(`${inspect(k, depth + 1, seen)} => ${inspect(v, depth + 1, seen)}`);
-        }
-        return `Map(${value.size}) { ${items.join(", ")} }`;
-      }
-      if (value instanceof Set) {
-        const items: string[] = [];
-        for (const v of value) {
-          if (items.length >= MAX_ITEMS) break;
-          items.push(inspect(v, depth + 1, seen));
-        }
-        return `Set(${value.size}) { ${items.join(", ")} }`;
-      }
-      if (ArrayBuffer.isView(value)) {
-        const view = value as unknown as ArrayLike<unknown>;
-        const name = getProto(value)?.constructor?.name ?? "TypedArray";
-        const shown = itemsOf(view, 0, MAX_ITEMS).map((v) => inspect(v, depth + 1, seen));
-        return `${name}(${view.length}) [ ${shown.join(", ")} ]`;
-      }
-      const proto = getProto(value);
-      const prefix = proto === ObjectProto || proto === null ? "" : `${proto?.constructor?.name ?? "Object"} `;
-      const keys = ownKeys(value as object);
-      const parts = itemsOf(keys, 0, MAX_ITEMS).map((k) => {
-        const name = IDENT.test(k) ? k : stringify(k);
-        return `${name}: ${inspect((value as Record<string, unknown>)[k], depth + 1, seen)}`;
-      });
-      if (keys.length > MAX_ITEMS) parts.push(`... ${keys.length - MAX_ITEMS} more keys`);
-      return parts.length ? `${prefix}{ ${parts.join(", ")} }` : `${prefix}{}`;
+      return container(value as object, depth, seen);
     } catch {
       return "[Uninspectable]";
     } finally {
-      seen.pop();
+      seen.length = at;
     }
+  }
+
+  /** An array, Map, Set, typed array or object, its items inspected one level deeper. */
+  function container(value: object, depth: number, seen: unknown[]): string {
+    const items = list();
+    let n = 0;
+    if (isArray(value)) {
+      const length = (value as unknown[]).length;
+      const shown = mathMin(length, MAX_ITEMS);
+      // A hole prints as nothing between its commas.
+      for (let i = 0; i < shown; i++) items[n++] = hasOwn(value, i) ? inspect((value as unknown[])[i], depth + 1, seen) : "";
+      if (length > MAX_ITEMS) items[n++] = "... " + (length - MAX_ITEMS) + " more items";
+      return "[ " + joined(items, n) + " ]";
+    }
+    if (inherits(MapProto, value)) {
+      const entries = mapEntries(value);
+      for (let step = mapNext(entries); !step.done && n < MAX_ITEMS; step = mapNext(entries)) {
+        const entry = step.value;
+        items[n++] = inspect(entry[0], depth + 1, seen) + " => " + inspect(entry[1], depth + 1, seen);
+      }
+      return "Map(" + mapSize(value) + ") { " + joined(items, n) + " }";
+    }
+    if (inherits(SetProto, value)) {
+      const values = setValues(value);
+      for (let step = setNext(values); !step.done && n < MAX_ITEMS; step = setNext(values))
+        items[n++] = inspect(step.value, depth + 1, seen);
+      return "Set(" + setSize(value) + ") { " + joined(items, n) + " }";
+    }
+    if (isView(value)) {
+      // A DataView has no length and no items to show.
+      const length = typedTag(value) === undefined ? undefined : typedLength(value);
+      const name = getProto(value)?.constructor?.name ?? "TypedArray";
+      const shown = length === undefined ? 0 : mathMin(length, MAX_ITEMS);
+      for (let i = 0; i < shown; i++) items[n++] = inspect((value as unknown as ArrayLike<unknown>)[i], depth + 1, seen);
+      return text(name) + "(" + length + ") [ " + joined(items, n) + " ]";
+    }
+    const proto = getProto(value);
+    const prefix = proto === ObjectProto || proto === null ? "" : text(proto?.constructor?.name ?? "Object") + " ";
+    const keys = ownKeys(value);
+    const shown = mathMin(keys.length, MAX_ITEMS);
+    for (let i = 0; i < shown; i++) {
+      const key = keys[i];
+      const name = regExpExec(IDENT, key) !== null ? key : stringify(key);
+      items[n++] = name + ": " + inspect((value as Record<string, unknown>)[key], depth + 1, seen);
+    }
+    if (keys.length > MAX_ITEMS) items[n++] = "... " + (keys.length - MAX_ITEMS) + " more keys";
+    return n ? prefix + "{ " + joined(items, n) + " }" : prefix + "{}";
   }
 
   /** A number as Node's format prints one: -0 keeps its sign. */
@@ -141,21 +211,21 @@ export function createInspect(): FormatLogArgs {
     switch (code) {
       case 0x73: {
         // %s
-        if (typeof arg === "bigint") return `${arg}n`;
+        if (typeof arg === "bigint") return StringCtor(arg) + "n";
         if (typeof arg === "number") return numberText(arg);
-        if (typeof arg === "symbol") return arg.toString();
+        if (typeof arg === "symbol") return symbolText(arg);
         if (arg === null || (typeof arg !== "object" && typeof arg !== "function")) return StringCtor(arg);
         const own = (arg as { toString?: unknown }).toString;
         let builtin = typeof own !== "function";
         for (let i = 0; i < builtinToStrings.length && !builtin; i++) builtin = own === builtinToStrings[i];
         // Node prints such an object one level deep.
-        return builtin ? inspect(arg, MAX_DEPTH - 1, []) : StringCtor(arg);
+        return builtin ? inspect(arg, MAX_DEPTH - 1, list()) : StringCtor(arg);
       }
       case 0x64: // %d
-        if (typeof arg === "bigint") return `${arg}n`;
+        if (typeof arg === "bigint") return StringCtor(arg) + "n";
         return typeof arg === "symbol" ? "NaN" : numberText(NumberCtor(arg));
       case 0x69: // %i
-        if (typeof arg === "bigint") return `${arg}n`;
+        if (typeof arg === "bigint") return StringCtor(arg) + "n";
         return typeof arg === "symbol" ? "NaN" : numberText(parseIntFn(arg as string));
       case 0x66: // %f
         return typeof arg === "symbol" ? "NaN" : numberText(parseFloatFn(arg as string));
@@ -167,15 +237,22 @@ export function createInspect(): FormatLogArgs {
         }
       case 0x6f: // %o
       case 0x4f: // %O: a string is shown quoted, as inside an object
-        return inspect(arg, typeof arg === "string" ? 1 : 0, []);
+        return inspect(arg, typeof arg === "string" ? 1 : 0, list());
       default: // %c: styles, which a line of text has none of
         return "";
     }
   }
 
-  /** The format string with its specifiers replaced; how many arguments they took (the string included). */
-  function substitute(format: string, args: unknown[]): [string, number] {
-    let text = "";
+  /** How many arguments the latest substitute took (the format string included). */
+  let lastUsed = 1;
+
+  /**
+   * The format string with its specifiers replaced; how many arguments they took is left in
+   * `lastUsed`, as it returns (a pair returned as an array was destructured with the guest's
+   * array iterator, which could hand back a line whose `length` said 0).
+   */
+  function substitute(format: string, args: unknown[]): string {
+    let out = "";
     let used = 1;
     let last = 0;
     const n = format.length;
@@ -207,11 +284,12 @@ export function createInspect(): FormatLogArgs {
       } else continue;
       const before = sliceOf(format, last, i);
       left -= before.length + piece.length;
-      text += before + piece;
+      out += before + piece;
       last = i + 2;
       i++;
     }
-    return [text + sliceOf(format, last, n), used];
+    lastUsed = used;
+    return out + sliceOf(format, last, n);
   }
 
   return function formatLogArgs(args, maxChars) {
@@ -220,20 +298,20 @@ export function createInspect(): FormatLogArgs {
     let start = 0;
     const first = args[0];
     if (args.length > 1 && typeof first === "string" && indexOfIn(first, "%") >= 0) {
-      const [text, used] = substitute(first, args);
-      if (text.length > maxChars) return sliceOf(text, 0, maxChars);
-      out = text;
-      left = maxChars - text.length;
-      start = used;
+      const substituted = substitute(first, args);
+      if (substituted.length > maxChars) return sliceOf(substituted, 0, maxChars);
+      out = substituted;
+      left = maxChars - substituted.length;
+      start = lastUsed;
     }
     for (let i = start; i < args.length; i++) {
       let part: string;
       try {
-        part = inspect(args[i], 0, []);
+        part = inspect(args[i], 0, list());
       } catch {
         part = "[Uninspectable]";
       }
-      out += i === 0 ? part : ` ${part}`;
+      out += i === 0 ? part : " " + part;
       if (out.length > maxChars) return sliceOf(out, 0, maxChars);
     }
     return out;

@@ -166,6 +166,7 @@ export function installRuntime(
   const objectHasOwn = Object.hasOwn;
   const hasOwn = (o: object, k: string) => objectHasOwn(o, k);
   const create = Object.create;
+  const setPrototypeOf = Object.setPrototypeOf;
   const apply = Reflect.apply;
   // The runtime's own promises are chained with the `then` of boot time: a guest may replace
   // Promise.prototype.then, and would otherwise receive (and forge) every outcome's text.
@@ -470,7 +471,8 @@ export function installRuntime(
         emit("error", args);
         return;
       }
-      const all: unknown[] = ["Assertion failed"];
+      // Without a prototype: an index setter a guest put on Array.prototype would swallow the writes.
+      const all = setPrototypeOf(["Assertion failed"], null) as unknown[];
       for (let i = 0; i < args.length; i++) all[i + 1] = args[i];
       emit("error", all);
     },
