@@ -121,6 +121,22 @@ describe.each(COMBINATIONS)("a guest that replaces builtins on $name", (combo) =
     expect(differences.join("\n\n")).toBe("");
   }, 240_000);
 
+  it("cannot hand the console's host call its own object as the line", async () => {
+    // The formatter destructured [text, used] with the guest's array iterator: the "line" was the
+    // guest's object, its length 0 to the guest-side cap, and QuickJS read its toString (3 MB)
+    // into the host on every call.
+    const code = `export default () => {
+      let calls = 0;
+      const line = { length: 0, toString() { calls++; return "x".repeat(3_000_000) } };
+      Array.prototype[Symbol.iterator] = function* () { yield line; yield 2 };
+      for (let i = 0; i < 20; i++) console.log("%s", "a");
+      return calls;
+    }`;
+    const result = await sandbox.run({ code, limits: { ...LIMITS, maxLogBytes: 1000 } });
+    expect(result).toMatchObject({ status: "completed", value: 0 });
+    expect(result.logs.map((log) => log.message)).toEqual(Array(20).fill("a"));
+  });
+
   it("cannot write the outcome the host reads: a user throw never becomes a limit's code", async () => {
     // The outcome's text starts with its kind: "o" ok, "t" thrown, "f" a refusal whose code the
     // host keeps (ERR_MEMORY_LIMIT among them). A concat that rewrote the runtime's own texts
