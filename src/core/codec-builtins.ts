@@ -20,6 +20,8 @@ export function captureCodecBuiltins(trusted: boolean) {
     callOf.bind(method) as unknown as (self: unknown, ...args: A) => R;
   const applyFn = Reflect.apply;
   const hasOwn = uncurry(ObjectProto.hasOwnProperty) as (o: object, k: string) => boolean;
+  /** `value instanceof C` as `inherits(C.prototype, value)`, without the guest's Symbol.hasInstance. */
+  const inherits = uncurry(ObjectProto.isPrototypeOf) as (proto: object, value: unknown) => boolean;
   const charCodeOf = uncurry(String.prototype.charCodeAt);
   const sliceOf = uncurry(String.prototype.slice) as (self: string, start: number, end?: number) => string;
   const Uint8 = Uint8Array;
@@ -143,6 +145,7 @@ export function captureCodecBuiltins(trusted: boolean) {
     uncurry,
     applyFn,
     hasOwn,
+    inherits,
     charCodeOf,
     sliceOf,
     Uint8,

@@ -21,7 +21,6 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
   const {
     BRAND_ERROR,
     BRAND_PROTOS,
-    ErrorCtor,
     ErrorProto,
     MAX_BIGINT_BITS,
     MAX_BIGINT_CHARS,
@@ -37,6 +36,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     dateGetTime,
     getProto,
     hasOwn,
+    inherits,
     isArray,
     isView,
     mapForEach,
@@ -333,7 +333,8 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
       const out = branded(brand, value);
       if (out !== undefined) return out;
     }
-    if (value instanceof ErrorCtor) return encodeErrorValue(value);
+    // Not `instanceof`: it asks Error[Symbol.hasInstance], the guest's to define.
+    if (inherits(ErrorProto, value)) return encodeErrorValue(value as Error);
     let extended: ReturnType<CodecExtension["encode"]>;
     try {
       extended = state.extension?.encode(value);

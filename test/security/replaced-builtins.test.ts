@@ -55,10 +55,12 @@ const value = {
   e: thrown, agg: new AggregateError([new Error("a")], "agg"), escaped, proto: JSON.parse('{"__proto__":{"y":3}}'),
   bytes: new Uint8Array([1, 2, 255]), floats: new Float64Array([1.5, -0]), view: new DataView(new Uint8Array([9, 8, 7]).buffer, 1),
   buffer: new Uint16Array([258]).buffer, holes: [1, , 3], nested: [[{ deep: [new Map([[{ k: 1 }, [new Set()]]])] }]],
+  borrowed: Object.assign(Object.create(Error.prototype), { message: "borrowed" }),
 };
 const data = { reason: "data", at: new Date(0), m: new Map([[1, 2]]) };
 const bad = { ok: 1, "a b": [0, { "c-d": new Map([["k", Symbol("s")]]) }] };
 const loop = [1]; loop[1] = loop;
+const instance = { thing: new (class Thing {})() };
 const sym = Symbol("sym"), re = /re/g, anon = () => 1;
 export const exported = { when: new Date(3), set: new Set(["x"]), escaped };
 export const fn = () => 1;
@@ -77,12 +79,13 @@ export default (mode) => {
   if (mode === "throw-string") throw "plain";
   if (mode === "bad-value") return bad;
   if (mode === "bad-nested") return { loop };
+  if (mode === "bad-instance") return instance;
   return value;
 };
 (0, eval)(${JSON.stringify(patch)});
 `;
 
-const MODES = ["value", "logs", "throw", "throw-data", "throw-string", "bad-value", "bad-nested"];
+const MODES = ["value", "logs", "throw", "throw-data", "throw-string", "bad-value", "bad-nested", "bad-instance"];
 
 /** What the host made of a run, as text: the codec writes Maps, Dates, errors' stacks and -0 as they are. */
 const hostCodec = createCodec();
@@ -120,6 +123,28 @@ describe.each(COMBINATIONS)("a guest that replaces builtins on $name", (combo) =
     }
     expect(differences.join("\n\n")).toBe("");
   }, 240_000);
+
+  it("gets what its module's top level and its timers throw across as an unpatched guest does", async () => {
+    // The runtime told an Error from thrown data with `instanceof`, which asks the guest's
+    // Error[Symbol.hasInstance]: a thrown Error came back as "Uncaught {...}" text, thrown data
+    // as isolated-vm's "An object was thrown..." (v8) or without its tags (quickjs).
+    const bodies = [
+      `throw Object.assign(new TypeError("top"), { code: "E" });\nexport default 1;`,
+      `throw { a: new Date(0) };\nexport default 1;`,
+      `export default () => new Promise(() => setTimeout(() => { throw new RangeError("later") }, 1));`,
+      `export default () => new Promise(() => setTimeout(() => { throw [1, new Map([[1, 2]])] }, 1));`,
+    ];
+    const differences: string[] = [];
+    for (const body of bodies) {
+      const expected = seen(await sandbox.run({ code: `(0, eval)(";");\n${body}`, limits: LIMITS }));
+      for (const verdict of ["false", "true"]) {
+        const patch = `for (const C of [Error, Object]) Object.defineProperty(C, Symbol.hasInstance, { value: () => ${verdict} });`;
+        const got = seen(await sandbox.run({ code: `(0, eval)(${JSON.stringify(patch)});\n${body}`, limits: LIMITS }));
+        if (got !== expected) differences.push(`${verdict} ${body}\n  got      ${got}\n  expected ${expected}`);
+      }
+    }
+    expect(differences.join("\n\n")).toBe("");
+  });
 
   it("cannot hand the console's host call its own object as the line", async () => {
     // The formatter destructured [text, used] with the guest's array iterator: the "line" was the

@@ -188,6 +188,11 @@ export function installRuntime(
   const sliceOf = callOf.bind(sliceString) as (text: string, from: number, to?: number) => string;
   const trimStartOf = callOf.bind(String.prototype.trimStart) as (text: string) => string;
   const charCodeOf = callOf.bind(String.prototype.charCodeAt) as (text: string, at: number) => number;
+  // An Error by its prototype chain: `instanceof` asks Error[Symbol.hasInstance], which a guest
+  // can define (then a thrown Error was reported as thrown data, or data thrown across as one).
+  const inherits = callOf.bind(Object.prototype.isPrototypeOf) as (proto: object, value: unknown) => boolean;
+  const ErrorProto = Error.prototype;
+  const isError = (value: unknown) => inherits(ErrorProto, value);
   // Read once, now: absent (v8, quickjs), a later read would find one a guest put on Object.prototype.
   const readBodies = config.readBodies;
   /** Split parts, in an object without a prototype: storing into it meets no index setter a guest put on Array.prototype. */
@@ -875,7 +880,7 @@ export function installRuntime(
         // A value that is no Error, thrown while the module evaluates, is reported here: past the
         // crossing isolated-vm replaces it with a message of its own ("An object was thrown from
         // supplied code within isolated-vm…") and the value is lost. Errors cross as before.
-        if (error instanceof ErrorCtor) throw error;
+        if (isError(error)) throw error;
         reportOutcome(thrownOutcome(error));
       }
     },
@@ -887,7 +892,7 @@ export function installRuntime(
       } catch (error) {
         // As runScript: a value that is no Error is reported as a call's throw is (its encoding,
         // bounded by the output limit), not copied out whole by the QuickJS worker.
-        if (error instanceof ErrorCtor) throw error;
+        if (isError(error)) throw error;
         reportOutcome(thrownOutcome(error));
         return;
       }
@@ -913,7 +918,7 @@ export function installRuntime(
         // What a timer throws fails the run through the crossing. Past it isolated-vm replaces
         // an object that is no Error with a text of its own ("An object was thrown…"): an Error
         // that names the value crosses instead, as the host names one a call threw.
-        if (error instanceof ErrorCtor) throw error;
+        if (isError(error)) throw error;
         throw new ErrorCtor("Uncaught " + shownThrow(error));
       }
     },
