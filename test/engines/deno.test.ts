@@ -397,7 +397,7 @@ describe("the deno engine", () => {
       expect(completed(await sandbox.run({ code: "export default 9" })).value).toBe(9);
     });
 
-    it("a forged timer frame's delay is clamped: no TimeoutOverflowWarning on the host's stderr", async () => {
+    it("a forged timer frame retires the process: no TimeoutOverflowWarning on the host's stderr", async () => {
       const warnings: string[] = [];
       const onWarning = (warning: Error) => warnings.push(warning.name);
       process.on("warning", onWarning);
@@ -410,12 +410,46 @@ describe("the deno engine", () => {
           for (let i = 0; i < 3; i++) Deno.stdout.writeSync(out);
           return new Promise((resolve) => setTimeout(() => resolve("sent"), 100));
         }`;
-        expect(completed(await sandbox.run({ code })).value).toBe("sent");
+        expect(failed(await sandbox.run({ code })).error).toMatchObject({
+          code: "ERR_INSTANCE_RESET",
+          message: expect.stringContaining("without this process's key"),
+        });
         await new Promise((resolve) => setTimeout(resolve, 50));
         expect(warnings).not.toContain("TimeoutOverflowWarning");
       } finally {
         process.off("warning", onWarning);
       }
+    });
+
+    it("a well-formed frame the guest writes forges no outcome, log or readiness: the process is retired", async () => {
+      // Deno.stdout is the guest's to write: a "done" frame of kind "f" made a run that returned
+      // 42 fail as ERR_MEMORY_LIMIT "forged", a "log" frame added an error line, and a "ready"
+      // frame reset the base of the RSS watchdog's budget. The host's frames carry a key the
+      // guest cannot read.
+      const frames = [
+        { t: "done", kind: "f", text: JSON.stringify({ code: "ERR_MEMORY_LIMIT", message: "forged" }) },
+        { t: "log", level: "error", message: "forged" },
+        { t: "ready" },
+      ];
+      for (const frame of frames) {
+        const code = `export default async () => {
+          const body = new TextEncoder().encode(${JSON.stringify(JSON.stringify(frame))});
+          const out = new Uint8Array(4 + body.length);
+          new DataView(out.buffer).setUint32(0, body.length);
+          out.set(body, 4);
+          Deno.stdout.writeSync(out);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          return 42;
+        }`;
+        const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
+        expect([result.error.code, result.error.message, result.logs], JSON.stringify(frame)).toEqual([
+          "ERR_INSTANCE_RESET",
+          // A second "ready" is no frame the host reads after the first.
+          expect.stringMatching(/protocol error: (a frame without this process's key|an unknown frame "ready")/),
+          [],
+        ]);
+      }
+      expect(completed(await sandbox.run({ code: "export default 10" })).value).toBe(10);
     });
 
     it("a guest that exits its process fails only its run; the next run gets a new process", async () => {

@@ -104,6 +104,9 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const read = stdin.read.bind(stdin);
   const ownKeys = Object.keys;
 
+  /** The host's key for this process (process.ts), from the first frame after "ready": every frame after carries it. */
+  let key: string | undefined;
+
   /**
    * Frames are built from primitives only: JSON.stringify of an object would consult a toJSON
    * the guest put on Object.prototype, and forge the frame.
@@ -118,6 +121,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       if (value === undefined) continue;
       text += `${text ? "," : "{"}${stringify(key)}:${stringify(value)}`;
     }
+    if (key !== undefined) text += `${text ? "," : "{"}"k":${stringify(key)}`;
     const body = encode(`${text}}`);
     const size = lengthOf(body);
     const buffer = new ArrayBufferCtor(4 + size);
@@ -362,6 +366,10 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     if (message.t === "evaluate" || message.t === "call") work = message.work;
     try {
       switch (message.t) {
+        case "key":
+          // Once: it arrives before any guest code, and nothing later replaces it.
+          if (key === undefined && typeof message.key === "string") key = message.key;
+          return;
         case "evaluate":
           whenSettled(evaluate(message), undefined, failures);
           return;

@@ -1,8 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
+import { frameProblem } from "./frames.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
@@ -91,6 +93,14 @@ export class DenoProcess {
   /** Why the host ended it (a limit, a protocol error), when it did. */
   endedBy: string | undefined;
   private stderrTail = "";
+  /**
+   * What every frame after "ready" carries as `k`: the bootstrap gets it as the first frame on its
+   * stdin, before any guest code runs, and keeps it in its closure. The guest can write to stdout
+   * (Deno.stdout, node:fs) but never read this: without the key, a frame it wrote forged the run's
+   * outcome (`done` with ERR_MEMORY_LIMIT), its logs, or a second `ready` (which reset baseRss,
+   * the base of the RSS watchdog's budget).
+   */
+  private readonly key = randomBytes(16).toString("hex");
   /** Bytes the host has read from the process's stdout and stderr (see writtenBytes). */
   private pipedBytes = 0;
   onMessage: (message: Record<string, unknown>) => void = () => {};
@@ -143,12 +153,22 @@ export class DenoProcess {
       rejectReady(new Error("the Deno process did not start in time"));
       this.kill("start timeout");
     }, START_TIMEOUT_MS);
+    let started = false;
     const reader = new FrameReader(
       (message) => {
-        if (message.t === "ready") {
+        if (!started && message.t === "ready") {
+          started = true;
           clearTimeout(timer);
           this.baseRss = readRss(this.pid) ?? 0;
+          // Before anything else is sent: see `key`.
+          this.send({ t: "key", key: this.key });
           resolveReady();
+          return;
+        }
+        // Before "ready" only cordon's own warm-up has run: its frames carry no key yet.
+        if (started && message.k !== this.key) {
+          const problem = frameProblem(message) ?? "a frame without this process's key (written by guest code?)";
+          this.kill(`protocol error: ${problem}`);
           return;
         }
         // The frames are the guest's to forge: whatever reading one throws retires the process,
