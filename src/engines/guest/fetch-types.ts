@@ -839,8 +839,10 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
 
   function wireHeaders(h: Headers): WireHeaders {
     const list = listOf(h);
-    const out: WireHeaders = [];
-    for (let i = 0; i < list.length; i++) push(out, [list[i][0], list[i][1]]);
+    // Without a prototype: push (or an index write) meets an index setter a guest put on
+    // Array.prototype, which swallowed the pairs (the codec then read the getter's value).
+    const out = setPrototypeOf([], null) as WireHeaders;
+    for (let i = 0; i < list.length; i++) out[i] = [list[i][0], list[i][1]];
     return out;
   }
 
