@@ -84,9 +84,9 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "Deno's Request and Response are its own, with streamed bodies, read (asynchronously) before they cross only where cordon reads them: a call's arguments, a run's input or a returned value, at most 2 levels inside. Elsewhere (deeper, in a Map, in an export or an error's fields) one made in the guest cannot cross: an export is skipped, a value is refused naming the rule. The other engines' guest classes hold their bodies as bytes, so theirs cross from anywhere, as a Request or Response decoded from the wire does everywhere.",
   },
-  "replaced-array-builtins-bodies": {
+  "replaced-builtins-bodies": {
     "deno/inprocess":
-      "Deno's Request, Response and Headers are its own, and cordon reads their headers and bodies (core/fetch-wire.ts) with the array builtins of the guest's realm: a guest that replaces Array.prototype.push or the array iterator, or puts an index accessor on Array.prototype, before returning one gets ERR_USER_CODE (its value cannot be read), never another value or code. The other engines' classes are cordon's, read with builtins captured at boot.",
+      "Deno's Request, Response and Headers are its own, and cordon reads their headers and bodies (core/fetch-wire.ts) with the builtins of the guest's realm: a guest that replaces Array.prototype.push, the array iterator or Function.prototype.call/apply, or puts an index accessor on Array.prototype, before returning one cannot get it across: ERR_USER_CODE (its value cannot be read), ERR_INSTANCE_RESET (Deno's own code failed and its process exited) or ERR_CPU_TIMEOUT (reading the body spun until the CPU limit, with call/apply replaced). Never another value, nor another code.",
   },
   "url-limits": {
     "deno/inprocess":
