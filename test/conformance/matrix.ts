@@ -86,7 +86,7 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   },
   "replaced-builtins-bodies": {
     "deno/inprocess":
-      "Deno's Request, Response and Headers are its own, and cordon reads their headers and bodies (core/fetch-wire.ts) with the builtins of the guest's realm: a guest that replaces Array.prototype.push, the array iterator or Function.prototype.call/apply, or puts an index accessor on Array.prototype, before returning one cannot get it across: ERR_USER_CODE (its value cannot be read), ERR_INSTANCE_RESET (Deno's own code failed and its process exited) or ERR_CPU_TIMEOUT (reading the body spun until the CPU limit, with call/apply replaced). Never another value, nor another code.",
+      "Deno's Request, Response and Headers are its own, and cordon reads their headers and bodies (core/fetch-wire.ts) with the builtins of the guest's realm: a guest that replaces Array.prototype.push, the array iterator or Function.prototype.call/apply, or puts an index accessor on Array.prototype, before returning one may not get it across (it varies from run to run): ERR_USER_CODE (its value cannot be read), ERR_INSTANCE_RESET (Deno's own code failed and its process exited) or ERR_CPU_TIMEOUT (reading the body spun until the CPU limit, with call/apply replaced). Never another value, nor another code.",
   },
   "url-limits": {
     "deno/inprocess":
