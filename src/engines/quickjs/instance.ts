@@ -132,7 +132,10 @@ export class QuickJSInstance implements EngineInstance {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
     const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
-    const value = await this.thread.request({ t: "call", id: this.id, path, joined, caps: same ? undefined : caps });
+    const value = await this.thread.request(
+      { t: "call", id: this.id, path, joined, caps: same ? undefined : caps },
+      this.begunSince(),
+    );
     // A call whose crossing threw (an interrupt, an uncaught error) reports it through onFailure.
     if (typeof value !== "string") return "";
     // Thrown outcomes ("t…") may name a module-form prefix's frames: their tag goes.
@@ -193,7 +196,17 @@ export class QuickJSInstance implements EngineInstance {
     const heard = new Promise<void>((resolve) => {
       this.heard = resolve;
     });
-    void pollUntilSettled(heard, this.thread.busyPollMs);
+    void pollUntilSettled(heard, this.thread.busyPollMs, false, this.begunSince());
+  }
+
+  /**
+   * Has the worker begun on what was just posted: entered a crossing, or finished one, since now?
+   * (core/busy-poll.ts pauses polling when a window ends before it had.)
+   */
+  private begunSince(): () => boolean {
+    const cpu = this.cpu;
+    const counted = cpu[0];
+    return () => cpu[1] !== 0 || cpu[0] !== counted;
   }
 
   private stopExpecting(): void {

@@ -40,6 +40,8 @@ export type ToWorker =
   | { t: "dispose"; id: number }
   /** A run for this thread is coming: nothing to do, only to be awake for it (Engine.expectRun). */
   | { t: "wake"; id: 0 };
+// Any message may carry `quiet: true`: the host has paused polling (core/busy-poll.ts), and the
+// worker does not turn for the next request either.
 
 export type FromWorker =
   | { t: "reply"; id: number; seq: number; value?: unknown; error?: string }

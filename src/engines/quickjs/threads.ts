@@ -1,7 +1,7 @@
 import { availableParallelism } from "node:os";
 import { Worker } from "node:worker_threads";
 import { createRequire } from "node:module";
-import { pollUntilSettled } from "../../core/busy-poll.js";
+import { pollingPaused, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { compactGuestRuntimeScript, HOST_CALLBACK_NAMES } from "../guest/bundle.js";
 import { createHostServices } from "../host-services.js";
@@ -98,18 +98,23 @@ export class QuickJSThread {
     this.endIfRetired();
   }
 
+  /** While polling is paused here (core/busy-poll.ts), the worker is told not to poll either (`quiet`). */
   post(message: ToWorker): void {
-    if (!this.dead) this.worker.postMessage(message);
+    if (!this.dead) this.worker.postMessage(pollingPaused() ? { ...message, quiet: true } : message);
   }
 
-  request(message: ToWorker extends infer M ? (M extends { seq: number } ? Omit<M, "seq"> : never) : never): Promise<unknown> {
+  request(
+    message: ToWorker extends infer M ? (M extends { seq: number } ? Omit<M, "seq"> : never) : never,
+    /** Whether the worker has begun on it (see busy-poll.ts, pollUntilSettled). */
+    started?: () => boolean,
+  ): Promise<unknown> {
     if (this.dead) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the QuickJS worker is gone"));
     const seq = ++this.seq;
     const reply = new Promise((resolve, reject) => {
       this.replies.set(seq, { resolve, reject });
-      this.worker.postMessage({ ...message, seq });
+      this.post({ ...message, seq } as ToWorker);
     });
-    return pollUntilSettled(reply, this.busyPollMs);
+    return pollUntilSettled(reply, this.busyPollMs, false, started);
   }
 
   /** After telling a guest to stop: a thread that stays silent is stuck in code the interrupt cannot reach. */

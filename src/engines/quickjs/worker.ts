@@ -161,8 +161,14 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     if (performance.now() < pollUntil) setImmediate(turn);
     else polling = false;
   };
-  const heardRequest = () => {
+  const heardRequest = (quiet: boolean) => {
     const now = performance.now();
+    // The host has paused its polling (it found a core lost): turning here would take it again.
+    if (quiet) {
+      pollUntil = 0;
+      lastRequest = Number.NEGATIVE_INFINITY;
+      return;
+    }
     const inStream = now - lastRequest <= workerData.busyPollMs;
     lastRequest = now;
     if (!inStream) return;
@@ -176,7 +182,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   parentPort.on("message", (message: ToWorker) => {
     // A wake-up call (Engine.expectRun) only had to get this thread running; it is no request.
     if (message.t === "wake") return;
-    heardRequest();
+    heardRequest((message as { quiet?: boolean }).quiet === true);
     if (message.t === "create") {
       create(message.id, message.memoryMb, message.control, message.warmUp).then(
         () => post({ t: "reply", id: message.id, seq: message.seq }),

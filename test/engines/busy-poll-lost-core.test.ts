@@ -1,0 +1,51 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { availableParallelism } from "node:os";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { lostCores, pollingPaused } from "../../src/core/busy-poll.js";
+import { createSandbox } from "../../src/index.js";
+
+/**
+ * Busy-polling for a QuickJS worker's answer holds a core. With no other core free, the worker
+ * only ran once the window was over: every warm call took the whole window (p50 1.2 ms against
+ * ~0.2 ms unpolled). A window that ends before the worker has even begun pauses polling.
+ */
+describe("polling when the core it holds is the one the answer needs", () => {
+  let spinner: ChildProcess | undefined;
+  const all = `0-${availableParallelism() - 1}`;
+
+  beforeAll(async () => {
+    // This process and a spinning one share core 0 (see cpu-under-contention.test.ts).
+    execFileSync("taskset", ["-a", "-p", "-c", "0", String(process.pid)], { stdio: "ignore" });
+    spinner = spawn("taskset", ["-c", "0", process.execPath, "-e", "for (;;) {}"], { stdio: "ignore" });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  });
+
+  afterAll(() => {
+    spinner?.kill("SIGKILL");
+    execFileSync("taskset", ["-a", "-p", "-c", all, String(process.pid)], { stdio: "ignore" });
+  });
+
+  it("pauses, so warm QuickJS calls do not each wait out the window, and the pause ends", async () => {
+    await using sandbox = await createSandbox({ engine: "quickjs", host: "inprocess", busyPollMs: 1 });
+    const prefix = await sandbox.prepare({ code: "export function handle(e) { return e.n + 1 }" });
+    const lostBefore = lostCores();
+    for (let i = 0; i < 200; i++) await prefix.call({ export: "handle", args: [{ n: i }] });
+    const times: number[] = [];
+    for (let i = 0; i < 400; i++) {
+      const began = performance.now();
+      const result = await prefix.call({ export: "handle", args: [{ n: i }] });
+      times.push(performance.now() - began);
+      expect(result.ok && result.value).toBe(i + 1);
+    }
+    times.sort((a, b) => a - b);
+    expect(lostCores()).toBeGreaterThan(lostBefore);
+    // Each call waiting out its 1 ms window read 1.2 ms; paused, ~0.2 ms.
+    expect(times[times.length / 2]).toBeLessThan(0.8);
+
+    // The pause is bounded (8 s at most): polling is tried again.
+    spinner?.kill("SIGKILL");
+    const deadline = performance.now() + 10_000;
+    while (pollingPaused() && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(pollingPaused()).toBe(false);
+  }, 40_000);
+});
