@@ -265,21 +265,26 @@ describe("the deno engine", () => {
     const result = failed(await cached.run({ code: "import pad from 'cordon-no-such-package-zz'; export default pad" }));
     expect(result.error.code).toBe("ERR_MODULE_NOT_FOUND");
     expect(result.error.message).toContain("cordon-no-such-package-zz");
-    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c", cachedOnly: true }, "/p", "/b.js");
+    const args = denoArgs(
+      { binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c", cachedOnly: true },
+      "/p",
+      "/b.js",
+      "/in",
+    );
     expect(args).toContain("--cached-only");
   });
 
   it("the command line denies what it does not grant", () => {
-    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c" }, "/p", "/b.js");
+    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c" }, "/p", "/b.js", "/in");
     expect(args).toContain(`--deny-import=${DENO_DEFAULT_IMPORT_HOSTS.join(",")}`);
     expect(args).toEqual(
-      expect.arrayContaining(["--no-config", "--no-lock", "--no-prompt", "--allow-read=/p", "--allow-write=/p"]),
+      expect.arrayContaining(["--no-config", "--no-lock", "--no-prompt", "--allow-read=/p,/in", "--allow-write=/p"]),
     );
     expect(args.some((a) => a.startsWith("--allow-net") || a.startsWith("--allow-env") || a.startsWith("--allow-run"))).toBe(
       false,
     );
     expect(args.find((a) => a.startsWith("--v8-flags"))).toMatch(/--max-old-space-size=\d+/);
-    const granted = denoArgs({ binary: "deno", memoryMb: 64, importHosts: ["esm.sh"], cacheDir: "/c" }, "/p", "/b.js");
+    const granted = denoArgs({ binary: "deno", memoryMb: 64, importHosts: ["esm.sh"], cacheDir: "/c" }, "/p", "/b.js", "/in");
     expect(granted).toContain("--allow-import=esm.sh");
     expect(granted.some((a) => a.startsWith("--deny-import"))).toBe(false);
   });

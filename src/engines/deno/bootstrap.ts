@@ -6,7 +6,7 @@
  * them), so the guest runs exactly the code the host's tests exercise. The script is evaluated
  * with `//# sourceURL=<cordon>`, so runtime frames never name a host path.
  *
- * It reads length-prefixed JSON frames on stdin and writes frames on stdout; guest console output
+ * It reads length-prefixed JSON frames from a FIFO (`input`) and writes frames on stdout; guest console output
  * is captured by the runtime and crosses as "log" frames, never as bytes on stdout.
  */
 import type { Codec } from "../../core/codec.js";
@@ -22,6 +22,11 @@ export interface DenoGuestConfig {
   pendingArgsFactor: number;
   /** The guest's memory limit: one ArrayBuffer allocation past it throws a RangeError. */
   memoryBytes: number;
+  /**
+   * The FIFO the host's frames arrive on (process.ts): opened, and its read permission revoked,
+   * before any guest code runs.
+   */
+  input: string;
   /** Node builtins loaded before the globals they read at load time are removed. */
   nodeBuiltins: string[];
 }
@@ -47,7 +52,6 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   // What a run left pending (pending.ts), watched with Deno's core as it is before guest code.
   const leftovers = parts.createPendingWatch(D[D.internal]?.core);
   // Everything the bootstrap uses is captured before guest code can replace it.
-  const stdin = D.stdin;
   const stdout = D.stdout;
   const memoryUsage = D.memoryUsage as () => { heapUsed: number; external: number };
   const exit = D.exit as (code: number) => never;
@@ -101,7 +105,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const encode = encoder.encode.bind(encoder);
   const decode = decoder.decode.bind(decoder);
   const writeSync = stdout.writeSync.bind(stdout);
-  const read = stdin.read.bind(stdin);
+  // The host's frames: see start().
+  let read!: (into: Uint8Array) => Promise<number | null>;
   const ownKeys = Object.keys;
 
   /** The host's key for this process (process.ts), from the first frame after "ready": every frame after carries it. */
@@ -415,6 +420,11 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   }
 
   async function start(): Promise<void> {
+    // First: the only reader of the host's frames is this file, and nothing can open it again.
+    // The guest's stdin is /dev/null.
+    const input = await D.open(config.input, { read: true });
+    read = input.read.bind(input);
+    await D.permissions.revoke({ name: "read", path: config.input });
     // Deno's Node compatibility reads some globals when a builtin first loads: load them all now.
     await PromiseCtor.all(config.nodeBuiltins.map((name) => parts.importModule(`node:${name}`).catch(() => undefined)));
     await hideHostFacts();

@@ -7,7 +7,7 @@
  *
  * Deno's core tracks pending ops and timers when leak tracing is on (what `deno test
  * --trace-leaks` uses): it is turned on before a function's first run, and the bootstrap's own
- * stdin read is started with it off, so every op or timer it lists is the guest's.
+ * input read (the host's frames) is started with it off, so every op or timer it lists is the guest's.
  *
  * SELF-CONTAINED: stringified into the bootstrap script like the other parts (script.ts), created
  * before any guest code runs; once guest code has run it calls only what it captured.
@@ -16,7 +16,7 @@
 export interface PendingWatch {
   /** Track the ops and timers started from now on (before a function's first run). */
   track(): void;
-  /** Run `start` with tracking off: the bootstrap's own ops (its stdin read) are never counted. */
+  /** Run `start` with tracking off: the bootstrap's own ops (its read of the host's frames) are never counted. */
   untracked<T>(start: () => T): T;
   /** Records the resources open now (at boot), as every later check must find them. */
   snapshot(): void;

@@ -1,8 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { constants, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
+import { Socket } from "node:net";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
@@ -47,8 +49,12 @@ export interface DenoProcessOptions {
   importGrant?: ImportGrant;
 }
 
-/** The command line of a guest's Deno process: every permission denied but its private directory. */
-export function denoArgs(options: DenoProcessOptions, dir: string, main: string): string[] {
+/**
+ * The command line of a guest's Deno process: every permission denied but its private directory,
+ * and reading `input` (the FIFO the host's frames arrive on), which the bootstrap opens and then
+ * revokes before any guest code runs.
+ */
+export function denoArgs(options: DenoProcessOptions, dir: string, main: string, input: string): string[] {
   const imports =
     options.importHosts.length > 0
       ? `--allow-import=${options.importHosts.join(",")}`
@@ -59,7 +65,7 @@ export function denoArgs(options: DenoProcessOptions, dir: string, main: string)
     "--no-prompt",
     "--no-config",
     "--no-lock",
-    `--allow-read=${dir}`,
+    `--allow-read=${dir},${input}`,
     `--allow-write=${dir}`,
     "--deny-net",
     "--deny-env",
@@ -70,14 +76,15 @@ export function denoArgs(options: DenoProcessOptions, dir: string, main: string)
     ...(options.cachedOnly ? ["--cached-only"] : []),
     `--v8-flags=--max-old-space-size=${options.memoryMb + RUNTIME_HEAP_MB},--expose-gc`,
     main,
-    JSON.stringify(guestConfig(options.memoryMb)),
+    JSON.stringify(guestConfig(options.memoryMb, input)),
   ];
 }
 
 /**
  * One Deno process: spawned with an empty environment in a private temporary directory, spoken
- * to in length-prefixed JSON frames over its stdin and stdout. A frame it cannot read, or any
- * exit, ends it for good: `onExit` says why.
+ * to in length-prefixed JSON frames: the host's over a FIFO only the bootstrap holds open (see
+ * `input`), the process's over its stdout. A frame it cannot read, or any exit, ends it for good:
+ * `onExit` says why.
  */
 export class DenoProcess {
   /** The guest's private directory: the only place it may read or write. */
@@ -95,12 +102,20 @@ export class DenoProcess {
   private stderrTail = "";
   /**
    * What every frame after "ready" carries as `k`: the bootstrap gets it as the first frame on its
-   * stdin, before any guest code runs, and keeps it in its closure. The guest can write to stdout
+   * input, before any guest code runs, and keeps it in its closure. The guest can write to stdout
    * (Deno.stdout, node:fs) but never read this: without the key, a frame it wrote forged the run's
    * outcome (`done` with ERR_MEMORY_LIMIT), its logs, or a second `ready` (which reset baseRss,
    * the base of the RSS watchdog's budget).
    */
   private readonly key = randomBytes(16).toString("hex");
+  /**
+   * The host's frames go to a FIFO, not the process's stdin (which is /dev/null): any guest code
+   * can read fd 0 (Deno.stdin, node:fs read(0), process.stdin), and a read it left pending took
+   * the next call's frame, arguments included. The bootstrap opens the FIFO by path and revokes
+   * its read permission before guest code runs; Deno's node:fs reaches no descriptor it did not
+   * open itself, and /proc/self/fd, /dev/fd need a read permission the guest lacks.
+   */
+  private readonly input: Socket;
   /** Bytes the host has read from the process's stdout and stderr (see writtenBytes). */
   private pipedBytes = 0;
   onMessage: (message: Record<string, unknown>) => void = () => {};
@@ -113,6 +128,7 @@ export class DenoProcess {
       const dir = join(root, "fn");
       await mkdir(dir, { mode: 0o700 });
       const denoDir = options.denoDir ?? (await makeDenoDir(root, options.cacheDir, options.seed));
+      await execFileAsync("mkfifo", ["-m", "600", join(root, INPUT_FIFO)]);
       return new DenoProcess(options, root, dir, denoDir);
     } catch (error) {
       releaseProcessDir(root);
@@ -130,16 +146,23 @@ export class DenoProcess {
     this.root = root;
     this.dir = dir;
     this.denoDir = denoDir;
-    const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main));
+    const inputPath = join(root, INPUT_FIFO);
+    // Read-write: the open does not wait for a reader (Linux), and a Deno that never starts leaves
+    // no open blocked in the thread pool. The host never reads it; its close (or death) is the
+    // bootstrap's end of input.
+    this.input = new Socket({ fd: openSync(inputPath, constants.O_RDWR | constants.O_NONBLOCK), readable: false });
+    this.input.on("error", () => {});
+    const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main, inputPath));
     this.child = spawn(command, args, {
       cwd: this.dir,
       // Nothing of the host's environment; Deno itself reads where its cache is and the import
       // proxy's address with this process's credentials.
       env: { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
       // The host's inherited descriptors get /dev/null: Deno cannot close them (core/inherited-fds.ts).
-      stdio: withoutInherited(["pipe", "pipe", "pipe"]),
+      // stdin is /dev/null: see `input`.
+      stdio: withoutInherited(["ignore", "pipe", "pipe"]),
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
-      // it mid-run while the host drains. It still dies with the host (pdeathsig, or its stdin).
+      // it mid-run while the host drains. It still dies with the host (pdeathsig, or its input's end).
       detached: true,
     });
     let resolveReady!: () => void;
@@ -189,7 +212,6 @@ export class DenoProcess {
       this.pipedBytes += chunk.length;
       this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-4096);
     });
-    this.child.stdin?.on("error", () => {});
     this.child.on("error", (error) => {
       clearTimeout(timer);
       rejectReady(error);
@@ -209,7 +231,7 @@ export class DenoProcess {
     this.child.unref();
     (this.child.stdout as unknown as { unref?: () => void })?.unref?.();
     (this.child.stderr as unknown as { unref?: () => void })?.unref?.();
-    (this.child.stdin as unknown as { unref?: () => void })?.unref?.();
+    this.input.unref();
   }
 
   get pid(): number {
@@ -219,7 +241,7 @@ export class DenoProcess {
   send(message: unknown): void {
     if (this.exited) return;
     try {
-      this.child.stdin?.write(encodeFrame(message));
+      this.input.write(encodeFrame(message));
     } catch (error) {
       this.kill(`could not write to the Deno process: ${(error as Error).message}`);
     }
@@ -279,6 +301,7 @@ export class DenoProcess {
   private finish(reason: string, signal: NodeJS.Signals | null = null): void {
     if (this.exited) return;
     this.exited = true;
+    this.input.destroy();
     // The stderr tail is the guest's to write: it names an out-of-memory death only when the
     // process also died of a signal. "out of memory" printed before Deno.exit(3) was reported as
     // ERR_MEMORY_LIMIT.
@@ -290,14 +313,18 @@ export class DenoProcess {
   }
 }
 
+const execFileAsync = promisify(execFile);
+/** The FIFO's name in the process's directory (outside the guest's own). */
+const INPUT_FIFO = "frames-in";
+
 /** util-linux's setpriv, where it exists: it can give a process a parent-death signal. */
 const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => existsSync(path));
 
 /**
  * The command that starts Deno so that it ends with the host process: through `setpriv
  * --pdeathsig KILL` (Linux), the kernel kills it when its parent dies, even while its JavaScript
- * spins and never reads the closed stdin (found: a guest's timer loop kept an orphaned Deno at
- * 100% CPU after its host was killed). Without setpriv, Deno ends when it reads its stdin closed.
+ * spins and never reads its closed input (found: a guest's timer loop kept an orphaned Deno at
+ * 100% CPU after its host was killed). Without setpriv, Deno ends when it reads its input closed.
  */
 function orphanSafe(binary: string, args: string[]): [string, string[]] {
   if (process.platform !== "linux" || !SETPRIV) return [binary, args];

@@ -60,8 +60,9 @@ const parts = {
   return shared;
 }
 
-export function guestConfig(memoryMb: number): DenoGuestConfig {
+export function guestConfig(memoryMb: number, input: string): DenoGuestConfig {
   return {
+    input,
     maxTimers: MAX_PENDING_TIMERS,
     maxPendingCalls: MAX_PENDING_HOST_CALLS,
     pendingArgsFactor: PENDING_ARGS_FACTOR,

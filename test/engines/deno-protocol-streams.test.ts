@@ -1,0 +1,105 @@
+import { readdirSync, readlinkSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { completed } from "../conformance/results.js";
+
+/**
+ * The stream the host writes frames to a Deno process on is not the guest's to read. Before: a
+ * read of `Deno.stdin` left pending by one call took the next call's frame (its arguments), and
+ * that call ended ERR_WALL_TIMEOUT.
+ */
+const PREFIX = `
+  import fs from "node:fs";
+  import process from "node:process";
+  const seen = [];
+  const text = (b, n) => new TextDecoder().decode(new Uint8Array(b.buffer, 0, n));
+  const note = (what) => (value) => seen.push(what + ": " + value);
+  const pending = {
+    denoRead() {
+      const b = new Uint8Array(1 << 16);
+      Deno.stdin.read(b).then((n) => seen.push(n === null ? "eof" : text(b, n)), note("error"));
+    },
+    denoReadable() {
+      Deno.stdin.readable.getReader().read().then((r) => seen.push(r.done ? "eof" : new TextDecoder().decode(r.value)), note("error"));
+    },
+    fsRead() {
+      const b = new Uint8Array(1 << 16);
+      fs.read(0, b, 0, b.length, null, (e, n) => seen.push(e ? "error: " + e.code : text(b, n)));
+    },
+    fsStream() {
+      fs.createReadStream(null, { fd: 0 }).on("data", (d) => seen.push(String(d))).on("error", note("error"));
+    },
+    processStdin() {
+      process.stdin.on("data", (d) => seen.push(String(d))).on("error", note("error"));
+    },
+  };
+  export function grab(route) { pending[route](); return "started"; }
+  export function readSync() {
+    const b = new Uint8Array(1 << 16);
+    try { return "read " + text(b, fs.readSync(0, b)); } catch (e) { return "error " + e.code; }
+  }
+  export function open(path) {
+    try { Deno.openSync(path); return "opened"; } catch (e) { return e.name; }
+  }
+  export function openNode(path) {
+    try { fs.openSync(path, "r"); return "opened"; } catch (e) { return e.name; }
+  }
+  export const echo = (x) => x;
+  export const look = () => seen;
+  export const pid = () => Deno.pid;
+`;
+
+describe("deno: the host's frames are not the guest's to read", () => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox({ engine: "deno" });
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  for (const route of ["denoRead", "denoReadable", "fsRead", "fsStream", "processStdin"]) {
+    it(`a read of the process's stdin left pending (${route}) gets no frame of the next call`, async () => {
+      const prefix = await sandbox.prepare({ code: PREFIX });
+      expect(completed(await prefix.call({ export: "grab", args: [route] })).value).toBe("started");
+      const secret = `secret-of-next-call-${route}`;
+      const echoed = await prefix.call({ export: "echo", args: [secret], limits: { wallTimeMs: 3000 } });
+      expect(completed(echoed).value).toBe(secret);
+      const seen = completed(await prefix.call({ export: "look" })).value as string[];
+      expect(seen.join("\n")).not.toContain("secret");
+      await prefix.dispose();
+    }, 20_000);
+  }
+
+  it("a synchronous read of fd 0 (node:fs readSync) neither blocks the process nor returns a frame", async () => {
+    const prefix = await sandbox.prepare({ code: PREFIX });
+    const result = await prefix.call({ export: "readSync", limits: { wallTimeMs: 3000 } });
+    expect(completed(result).value).toBe("read ");
+    expect(completed(await prefix.call({ export: "echo", args: ["next"] })).value).toBe("next");
+    await prefix.dispose();
+  }, 20_000);
+
+  it("no path to the protocol streams opens: /dev/stdin, /proc/self/fd/*, /dev/fd/*, the FIFO's own path", async () => {
+    const prefix = await sandbox.prepare({ code: PREFIX });
+    const pid = completed(await prefix.call({ export: "pid" })).value as number;
+    // The host side sees where the process's descriptors lead: every one of them is tried by path.
+    const fds = readdirSync(`/proc/${pid}/fd`);
+    const targets = fds.map((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`)).filter((t) => t.startsWith("/"));
+    // The FIFO the host's frames arrive on (process.ts) is among them, by its path.
+    expect(targets.some((t) => t.endsWith("/frames-in"))).toBe(true);
+    const paths = [
+      "/dev/stdin",
+      "/dev/stdout",
+      ...fds.flatMap((fd) => [`/proc/self/fd/${fd}`, `/dev/fd/${fd}`, `/proc/${pid}/fd/${fd}`]),
+      ...targets.filter((t) => !t.startsWith("/dev/null") && !t.includes("/fn/")),
+    ];
+    for (const path of paths) {
+      for (const how of ["open", "openNode"]) {
+        const result = completed(await prefix.call({ export: how, args: [path] })).value;
+        expect([how, path, result]).toEqual([how, path, "NotCapable"]);
+      }
+    }
+    expect(completed(await prefix.call({ export: "echo", args: ["still served"] })).value).toBe("still served");
+    await prefix.dispose();
+  }, 60_000);
+});
