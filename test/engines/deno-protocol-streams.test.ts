@@ -4,7 +4,7 @@ import { type Sandbox, createSandbox } from "../../src/index.js";
 import { completed } from "../conformance/results.js";
 
 /**
- * The stream the host writes frames to a Deno process on is not the guest's to read. Before: a
+ * The streams the frames of a Deno process cross are not the guest's to read or write. Before: a
  * read of `Deno.stdin` left pending by one call took the next call's frame (its arguments), and
  * that call ended ERR_WALL_TIMEOUT.
  */
@@ -41,15 +41,31 @@ const PREFIX = `
   export function open(path) {
     try { Deno.openSync(path); return "opened"; } catch (e) { return e.name; }
   }
+  export function openWrite(path) {
+    try { Deno.openSync(path, { write: true }); return "opened"; } catch (e) { return e.name; }
+  }
+  export function startFrame() {
+    // A frame's length (4096 bytes) and nothing else: whatever followed on the stream was its body.
+    Deno.stdout.writeSync(new Uint8Array([0, 0, 16, 0]));
+    return "written";
+  }
   export function openNode(path) {
     try { fs.openSync(path, "r"); return "opened"; } catch (e) { return e.name; }
+  }
+  export function otherFds() {
+    const codes = new Set();
+    for (let fd = 3; fd < 64; fd++) {
+      try { fs.readSync(fd, new Uint8Array(1)); codes.add("read " + fd); } catch (e) { codes.add(e.code); }
+      try { fs.writeSync(fd, "x"); codes.add("wrote " + fd); } catch (e) { codes.add(e.code); }
+    }
+    return [...codes];
   }
   export const echo = (x) => x;
   export const look = () => seen;
   export const pid = () => Deno.pid;
 `;
 
-describe("deno: the host's frames are not the guest's to read", () => {
+describe("deno: the protocol's frames are not the guest's to read or write", () => {
   let sandbox: Sandbox;
   beforeAll(async () => {
     sandbox = await createSandbox({ engine: "deno" });
@@ -79,22 +95,37 @@ describe("deno: the host's frames are not the guest's to read", () => {
     await prefix.dispose();
   }, 20_000);
 
+  it("the start of a frame written to stdout swallows none of the next call's frames", async () => {
+    const prefix = await sandbox.prepare({ code: PREFIX });
+    expect(completed(await prefix.call({ export: "startFrame" })).value).toBe("written");
+    const echoed = await prefix.call({ export: "echo", args: ["next"], limits: { wallTimeMs: 3000 } });
+    expect(completed(echoed).value).toBe("next");
+    await prefix.dispose();
+  }, 20_000);
+
+  it("node:fs reaches no descriptor by number but 0, 1 and 2 (EBADF)", async () => {
+    const prefix = await sandbox.prepare({ code: PREFIX });
+    expect(completed(await prefix.call({ export: "otherFds" })).value).toEqual(["EBADF"]);
+    expect(completed(await prefix.call({ export: "echo", args: ["next"] })).value).toBe("next");
+    await prefix.dispose();
+  }, 20_000);
+
   it("no path to the protocol streams opens: /dev/stdin, /proc/self/fd/*, /dev/fd/*, the FIFO's own path", async () => {
     const prefix = await sandbox.prepare({ code: PREFIX });
     const pid = completed(await prefix.call({ export: "pid" })).value as number;
     // The host side sees where the process's descriptors lead: every one of them is tried by path.
     const fds = readdirSync(`/proc/${pid}/fd`);
     const targets = fds.map((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`)).filter((t) => t.startsWith("/"));
-    // The FIFO the host's frames arrive on (process.ts) is among them, by its path.
-    expect(targets.some((t) => t.endsWith("/frames-in"))).toBe(true);
+    // The FIFOs the frames cross (process.ts) are among them, by their paths.
+    expect(new Set(targets.filter((t) => /\/frames-(in|out)$/.test(t))).size).toBe(2);
     const paths = [
       "/dev/stdin",
       "/dev/stdout",
       ...fds.flatMap((fd) => [`/proc/self/fd/${fd}`, `/dev/fd/${fd}`, `/proc/${pid}/fd/${fd}`]),
-      ...targets.filter((t) => !t.startsWith("/dev/null") && !t.includes("/fn/")),
+      ...new Set(targets.filter((t) => !t.startsWith("/dev/null") && !t.includes("/fn/"))),
     ];
     for (const path of paths) {
-      for (const how of ["open", "openNode"]) {
+      for (const how of ["open", "openWrite", "openNode"]) {
         const result = completed(await prefix.call({ export: how, args: [path] })).value;
         expect([how, path, result]).toEqual([how, path, "NotCapable"]);
       }

@@ -265,26 +265,30 @@ describe("the deno engine", () => {
     const result = failed(await cached.run({ code: "import pad from 'cordon-no-such-package-zz'; export default pad" }));
     expect(result.error.code).toBe("ERR_MODULE_NOT_FOUND");
     expect(result.error.message).toContain("cordon-no-such-package-zz");
-    const args = denoArgs(
-      { binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c", cachedOnly: true },
-      "/p",
-      "/b.js",
-      "/in",
-    );
+    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c", cachedOnly: true }, "/p", "/b.js", {
+      input: "/in",
+      output: "/out",
+    });
     expect(args).toContain("--cached-only");
   });
 
   it("the command line denies what it does not grant", () => {
-    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c" }, "/p", "/b.js", "/in");
+    const args = denoArgs({ binary: "deno", memoryMb: 64, importHosts: [], cacheDir: "/c" }, "/p", "/b.js", {
+      input: "/in",
+      output: "/out",
+    });
     expect(args).toContain(`--deny-import=${DENO_DEFAULT_IMPORT_HOSTS.join(",")}`);
     expect(args).toEqual(
-      expect.arrayContaining(["--no-config", "--no-lock", "--no-prompt", "--allow-read=/p,/in", "--allow-write=/p"]),
+      expect.arrayContaining(["--no-config", "--no-lock", "--no-prompt", "--allow-read=/p,/in", "--allow-write=/p,/out"]),
     );
     expect(args.some((a) => a.startsWith("--allow-net") || a.startsWith("--allow-env") || a.startsWith("--allow-run"))).toBe(
       false,
     );
     expect(args.find((a) => a.startsWith("--v8-flags"))).toMatch(/--max-old-space-size=\d+/);
-    const granted = denoArgs({ binary: "deno", memoryMb: 64, importHosts: ["esm.sh"], cacheDir: "/c" }, "/p", "/b.js", "/in");
+    const granted = denoArgs({ binary: "deno", memoryMb: 64, importHosts: ["esm.sh"], cacheDir: "/c" }, "/p", "/b.js", {
+      input: "/in",
+      output: "/out",
+    });
     expect(granted).toContain("--allow-import=esm.sh");
     expect(granted.some((a) => a.startsWith("--deny-import"))).toBe(false);
   });
@@ -364,81 +368,23 @@ describe("the deno engine", () => {
       expect(new Set(mine.map((w) => w.partition)).size).toBe(mine.length);
     });
 
-    it("a frame the host cannot read retires the process; only that run fails", async () => {
-      const code =
-        'export default () => { Deno.stdout.writeSync(new TextEncoder().encode("garbage, not a frame")); return new Promise(() => {}) }';
-      const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
-      expect(result.error.code).toBe("ERR_INSTANCE_RESET");
-      expect(result.error.message).toMatch(/protocol error/);
-      expect(completed(await sandbox.run({ code: "export default 8" })).value).toBe(8);
-    });
-
-    it("a forged frame whose fields are not what the host reads retires the process, never the host", async () => {
-      // A field that was an object with a non-callable toString threw in the pipe's data handler:
-      // the host process exited (code 1). The frames are the guest's to forge (Deno.stdout).
-      const frames: Record<string, unknown>[] = [
+    it("bytes the guest writes to its stdout are no frames: garbage, malformed or well-formed, they change nothing", async () => {
+      // Before the frames left on a FIFO of their own (process.ts), garbage retired the process,
+      // a malformed field threw in the host's data handler (the host exited), and a well-formed
+      // "done", "log" or "ready" frame forged an outcome, a log line or the RSS watchdog's base.
+      const frames: unknown[] = [
+        "garbage, not a frame",
         { t: { toString: 1, valueOf: 1 } },
         { t: "threw", code: "ERR_MODULE_NOT_FOUND", message: { toString: 1 } },
-        { t: "log", level: "log", message: { valueOf: 1 } },
-        { t: "timer", timerId: 1, ms: { valueOf: 1 } },
-        { t: "done", kind: "v", text: ["x"] },
-        { t: "reply", seq: { n: 1 } },
-      ];
-      for (const frame of frames) {
-        const code = `export default () => {
-          const body = new TextEncoder().encode(${JSON.stringify(JSON.stringify(frame))});
-          const out = new Uint8Array(4 + body.length);
-          new DataView(out.buffer).setUint32(0, body.length);
-          out.set(body, 4);
-          Deno.stdout.writeSync(out);
-          return new Promise(() => {});
-        }`;
-        const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
-        expect([result.error.code, result.error.message], JSON.stringify(frame)).toEqual([
-          "ERR_INSTANCE_RESET",
-          expect.stringMatching(/protocol error: (an unknown frame|a "\w+" frame's \w+ is not)/),
-        ]);
-      }
-      expect(completed(await sandbox.run({ code: "export default 9" })).value).toBe(9);
-    });
-
-    it("a forged timer frame retires the process: no TimeoutOverflowWarning on the host's stderr", async () => {
-      const warnings: string[] = [];
-      const onWarning = (warning: Error) => warnings.push(warning.name);
-      process.on("warning", onWarning);
-      try {
-        const code = `export default () => {
-          const body = new TextEncoder().encode(JSON.stringify({ t: "timer", timerId: 1, ms: 1e12 }));
-          const out = new Uint8Array(4 + body.length);
-          new DataView(out.buffer).setUint32(0, body.length);
-          out.set(body, 4);
-          for (let i = 0; i < 3; i++) Deno.stdout.writeSync(out);
-          return new Promise((resolve) => setTimeout(() => resolve("sent"), 100));
-        }`;
-        expect(failed(await sandbox.run({ code })).error).toMatchObject({
-          code: "ERR_INSTANCE_RESET",
-          message: expect.stringContaining("without this process's key"),
-        });
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        expect(warnings).not.toContain("TimeoutOverflowWarning");
-      } finally {
-        process.off("warning", onWarning);
-      }
-    });
-
-    it("a well-formed frame the guest writes forges no outcome, log or readiness: the process is retired", async () => {
-      // Deno.stdout is the guest's to write: a "done" frame of kind "f" made a run that returned
-      // 42 fail as ERR_MEMORY_LIMIT "forged", a "log" frame added an error line, and a "ready"
-      // frame reset the base of the RSS watchdog's budget. The host's frames carry a key the
-      // guest cannot read.
-      const frames = [
+        { t: "timer", timerId: 1, ms: 1e12 },
         { t: "done", kind: "f", text: JSON.stringify({ code: "ERR_MEMORY_LIMIT", message: "forged" }) },
         { t: "log", level: "error", message: "forged" },
         { t: "ready" },
       ];
       for (const frame of frames) {
         const code = `export default async () => {
-          const body = new TextEncoder().encode(${JSON.stringify(JSON.stringify(frame))});
+          const frame = ${JSON.stringify(frame)};
+          const body = new TextEncoder().encode(typeof frame === "string" ? frame : JSON.stringify(frame));
           const out = new Uint8Array(4 + body.length);
           new DataView(out.buffer).setUint32(0, body.length);
           out.set(body, 4);
@@ -446,15 +392,9 @@ describe("the deno engine", () => {
           await new Promise((resolve) => setTimeout(resolve, 100));
           return 42;
         }`;
-        const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 10_000 } }));
-        expect([result.error.code, result.error.message, result.logs], JSON.stringify(frame)).toEqual([
-          "ERR_INSTANCE_RESET",
-          // A second "ready" is no frame the host reads after the first.
-          expect.stringMatching(/protocol error: (a frame without this process's key|an unknown frame "ready")/),
-          [],
-        ]);
+        const result = await sandbox.run({ code, limits: { wallTimeMs: 10_000 } });
+        expect([completed(result).value, result.logs], JSON.stringify(frame)).toEqual([42, []]);
       }
-      expect(completed(await sandbox.run({ code: "export default 10" })).value).toBe(10);
     });
 
     it("a guest that exits its process fails only its run; the next run gets a new process", async () => {

@@ -6,7 +6,7 @@
  * them), so the guest runs exactly the code the host's tests exercise. The script is evaluated
  * with `//# sourceURL=<cordon>`, so runtime frames never name a host path.
  *
- * It reads length-prefixed JSON frames from a FIFO (`input`) and writes frames on stdout; guest console output
+ * It reads length-prefixed JSON frames from a FIFO (`input`) and writes frames to another (`output`); guest console output
  * is captured by the runtime and crosses as "log" frames, never as bytes on stdout.
  */
 import type { Codec } from "../../core/codec.js";
@@ -27,6 +27,8 @@ export interface DenoGuestConfig {
    * before any guest code runs.
    */
   input: string;
+  /** The FIFO the process's frames leave on: the same, for writing. */
+  output: string;
   /** Node builtins loaded before the globals they read at load time are removed. */
   nodeBuiltins: string[];
 }
@@ -52,7 +54,6 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   // What a run left pending (pending.ts), watched with Deno's core as it is before guest code.
   const leftovers = parts.createPendingWatch(D[D.internal]?.core);
   // Everything the bootstrap uses is captured before guest code can replace it.
-  const stdout = D.stdout;
   const memoryUsage = D.memoryUsage as () => { heapUsed: number; external: number };
   const exit = D.exit as (code: number) => never;
   const removeSync = D.removeSync as (path: string, options: { recursive: boolean }) => void;
@@ -104,7 +105,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   const indexOf = callOf.bind(String.prototype.indexOf) as unknown as (text: string, part: string, from: number) => number;
   const encode = encoder.encode.bind(encoder);
   const decode = decoder.decode.bind(decoder);
-  const writeSync = stdout.writeSync.bind(stdout);
+  // The process's frames: see start().
+  let writeSync!: (bytes: Uint8Array) => number;
   // The host's frames: see start().
   let read!: (into: Uint8Array) => Promise<number | null>;
   const ownKeys = Object.keys;
@@ -420,11 +422,14 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   }
 
   async function start(): Promise<void> {
-    // First: the only reader of the host's frames is this file, and nothing can open it again.
-    // The guest's stdin is /dev/null.
+    // First: the only reader of the host's frames and the only writer of the process's are these
+    // files, and nothing can open them again. The guest's stdin is /dev/null, its stdout no frame.
     const input = await D.open(config.input, { read: true });
+    const output = await D.open(config.output, { write: true });
     read = input.read.bind(input);
+    writeSync = output.writeSync.bind(output);
     await D.permissions.revoke({ name: "read", path: config.input });
+    await D.permissions.revoke({ name: "write", path: config.output });
     // Deno's Node compatibility reads some globals when a builtin first loads: load them all now.
     await PromiseCtor.all(config.nodeBuiltins.map((name) => parts.importModule(`node:${name}`).catch(() => undefined)));
     await hideHostFacts();

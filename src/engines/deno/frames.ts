@@ -1,6 +1,7 @@
 /**
- * The shape of each frame a Deno process sends. The process is the guest's: its stdout is a file
- * the guest can write (`Deno.stdout`), so a frame may be forged. Every field is checked before it
+ * The shape of each frame a Deno process sends. The process is the guest's: its frames leave on
+ * a FIFO guest code cannot open (process.ts), but the bootstrap that writes them shares the
+ * guest's realm, so a frame may still be forged. Every field is checked before it
  * is read: a field that was an object with a non-callable `toString` threw inside the pipe's
  * data handler and ended the host process.
  */

@@ -51,10 +51,11 @@ export interface DenoProcessOptions {
 
 /**
  * The command line of a guest's Deno process: every permission denied but its private directory,
- * and reading `input` (the FIFO the host's frames arrive on), which the bootstrap opens and then
- * revokes before any guest code runs.
+ * reading `streams.input` (the FIFO the host's frames arrive on) and writing `streams.output` (the
+ * one the process's frames leave on), which the bootstrap opens and then revokes before any guest
+ * code runs.
  */
-export function denoArgs(options: DenoProcessOptions, dir: string, main: string, input: string): string[] {
+export function denoArgs(options: DenoProcessOptions, dir: string, main: string, streams: ProtocolStreams): string[] {
   const imports =
     options.importHosts.length > 0
       ? `--allow-import=${options.importHosts.join(",")}`
@@ -65,8 +66,8 @@ export function denoArgs(options: DenoProcessOptions, dir: string, main: string,
     "--no-prompt",
     "--no-config",
     "--no-lock",
-    `--allow-read=${dir},${input}`,
-    `--allow-write=${dir}`,
+    `--allow-read=${dir},${streams.input}`,
+    `--allow-write=${dir},${streams.output}`,
     "--deny-net",
     "--deny-env",
     "--deny-run",
@@ -76,15 +77,14 @@ export function denoArgs(options: DenoProcessOptions, dir: string, main: string,
     ...(options.cachedOnly ? ["--cached-only"] : []),
     `--v8-flags=--max-old-space-size=${options.memoryMb + RUNTIME_HEAP_MB},--expose-gc`,
     main,
-    JSON.stringify(guestConfig(options.memoryMb, input)),
+    JSON.stringify(guestConfig(options.memoryMb, streams)),
   ];
 }
 
 /**
  * One Deno process: spawned with an empty environment in a private temporary directory, spoken
- * to in length-prefixed JSON frames: the host's over a FIFO only the bootstrap holds open (see
- * `input`), the process's over its stdout. A frame it cannot read, or any exit, ends it for good:
- * `onExit` says why.
+ * to in length-prefixed JSON frames over two FIFOs only the bootstrap holds open (see `input`).
+ * A frame it cannot read, or any exit, ends it for good: `onExit` says why.
  */
 export class DenoProcess {
   /** The guest's private directory: the only place it may read or write. */
@@ -102,10 +102,10 @@ export class DenoProcess {
   private stderrTail = "";
   /**
    * What every frame after "ready" carries as `k`: the bootstrap gets it as the first frame on its
-   * input, before any guest code runs, and keeps it in its closure. The guest can write to stdout
-   * (Deno.stdout, node:fs) but never read this: without the key, a frame it wrote forged the run's
-   * outcome (`done` with ERR_MEMORY_LIMIT), its logs, or a second `ready` (which reset baseRss,
-   * the base of the RSS watchdog's budget).
+   * input, before any guest code runs, and keeps it in its closure. When the frames left on
+   * stdout, a frame the guest wrote there without the key forged the run's outcome (`done` with
+   * ERR_MEMORY_LIMIT), its logs, or a second `ready` (which reset baseRss, the base of the RSS
+   * watchdog's budget). Kept now that the guest cannot write the output FIFO: a second lock.
    */
   private readonly key = randomBytes(16).toString("hex");
   /**
@@ -116,7 +116,13 @@ export class DenoProcess {
    * open itself, and /proc/self/fd, /dev/fd need a read permission the guest lacks.
    */
   private readonly input: Socket;
-  /** Bytes the host has read from the process's stdout and stderr (see writtenBytes). */
+  /**
+   * The process's frames, on a FIFO of the same kind (write permission revoked): its stdout is the
+   * guest's to write, and a partial frame written there after a call swallowed the next call's.
+   * What stdout carries is counted and dropped.
+   */
+  private readonly output: Socket;
+  /** Bytes the host has read from the process's output, stdout and stderr (see writtenBytes). */
   private pipedBytes = 0;
   onMessage: (message: Record<string, unknown>) => void = () => {};
   onExit: (reason: string, outOfMemory: boolean) => void = () => {};
@@ -128,7 +134,7 @@ export class DenoProcess {
       const dir = join(root, "fn");
       await mkdir(dir, { mode: 0o700 });
       const denoDir = options.denoDir ?? (await makeDenoDir(root, options.cacheDir, options.seed));
-      await execFileAsync("mkfifo", ["-m", "600", join(root, INPUT_FIFO)]);
+      await execFileAsync("mkfifo", ["-m", "600", join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
       return new DenoProcess(options, root, dir, denoDir);
     } catch (error) {
       releaseProcessDir(root);
@@ -146,13 +152,16 @@ export class DenoProcess {
     this.root = root;
     this.dir = dir;
     this.denoDir = denoDir;
-    const inputPath = join(root, INPUT_FIFO);
-    // Read-write: the open does not wait for a reader (Linux), and a Deno that never starts leaves
-    // no open blocked in the thread pool. The host never reads it; its close (or death) is the
-    // bootstrap's end of input.
-    this.input = new Socket({ fd: openSync(inputPath, constants.O_RDWR | constants.O_NONBLOCK), readable: false });
+    const streams = { input: join(root, INPUT_FIFO), output: join(root, OUTPUT_FIFO) };
+    // Read-write: the open does not wait for the other end (Linux), and a Deno that never starts
+    // leaves no open blocked in the thread pool. The host never reads its input FIFO (its close,
+    // or death, is the bootstrap's end of input) and never writes its output one.
+    const fifo = (path: string) => openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
+    this.input = new Socket({ fd: fifo(streams.input), readable: false });
+    this.output = new Socket({ fd: fifo(streams.output), writable: false });
     this.input.on("error", () => {});
-    const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main, inputPath));
+    this.output.on("error", () => {});
+    const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main, streams));
     this.child = spawn(command, args, {
       cwd: this.dir,
       // Nothing of the host's environment; Deno itself reads where its cache is and the import
@@ -204,9 +213,12 @@ export class DenoProcess {
       },
       (reason) => this.kill(`protocol error: ${reason}`),
     );
-    this.child.stdout?.on("data", (chunk: Buffer) => {
+    this.output.on("data", (chunk: Buffer) => {
       this.pipedBytes += chunk.length;
       reader.push(chunk);
+    });
+    this.child.stdout?.on("data", (chunk: Buffer) => {
+      this.pipedBytes += chunk.length;
     });
     this.child.stderr?.on("data", (chunk: Buffer) => {
       this.pipedBytes += chunk.length;
@@ -232,6 +244,7 @@ export class DenoProcess {
     (this.child.stdout as unknown as { unref?: () => void })?.unref?.();
     (this.child.stderr as unknown as { unref?: () => void })?.unref?.();
     this.input.unref();
+    this.output.unref();
   }
 
   get pid(): number {
@@ -302,6 +315,7 @@ export class DenoProcess {
     if (this.exited) return;
     this.exited = true;
     this.input.destroy();
+    this.output.destroy();
     // The stderr tail is the guest's to write: it names an out-of-memory death only when the
     // process also died of a signal. "out of memory" printed before Deno.exit(3) was reported as
     // ERR_MEMORY_LIMIT.
@@ -316,6 +330,13 @@ export class DenoProcess {
 const execFileAsync = promisify(execFile);
 /** The FIFO's name in the process's directory (outside the guest's own). */
 const INPUT_FIFO = "frames-in";
+const OUTPUT_FIFO = "frames-out";
+
+/** The paths of the two FIFOs the frames cross (see DenoProcess's `input` and `output`). */
+export interface ProtocolStreams {
+  input: string;
+  output: string;
+}
 
 /** util-linux's setpriv, where it exists: it can give a process a parent-death signal. */
 const SETPRIV = ["/usr/bin/setpriv", "/bin/setpriv"].find((path) => existsSync(path));

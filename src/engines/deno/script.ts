@@ -60,9 +60,10 @@ const parts = {
   return shared;
 }
 
-export function guestConfig(memoryMb: number, input: string): DenoGuestConfig {
+export function guestConfig(memoryMb: number, streams: { input: string; output: string }): DenoGuestConfig {
   return {
-    input,
+    input: streams.input,
+    output: streams.output,
     maxTimers: MAX_PENDING_TIMERS,
     maxPendingCalls: MAX_PENDING_HOST_CALLS,
     pendingArgsFactor: PENDING_ARGS_FACTOR,
