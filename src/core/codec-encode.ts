@@ -52,7 +52,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     viewParts,
   } = builtins;
   const { toBase64 } = base64;
-  const { fail, shown, kindOf, notSerializable, tooLargeToCopy } = failures;
+  const { fail, shown, kindOf, notSerializable, tooLargeToCopy, noteDepth } = failures;
   const pathFrom = failures.pathOf;
 
   /** Characters jsonLength copies at a time. */
@@ -126,6 +126,10 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     active++;
     try {
       return walk(root);
+    } catch (error) {
+      // The stack is not popped on a throw: its length is the depth the error left the walk at.
+      noteDepth(error, stack.length);
+      throw error;
     } finally {
       active--;
       if (saved !== undefined) {

@@ -9,6 +9,12 @@ import type { CodecBuiltins } from "./codec-builtins.js";
 import type { CodecState } from "./codec.js";
 
 export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) {
+  /**
+   * Levels below which a stack that ran out is not the walk's doing: QuickJS's runs out near 450
+   * levels, V8's past the codec's own bound of 512. Shallower, what filled the stack was the
+   * guest's (a getter recursing), or the guest threw a look-alike RangeError: its error.
+   */
+  const OVERFLOW_DEPTH = 64;
   const {
     TypeErrorCtor,
     defineProperty,
@@ -24,6 +30,8 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
   } = builtins;
   /** The error the latest encode failed with (see `threw`). */
   let lastFailure: unknown;
+  /** What the latest encode failed with when its walk was deep (see `overflowed`). */
+  let deepFailure: unknown;
   /** Every error this codec failed with: a guest cannot make one (see `refused`). */
   const failures = new WeakSet<object>();
 
@@ -120,6 +128,15 @@ export function createCodecFailures(builtins: CodecBuiltins, state: CodecState) 
     /** An encode starts: no failure of its own yet. */
     forget(): void {
       lastFailure = undefined;
+      deepFailure = undefined;
+    },
+    /** The walk was `depth` levels deep when `error` left it (the encoder tells). */
+    noteDepth(error: unknown, depth: number): void {
+      if (depth >= OVERFLOW_DEPTH) deepFailure = error;
+    },
+    /** See Codec.overflowed. */
+    overflowed(error: unknown): boolean {
+      return error !== undefined && error === deepFailure;
     },
     /** See Codec.threw. */
     threw(error: unknown): boolean {

@@ -53,6 +53,13 @@ export interface Codec {
    * failure is one.
    */
   threw(error: unknown): boolean;
+  /**
+   * Did this codec's latest encode fail with `error` while its walk was deep? The engine's stack
+   * running out there is the value's nesting; the same error (or a look-alike a guest threw from a
+   * getter) near the top is the guest's. Told by the depth the codec itself tracks, never by the
+   * error's name or message.
+   */
+  overflowed(error: unknown): boolean;
   /** Is `error` one this codec failed with, at any time (a look-alike a guest made is not)? */
   refused(error: unknown): boolean;
   /** Teach the codec more types (Request, Response, Headers): a tag of one capital letter each. */
@@ -121,7 +128,7 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
   const { encodeWith } = encoder;
   const encodeFast = parts.createFastPath(builtins, encoder, failures, state, trusted);
   const revive = parts.createDecoder(builtins, base64, failures, state);
-  const { forget, threw, refused } = failures;
+  const { forget, threw, refused, overflowed } = failures;
 
   return {
     encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY, stacks = true) {
@@ -134,6 +141,7 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
     },
     threw,
     refused,
+    overflowed,
     decode(text, rootPath = "value") {
       let tree: unknown;
       try {

@@ -199,6 +199,33 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
   });
 
   describe("errors", () => {
+    it("a getter's RangeError that reads like a stack overflow is the guest's throw, as any getter's", async () => {
+      // Before: the codec took it by its message for its own stack running out, and the run
+      // failed ERR_NOT_SERIALIZABLE "value is nested too deeply to encode".
+      const getter = (error: string) => `export default () => ({ a: [{ get x() { throw ${error}; } }] })`;
+      const plain = failed(await sandbox.run({ code: getter('new TypeError("boom")') }));
+      expect(plain.error).toMatchObject({ code: "ERR_USER_CODE", name: "TypeError", message: "boom" });
+      for (const error of ['new RangeError("Maximum call stack size exceeded")', 'new InternalError("stack overflow")']) {
+        const code = error.includes("InternalError")
+          ? getter(error).replace(
+              "export default",
+              "class InternalError extends Error { name = 'InternalError' }\nexport default",
+            )
+          : getter(error);
+        const result = failed(await sandbox.run({ code }));
+        expect(result.error, error).toMatchObject({ code: "ERR_USER_CODE", message: expect.stringMatching(/stack/) });
+      }
+      // A value nested past what the codec (or the engine's stack) can walk is still refused as such.
+      const deep = "export default () => { let v = 1; for (let i = 0; i < 5000; i++) v = { v }; return v; }";
+      expect(failed(await sandbox.run({ code: deep })).error).toMatchObject({
+        code: "ERR_NOT_SERIALIZABLE",
+        message: expect.stringMatching(/nested (too deeply to encode|deeper than 512 levels)/),
+      });
+      // A getter that recurses until the stack runs out, near the top of the value: the guest's bug.
+      const recursing = failed(await sandbox.run({ code: "export default () => ({ get x() { return this.x } })" }));
+      expect(recursing.error.code).toBe("ERR_USER_CODE");
+    });
+
     it("a thrown error is ERR_USER_CODE with name, message, fields and guest frames only", async () => {
       const code =
         "function inner() { const e = new RangeError('bad input'); e.status = 422; throw e; }\nexport default () => inner();";

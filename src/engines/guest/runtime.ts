@@ -542,9 +542,11 @@ export function installRuntime(
   /**
    * The engine's stack ran out while the codec walked the value: QuickJS's ends near 450 levels,
    * before the codec's own limit of 512 that v8 reaches. Not serializable there either, not the
-   * guest's throw.
+   * guest's throw. The codec says it was deep when the error left it: a getter's RangeError with
+   * the same message near the top was taken for this, and hid the guest's error.
    */
   function tooDeep(error: unknown): string | undefined {
+    if (!codec.overflowed(error)) return undefined;
     try {
       const { name, message } = error as Error;
       const overflow =
