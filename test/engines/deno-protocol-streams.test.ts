@@ -44,6 +44,20 @@ const PREFIX = `
   export function openWrite(path) {
     try { Deno.openSync(path, { write: true }); return "opened"; } catch (e) { return e.name; }
   }
+  export async function openInWorker(path) {
+    const { Worker } = await import("node:worker_threads");
+    const worker = new Worker(
+      "const { parentPort, workerData } = require('node:worker_threads');" +
+        "try { Deno.openSync(workerData); parentPort.postMessage('opened'); } catch (e) { parentPort.postMessage(e.name); }",
+      { eval: true, workerData: path },
+    );
+    return await new Promise((resolve) => worker.once("message", resolve).once("error", (e) => resolve("error " + e.message)));
+  }
+  export async function ask(path) {
+    const read = await Deno.permissions.request({ name: "read", path });
+    const write = await Deno.permissions.request({ name: "write", path });
+    return [read.state, write.state];
+  }
   export function startFrame() {
     // A frame's length (4096 bytes) and nothing else: whatever followed on the stream was its body.
     Deno.stdout.writeSync(new Uint8Array([0, 0, 16, 0]));
@@ -129,6 +143,12 @@ describe("deno: the protocol's frames are not the guest's to read or write", () 
         const result = completed(await prefix.call({ export: how, args: [path] })).value;
         expect([how, path, result]).toEqual([how, path, "NotCapable"]);
       }
+    }
+    // Nor can the permissions the bootstrap revoked be asked for again (--no-prompt).
+    for (const fifo of new Set(targets.filter((t) => /\/frames-(in|out)$/.test(t)))) {
+      expect(completed(await prefix.call({ export: "ask", args: [fifo] })).value).toEqual(["denied", "denied"]);
+      // A worker the guest starts gets the permissions as they are now, not as Deno started.
+      expect(completed(await prefix.call({ export: "openInWorker", args: [fifo] })).value).toBe("NotCapable");
     }
     expect(completed(await prefix.call({ export: "echo", args: ["still served"] })).value).toBe("still served");
     await prefix.dispose();
