@@ -1,8 +1,7 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { availableParallelism } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { lostCores, pollingPaused } from "../../src/core/busy-poll.js";
 import { createSandbox } from "../../src/index.js";
+import { shareCoreWithSpinner } from "../helpers/busy-core.js";
 
 /**
  * Busy-polling for a QuickJS worker's answer holds a core. With no other core free, the worker
@@ -10,20 +9,13 @@ import { createSandbox } from "../../src/index.js";
  * ~0.2 ms unpolled). A window that ends before the worker has even begun pauses polling.
  */
 describe("polling when the core it holds is the one the answer needs", () => {
-  let spinner: ChildProcess | undefined;
-  const all = `0-${availableParallelism() - 1}`;
+  let busy: Awaited<ReturnType<typeof shareCoreWithSpinner>> | undefined;
 
   beforeAll(async () => {
-    // This process and a spinning one share core 0 (see cpu-under-contention.test.ts).
-    execFileSync("taskset", ["-a", "-p", "-c", "0", String(process.pid)], { stdio: "ignore" });
-    spinner = spawn("taskset", ["-c", "0", process.execPath, "-e", "for (;;) {}"], { stdio: "ignore" });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    busy = await shareCoreWithSpinner();
   });
 
-  afterAll(() => {
-    spinner?.kill("SIGKILL");
-    execFileSync("taskset", ["-a", "-p", "-c", all, String(process.pid)], { stdio: "ignore" });
-  });
+  afterAll(() => busy?.release());
 
   it("pauses, so warm QuickJS calls do not each wait out the window, and the pause ends", async () => {
     await using sandbox = await createSandbox({ engine: "quickjs", host: "inprocess", busyPollMs: 1 });
@@ -43,7 +35,7 @@ describe("polling when the core it holds is the one the answer needs", () => {
     expect(times[times.length / 2]).toBeLessThan(0.8);
 
     // The pause is bounded (8 s at most): polling is tried again.
-    spinner?.kill("SIGKILL");
+    busy?.spinner.kill("SIGKILL");
     const deadline = performance.now() + 10_000;
     while (pollingPaused() && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
     expect(pollingPaused()).toBe(false);

@@ -1,7 +1,6 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { availableParallelism } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSandbox } from "../../src/index.js";
+import { shareCoreWithSpinner } from "../helpers/busy-core.js";
 
 /**
  * While a crossing runs, isolated-vm's CPU reading (and the QuickJS worker's) is the wall time
@@ -10,22 +9,13 @@ import { createSandbox } from "../../src/index.js";
  * bounds the guest's, and the watchdog charges the smaller of the two.
  */
 describe("a CPU limit on a busy core", () => {
-  let spinner: ChildProcess | undefined;
-  const all = `0-${availableParallelism() - 1}`;
+  let busy: Awaited<ReturnType<typeof shareCoreWithSpinner>> | undefined;
 
   beforeAll(async () => {
-    // This process (every thread, and those it makes later) and a spinning process share core 0:
-    // the guest's thread gets about half of it, whatever the rest of the machine is doing, and
-    // the other cores stay free for other tests.
-    execFileSync("taskset", ["-a", "-p", "-c", "0", String(process.pid)], { stdio: "ignore" });
-    spinner = spawn("taskset", ["-c", "0", process.execPath, "-e", "for (;;) {}"], { stdio: "ignore" });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    busy = await shareCoreWithSpinner();
   });
 
-  afterAll(() => {
-    spinner?.kill("SIGKILL");
-    execFileSync("taskset", ["-a", "-p", "-c", all, String(process.pid)], { stdio: "ignore" });
-  });
+  afterAll(() => busy?.release());
 
   for (const engine of ["v8", "quickjs"] as const) {
     it(`${engine}: the guest is stopped once it has used its limit, not once that much time passed`, async () => {
