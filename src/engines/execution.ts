@@ -184,8 +184,8 @@ export class Execution implements InstanceListener, Watched {
    * since it began: on a busy machine, time the OS gave other processes. Where the guest runs
    * in this process (`cpuInProcess`), this process's CPU time bounds it: a guest cannot have
    * used more than the whole process since startCpu, so the smaller of the two is charged (beside
-   * one spinning process per core, a spinning guest was stopped after ~2/3 of its CPU limit, and
-   * its stats said 1.3–4×). `processCpuUs`: the watchdog's reading of this tick; otherwise one
+   * spinning processes, a guest with a 300 ms CPU limit was stopped after 103–162 ms of CPU and
+   * charged 301–526 ms). `processCpuUs`: the watchdog's reading of this tick; otherwise one
    * is taken, only past 1 ms (a syscall a call would be a measurable share of a trivial one).
    */
   private cpuMs(processCpuUs?: number): number {
