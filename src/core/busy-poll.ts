@@ -39,10 +39,10 @@ let turning = false;
  */
 let begun: (() => boolean) | undefined;
 let askedAt = 0;
-/** Polling is paused until then: a window ended before the sender had even begun (lostCore). */
+/** Polling is paused until then: a window ended before the sender had even begun (judged). */
 let pausedUntil = 0;
 let pauseMs = 0;
-const FIRST_PAUSE_MS = 1000;
+const FIRST_PAUSE_MS = 50;
 const LONGEST_PAUSE_MS = 8000;
 
 /**
@@ -58,10 +58,14 @@ function worthTurning(): boolean {
  * Is polling paused? A whole window passed and the thread that computes the answer had not even
  * begun: this loop's spinning held the core it needed (a busy machine: other processes take the
  * rest). Measured, QuickJS calls back to back at load ~7 on 2 cores: p50 1.1 ms polled, 0.11–0.13
- * ms not. On a quiet machine a sender begins within tens of µs, so a slow call (a collection, a
- * cold function) is not taken for a lost core: it had begun. Three such windows in a row pause it;
- * the pause doubles while that recurs (1 s, 2 s, ... 8 s) and is back to 1 s after a polled answer
- * arrives in its window.
+ * ms not. A slow call (a collection, a cold function) is not taken for a lost core: it had begun.
+ * A lost window costs about the window (1 ms); a polled answer saves 50–70 µs over an unpolled
+ * one. So polling pauses when more than 1 in 16 of the recent windows were lost (an average over
+ * ~64), for 50 ms, doubling while that recurs within four pause lengths (100 ms, ... 8 s). Measured:
+ * on a quiet machine a few windows in 3,000 are lost, in bursts (this process's own spinning threads
+ * fill both cores while a collector or another process wants one); at load 3 on 2 cores, 5–15% were
+ * lost, scattered, which three-in-a-row never caught (p90 1.08 ms); one core shared with a spinner
+ * loses nearly all. A first pause of 1 s cost the calls after a quiet-machine burst 20–40 µs of p50.
  */
 export function pollingPaused(): boolean {
   return pausedUntil !== 0 && performance.now() < pausedUntil;
@@ -74,19 +78,20 @@ export function lostCores(): number {
   return lostCoreCount;
 }
 
-/** Windows in a row that ended before their sender had begun: a pause takes LOST_IN_A_ROW. */
-let lostInARow = 0;
-const LOST_IN_A_ROW = 3;
+/** The share of recent judged windows that were lost (an average over about 64 of them). */
+let lostShare = 0;
+const LOST_SHARE_TO_PAUSE = 1 / 16;
 
-function lostCore(now: number): void {
+function judged(lost: boolean, now: number): void {
+  lostShare += ((lost ? 1 : 0) - lostShare) / 64;
+  if (!lost) return;
   lostCoreCount++;
-  // One such window now and then happens on a quiet machine too (the worker busy with something
-  // else for a millisecond: 0–1 in 3,000 calls), and pausing for it cost the quiet case its
-  // polling (p50 50–58 -> 86–120 µs). A lost core loses nearly every window.
-  if (++lostInARow < LOST_IN_A_ROW) return;
-  lostInARow = 0;
-  pauseMs = pauseMs === 0 ? FIRST_PAUSE_MS : Math.min(pauseMs * 2, LONGEST_PAUSE_MS);
+  if (lostShare <= LOST_SHARE_TO_PAUSE) return;
+  const recurring = pauseMs !== 0 && now - pausedUntil < pauseMs * 4;
+  pauseMs = recurring ? Math.min(pauseMs * 2, LONGEST_PAUSE_MS) : FIRST_PAUSE_MS;
   pausedUntil = now + pauseMs;
+  // Back under the threshold, but close: a few more lost windows after the pause pause again.
+  lostShare = LOST_SHARE_TO_PAUSE / 2;
 }
 
 function turn(): void {
@@ -101,7 +106,7 @@ function turn(): void {
   }
   turning = false;
   // Judged only when the window that ended was opened for this answer (`until` set when asked).
-  if (begun !== undefined && until > askedAt && !begun()) lostCore(now);
+  if (begun !== undefined && until > askedAt && !begun()) judged(true, now);
 }
 
 function start(): void {
@@ -124,16 +129,14 @@ export function pollUntilSettled<T>(answer: Promise<T>, ms: number, fromProcess 
   begun = due === 1 ? started : undefined;
   askedAt = now;
   if (now - lastSettled <= ms) until = now + ms;
+  const judgedHere = begun !== undefined && until > now;
   start();
   const settled = () => {
     due--;
     if (fromProcess) dueFromProcess--;
     lastSettled = performance.now();
-    // Answered while this loop still turned for it: polling works here again.
-    if (turning) {
-      lostInARow = 0;
-      if (pauseMs !== 0 && !pollingPaused()) pauseMs = 0;
-    }
+    // Answered in a window opened for it alone: a window not lost.
+    if (judgedHere && turning) judged(false, lastSettled);
     begun = undefined;
     start();
   };
