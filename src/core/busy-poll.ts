@@ -61,14 +61,25 @@ function worthTurning(): boolean {
  * ms not. A slow call (a collection, a cold function) is not taken for a lost core: it had begun.
  * A lost window costs about the window (1 ms); a polled answer saves 50–70 µs over an unpolled
  * one. So polling pauses when more than 1 in 16 of the recent windows were lost (an average over
- * ~64), for 50 ms, doubling while that recurs within four pause lengths (100 ms, ... 8 s). Measured:
+ * ~64), for 50 ms; when the first few windows after a pause are lost again, the next pause is
+ * twice as long (100 ms, ... 8 s), else 50 ms again. Measured:
  * on a quiet machine a few windows in 3,000 are lost, in bursts (this process's own spinning threads
  * fill both cores while a collector or another process wants one); at load 3 on 2 cores, 5–15% were
  * lost, scattered, which three-in-a-row never caught (p90 1.08 ms); one core shared with a spinner
  * loses nearly all. A first pause of 1 s cost the calls after a quiet-machine burst 20–40 µs of p50.
  */
 export function pollingPaused(): boolean {
-  return pausedUntil !== 0 && performance.now() < pausedUntil;
+  return pausesAllowed && pausedUntil !== 0 && performance.now() < pausedUntil;
+}
+
+let pausesAllowed = true;
+
+/**
+ * Tests of what polling makes possible (v8's shared-memory calls) turn pauses off: on a loaded
+ * test machine they would otherwise take the path under test away. Not part of the public API.
+ */
+export function allowPollingPauses(allowed: boolean): void {
+  pausesAllowed = allowed;
 }
 
 let lostCoreCount = 0;
@@ -82,16 +93,24 @@ export function lostCores(): number {
 let lostShare = 0;
 const LOST_SHARE_TO_PAUSE = 1 / 16;
 
+/** Windows judged since the last pause ended. */
+let judgedSincePause = 0;
+/** A pause that comes within this many windows of the last one doubles it. */
+const AT_ONCE = 8;
+
 function judged(lost: boolean, now: number): void {
+  judgedSincePause++;
   lostShare += ((lost ? 1 : 0) - lostShare) / 64;
   if (!lost) return;
   lostCoreCount++;
   if (lostShare <= LOST_SHARE_TO_PAUSE) return;
-  const recurring = pauseMs !== 0 && now - pausedUntil < pauseMs * 4;
-  pauseMs = recurring ? Math.min(pauseMs * 2, LONGEST_PAUSE_MS) : FIRST_PAUSE_MS;
-  pausedUntil = now + pauseMs;
-  // Back under the threshold, but close: a few more lost windows after the pause pause again.
+  // Back under the threshold, but close: three more lost windows in a row pause again.
   lostShare = LOST_SHARE_TO_PAUSE / 2;
+  // Lost again at once: the core is still taken, pause longer. Later: a new burst, 50 ms.
+  const atOnce = pauseMs !== 0 && judgedSincePause <= AT_ONCE;
+  pauseMs = atOnce ? Math.min(pauseMs * 2, LONGEST_PAUSE_MS) : FIRST_PAUSE_MS;
+  pausedUntil = now + pauseMs;
+  judgedSincePause = 0;
 }
 
 function turn(): void {
@@ -167,8 +186,10 @@ export function spinsUntilSettled(task: Promise<unknown>): void {
  * for up to `ms` (the loop keeps turning meanwhile), then every millisecond, until it returns a
  * value or throws.
  */
-export function pollMemory<T>(read: () => T | undefined, ms: number): Promise<T> {
+export function pollMemory<T>(read: () => T | undefined, ms: number, begun?: () => boolean): Promise<T> {
   due++;
+  // Judged as pollUntilSettled's windows are (a task that spins waiting for requests takes one within µs if it has a core).
+  let judging = begun !== undefined && due === 1;
   return new Promise<T>((resolve, reject) => {
     const started = performance.now();
     const check = () => {
@@ -180,12 +201,18 @@ export function pollMemory<T>(read: () => T | undefined, ms: number): Promise<T>
         reject(error);
         return;
       }
+      const now = performance.now();
       if (value !== undefined) {
         due--;
-        lastSettled = performance.now();
+        lastSettled = now;
+        if (judging && now - started < ms) judged(false, now);
         resolve(value);
-      } else if (performance.now() - started < ms) setImmediate(check);
-      else setTimeout(check, 1);
+      } else if (now - started < ms) setImmediate(check);
+      else {
+        if (judging && begun?.() === false) judged(true, now);
+        judging = false;
+        setTimeout(check, 1);
+      }
     };
     setImmediate(check);
   });

@@ -1,4 +1,5 @@
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { allowPollingPauses } from "../../src/core/busy-poll.js";
 import { CallChannel } from "../../src/engines/v8/channel.js";
 import { createSandbox, type RunResult } from "../../src/index.js";
 
@@ -30,6 +31,10 @@ const PREFIX = `
 `;
 
 describe("v8 warm calls through shared memory", () => {
+  // Busy-polling pauses when this process loses windows (a loaded machine): these tests need the channel.
+  beforeAll(() => allowPollingPauses(false));
+  afterAll(() => allowPollingPauses(true));
+
   afterEach(() => {
     vi.restoreAllMocks();
   });
