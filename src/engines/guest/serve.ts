@@ -20,6 +20,8 @@
  */
 export const CHANNEL_LAYOUT = {
   headerBytes: 48,
+  /** The header's Int32 the serving task counts taken requests in. */
+  taken: 9,
   state: { idle: 0, request: 1, answer: 2, closed: 4, tooBig: 5, answerClosed: 6 },
 } as const;
 
@@ -88,6 +90,8 @@ export function createServe(
     for (;;) {
       const state = load(ctl, 0);
       if (state === S.request) {
+        // Taken: the host's loop, polling for the answer, learns this thread had a core (core/busy-poll.ts).
+        ctl[layout.taken] = ctl[layout.taken] + 1;
         const pathLength = ctl[2];
         const path = read(data, 0, pathLength);
         const joined = read(data, pathLength, ctl[3]);

@@ -118,7 +118,9 @@ export class CallChannel {
     const done = () => {
       this.reading = false;
     };
-    const answer = pollMemory(() => this.answer(), windowMs);
+    const taken = this.ctl[CHANNEL_LAYOUT.taken];
+    const begun = () => Atomics.load(this.ctl, CHANNEL_LAYOUT.taken) !== taken;
+    const answer = pollMemory(() => this.answer(), windowMs, begun);
     answer.then(done, done);
     return answer;
   }

@@ -1,7 +1,7 @@
 import type * as IVM from "isolated-vm";
 import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import type { RunMode } from "../../core/engine.js";
-import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollUntilSettled } from "../../core/busy-poll.js";
+import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollingPaused, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import type { CompileBound } from "../../core/esbuild-calls.js";
 import { normalizeSource } from "../../core/source.js";
@@ -342,7 +342,14 @@ export class V8Instance implements EngineInstance {
   }
 
   private inStream(path: string): boolean {
-    return this.busyPollMs > 0 && performance.now() - this.lastCallEnd <= this.busyPollMs && !this.slowPaths.has(path) && alone();
+    return (
+      this.busyPollMs > 0 &&
+      performance.now() - this.lastCallEnd <= this.busyPollMs &&
+      !this.slowPaths.has(path) &&
+      alone() &&
+      // Polling paused: windows end before the isolate's thread gets a core; a serving task spinning there would not get one either.
+      !pollingPaused()
+    );
   }
 
   /** A call through the shared-memory channel; undefined when it cannot take this one. */
@@ -379,7 +386,12 @@ export class V8Instance implements EngineInstance {
   private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
     // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
     this.channel?.close();
-    return pollUntilSettled(this.refs[name].apply(undefined, args), this.busyPollMs);
+    if (!(this.busyPollMs > 0) || this.isolate.isDisposed) return this.refs[name].apply(undefined, args);
+    // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
+    // wall time while one runs): unchanged when a window ends, the thread never got a core.
+    const before = this.isolate.cpuTime;
+    const begun = () => this.isolate.isDisposed || this.isolate.cpuTime !== before;
+    return pollUntilSettled(this.refs[name].apply(undefined, args), this.busyPollMs, false, begun);
   }
 
   answerReady(): boolean {
