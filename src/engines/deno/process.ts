@@ -1,16 +1,16 @@
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { constants, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { Socket } from "node:net";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
 import { makeDenoDir, type Seed } from "./deno-dir.js";
+import { findMkfifo, makeFifos, mkfifoMissing } from "./fifos.js";
 import { killOnExit, processDir, releaseProcessDir } from "./host-dirs.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
@@ -134,7 +134,9 @@ export class DenoProcess {
       const dir = join(root, "fn");
       await mkdir(dir, { mode: 0o700 });
       const denoDir = options.denoDir ?? (await makeDenoDir(root, options.cacheDir, options.seed));
-      await execFileAsync("mkfifo", ["-m", "600", join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
+      const mkfifo = findMkfifo();
+      if (!mkfifo) throw mkfifoMissing();
+      await makeFifos(mkfifo, [join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
       return new DenoProcess(options, root, dir, denoDir);
     } catch (error) {
       releaseProcessDir(root);
@@ -327,7 +329,6 @@ export class DenoProcess {
   }
 }
 
-const execFileAsync = promisify(execFile);
 /** The FIFO's name in the process's directory (outside the guest's own). */
 const INPUT_FIFO = "frames-in";
 const OUTPUT_FIFO = "frames-out";
