@@ -113,6 +113,8 @@ export function createFetchWire(): FetchWire {
    */
   function withOrigin(response: Response, url: string, redirected: boolean): void {
     defineProperty(response, "url", { value: url });
+    // Fetched: "basic", as the realm's own fetch reports it (a constructed Response is "default").
+    defineProperty(response, "type", { value: "basic" });
     if (redirected) defineProperty(response, "redirected", { value: true });
     const clone = response.clone;
     defineProperty(response, "clone", {

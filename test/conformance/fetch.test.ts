@@ -174,6 +174,26 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
     expect([made instanceof Response, made.url, made.redirected]).toEqual([true, "", false]);
   });
 
+  it('a fetched Response\'s type is "basic" (a clone\'s too), a constructed one\'s "default", in the guest and back on the host', async () => {
+    const rule = origin.replace("http://", "");
+    const code = `export default async () => {
+      const fetched = await fetch(${JSON.stringify(`${origin}/direct`)});
+      return [fetched.type, fetched.clone().type, new Response("x").type, Response.error().type, Response.json(1).type];
+    }`;
+    const value = completed(await sandbox.run({ code, capabilities: { net: [rule] } })).value;
+    // As Node's own fetch reports them.
+    expect(value).toEqual(["basic", "basic", "default", "error", "default"]);
+    const fetched = completed(
+      await sandbox.run({
+        code: `export default () => fetch(${JSON.stringify(`${origin}/direct`)})`,
+        capabilities: { net: [rule] },
+      }),
+    ).value as Response;
+    expect([fetched.type, fetched.clone().type]).toEqual(["basic", "basic"]);
+    const made = completed(await sandbox.run({ code: `export default () => new Response("x")` })).value as Response;
+    expect(made.type).toBe("default");
+  });
+
   it('"*" needs the policy to allow it; a malformed rule throws a TypeError naming it', async () => {
     await expect(sandbox.run({ code: "export default 1", capabilities: { net: ["*"] } })).rejects.toThrow(
       /policy\.net\.allow does not permit/,

@@ -919,7 +919,9 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       bytes = null;
     }
     const url = u === "" ? "" : urlHref(parseUrl(u));
-    return new Response(INTERNAL, { status: s, statusText: t, headers, type: "default", url, redirected: r, bytes, used: false });
+    // A fetched response (it has a URL) is "basic", as Node's and Deno's fetch report; a constructed one "default".
+    const type = url === "" ? "default" : "basic";
+    return new Response(INTERNAL, { status: s, statusText: t, headers, type, url, redirected: r, bytes, used: false });
   }
 
   // ---------------------------------------------------------------- install
