@@ -703,9 +703,11 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(aborted.status).toBe("aborted");
     expect(aborted.status === "aborted" && aborted.reason).toBe("client went away");
 
-    // 64 KiB chunks forever: refused once past memoryMb, not held whole.
+    // 64 KiB chunks forever: refused once past memoryMb, not held whole. (Reading 16 MB took
+    // over 300 ms on the remote host at load ~4: this one gets a longer wall time.)
     const endless = streamed({ pull: (c) => c.enqueue(new Uint8Array(65536)) });
-    expect(failed(await call(endless))).toEqual({
+    const endlessCall = prefix.call({ export: "handle", args: [endless], limits: { ...limits, wallTimeMs: 5000 } });
+    expect(failed(await endlessCall)).toEqual({
       code: "ERR_MEMORY_LIMIT",
       message: "a Request or Response body among the call's arguments is longer than the run's memory limit of 16 MB",
     });
