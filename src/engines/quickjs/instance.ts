@@ -203,7 +203,9 @@ export class QuickJSInstance implements EngineInstance {
    * Has the worker begun on what was just posted: entered a crossing, or finished one, since now?
    * (core/busy-poll.ts pauses polling when a window ends before it had.)
    */
-  private begunSince(): () => boolean {
+  private begunSince(): (() => boolean) | undefined {
+    // Unpolled, nothing judges windows: no closure a call.
+    if (!(this.thread.busyPollMs > 0)) return undefined;
     const cpu = this.cpu;
     const counted = cpu[0];
     return () => cpu[1] !== 0 || cpu[0] !== counted;
