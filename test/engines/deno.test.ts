@@ -596,13 +596,16 @@ describe("the deno engine", () => {
         export default async (input) => {
           let seen = null; try { seen = Deno.readTextFileSync("./stolen"); } catch {}
           if (input.plant) leave(() => { if (typeof apiKey === "string") Deno.writeTextFileSync("./stolen", apiKey); });
-          if (input.wait) await new Promise((r) => setTimeout(r, 100));
+          if (input.wait) await new Promise((r) => setTimeout(r, 500));
           return seen;
         }`;
       const kinds: Record<string, string> = {
         "a node:timers setInterval": `import { setInterval } from "node:timers"; const leave = (f) => setInterval(f, 5);`,
-        "an unref'd node:timers setTimeout": `import { setTimeout } from "node:timers"; const leave = (f) => setTimeout(f, 50).unref();`,
-        "a promise chain waiting on node:timers/promises": `import { setTimeout as sleep } from "node:timers/promises"; const leave = (f) => { sleep(50).then(f); };`,
+        // One-shot timers wait 400 ms (the second run waits 500): at 50 ms, under CI load the timer
+        // had fired before the first run's end was checked, leaving nothing pending (the process
+        // was then rightly kept warm, and the test failed).
+        "an unref'd node:timers setTimeout": `import { setTimeout } from "node:timers"; const leave = (f) => setTimeout(f, 400).unref();`,
+        "a promise chain waiting on node:timers/promises": `import { setTimeout as sleep } from "node:timers/promises"; const leave = (f) => { sleep(400).then(f); };`,
         "a node:worker_threads Worker": `import { Worker } from "node:worker_threads"; const leave = (f) => { new Worker("setInterval(() => {}, 1000)", { eval: true }).on("message", f); };`,
         "a file left open": `const leave = (f) => { Deno.openSync("./held", { write: true, create: true }); };`,
         // Deno's core was reachable as Deno[Deno.internal].core: a guest turned its leak tracing off.
