@@ -64,9 +64,10 @@ function worthTurning(): boolean {
  * ~64), for 50 ms; when the first few windows after a pause are lost again, the next pause is
  * twice as long (100 ms, ... 8 s), else 50 ms again. Measured:
  * on a quiet machine a few windows in 3,000 are lost, in bursts (this process's own spinning threads
- * fill both cores while a collector or another process wants one); at load 3 on 2 cores, 5–15% were
- * lost, scattered, which three-in-a-row never caught (p90 1.08 ms); one core shared with a spinner
- * loses nearly all. A first pause of 1 s cost the calls after a quiet-machine burst 20–40 µs of p50.
+ * fill both cores while a collector or another process wants one); beside one spinning process,
+ * 5–15% were lost, scattered, which three-in-a-row never caught (p90 1.08 ms); one core shared with
+ * a spinner loses nearly all. A first pause of 1 s cost the calls after a quiet-machine burst 20–40
+ * µs of p50. docs/decisions/009-busy-poll.md has the figures.
  */
 export function pollingPaused(): boolean {
   return pausesAllowed && pausedUntil !== 0 && performance.now() < pausedUntil;
