@@ -42,7 +42,7 @@ let askedAt = 0;
 /** Polling is paused until then: a window ended before the sender had even begun (judged). */
 let pausedUntil = 0;
 let pauseMs = 0;
-const FIRST_PAUSE_MS = 50;
+const FIRST_PAUSE_MS = 10;
 const LONGEST_PAUSE_MS = 8000;
 
 /**
@@ -61,13 +61,14 @@ function worthTurning(): boolean {
  * ms not. A slow call (a collection, a cold function) is not taken for a lost core: it had begun.
  * A lost window costs about the window (1 ms); a polled answer saves 50–70 µs over an unpolled
  * one. So polling pauses when more than 1 in 16 of the recent windows were lost (an average over
- * ~64), for 50 ms; when the first few windows after a pause are lost again, the next pause is
- * twice as long (100 ms, ... 8 s), else 50 ms again. Measured:
+ * ~64), for 10 ms; when the first few windows after a pause are lost again, the next pause is
+ * twice as long (20 ms, ... 8 s), else 10 ms again. Measured:
  * on a quiet machine a few windows in 3,000 are lost, in bursts (this process's own spinning threads
  * fill both cores while a collector or another process wants one); beside one spinning process,
  * 5–15% were lost, scattered, which three-in-a-row never caught (p90 1.08 ms); one core shared with
  * a spinner loses nearly all. A first pause of 1 s cost the calls after a quiet-machine burst 20–40
- * µs of p50. docs/decisions/009-busy-poll.md has the figures.
+ * µs of p50, one of 50 ms still cost v8 the first 8,000 calls' polling (p50 41–43 against 12–17 µs:
+ * paused, a v8 call is not served). docs/decisions/009-busy-poll.md has the figures.
  */
 export function pollingPaused(): boolean {
   return pausesAllowed && pausedUntil !== 0 && performance.now() < pausedUntil;
@@ -107,7 +108,7 @@ function judged(lost: boolean, now: number): void {
   if (lostShare <= LOST_SHARE_TO_PAUSE) return;
   // Back under the threshold, but close: three more lost windows in a row pause again.
   lostShare = LOST_SHARE_TO_PAUSE / 2;
-  // Lost again at once: the core is still taken, pause longer. Later: a new burst, 50 ms.
+  // Lost again at once: the core is still taken, pause longer. Later: a new burst, 10 ms.
   const atOnce = pauseMs !== 0 && judgedSincePause <= AT_ONCE;
   pauseMs = atOnce ? Math.min(pauseMs * 2, LONGEST_PAUSE_MS) : FIRST_PAUSE_MS;
   pausedUntil = now + pauseMs;
