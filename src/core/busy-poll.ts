@@ -61,8 +61,9 @@ function worthTurning(): boolean {
  * ms not. A slow call (a collection, a cold function) is not taken for a lost core: it had begun.
  * A lost window costs about the window (1 ms); a polled answer saves 50–70 µs over an unpolled
  * one. So polling pauses when more than 1 in 16 of the recent windows were lost (an average over
- * ~64), for 10 ms; when the first few windows after a pause are lost again, the next pause is
- * twice as long (20 ms, ... 8 s), else 10 ms again. Measured:
+ * ~64), for 10 ms; when the windows after a pause are lost again (the next pause comes within 8
+ * windows, or a quarter of them or more were lost), it is twice as long (20 ms, ... 8 s), else 10
+ * ms again. Measured:
  * on a quiet machine a few windows in 3,000 are lost, in bursts (this process's own spinning threads
  * fill both cores while a collector or another process wants one); beside one spinning process,
  * 5–15% were lost, scattered, which three-in-a-row never caught (p90 1.08 ms); one core shared with
@@ -95,24 +96,26 @@ export function lostCores(): number {
 let lostShare = 0;
 const LOST_SHARE_TO_PAUSE = 1 / 16;
 
-/** Windows judged since the last pause ended. */
+/** Windows judged since the last pause ended, and how many of them were lost. */
 let judgedSincePause = 0;
-/** A pause that comes within this many windows of the last one doubles it. */
-const AT_ONCE = 8;
+let lostSincePause = 0;
 
 function judged(lost: boolean, now: number): void {
   judgedSincePause++;
   lostShare += ((lost ? 1 : 0) - lostShare) / 64;
   if (!lost) return;
   lostCoreCount++;
+  lostSincePause++;
   if (lostShare <= LOST_SHARE_TO_PAUSE) return;
   // Back under the threshold, but close: three more lost windows in a row pause again.
   lostShare = LOST_SHARE_TO_PAUSE / 2;
-  // Lost again at once: the core is still taken, pause longer. Later: a new burst, 10 ms.
-  const atOnce = pauseMs !== 0 && judgedSincePause <= AT_ONCE;
-  pauseMs = atOnce ? Math.min(pauseMs * 2, LONGEST_PAUSE_MS) : FIRST_PAUSE_MS;
+  // Still losing since the last pause (within 8 windows, or a quarter of them or more): the core
+  // is still taken, pause longer. Otherwise a new burst: 10 ms.
+  const still = pauseMs !== 0 && (judgedSincePause <= 8 || lostSincePause * 4 >= judgedSincePause);
+  pauseMs = still ? Math.min(pauseMs * 2, LONGEST_PAUSE_MS) : FIRST_PAUSE_MS;
   pausedUntil = now + pauseMs;
   judgedSincePause = 0;
+  lostSincePause = 0;
 }
 
 function turn(): void {
