@@ -72,6 +72,10 @@ const BOMBS: Bomb[] = [
   {
     name: "ArrayBuffer bomb",
     code: "export default () => { const a = []; for (;;) a.push(new ArrayBuffer(4 * 1024 * 1024)) }",
+    // QuickJS takes ~125 ms of CPU to reach 32 MB this way here (v8 ~30), and a loaded CI machine
+    // (load 4-7) stretched that past a 500 ms CPU limit: time limits it cannot reach first.
+    limits: { cpuTimeMs: 3000, wallTimeMs: 3000 },
+    withinMs: 3000,
     expect: "ERR_MEMORY_LIMIT",
   },
   { name: "typed array bomb", code: "export default () => new Uint8Array(1024 * 1024 * 1024)", expect: "ERR_MEMORY_LIMIT" },
