@@ -25,6 +25,12 @@ describe.each(["v8", "quickjs"])("the %s engine in process", (engine) => {
  * process.exit() or an uncaught error while a guest spins in an isolate of this process: the
  * process exits with its code. isolated-vm's teardown used to wait for the spinning isolate's
  * thread forever (isolated-vm issue #260), leaving the process at 100% CPU.
+ *
+ * The exit comes once every guest has made its host call and spins: an exit while a guest is
+ * inside a synchronous host callback (a host function call, console.*, a timer) can still hang,
+ * and that is not fixed (README, Security: "Process exit"). Found when this test, whose exit timer
+ * was armed by the first guest, failed twice in three CI runs under load: a later guest's call
+ * was in flight when the exit came.
  */
 describe("the v8 engine in process, at exit with a guest spinning", () => {
   it.each([
@@ -36,8 +42,9 @@ describe("the v8 engine in process, at exit with a guest spinning", () => {
       const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
       const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
       const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
-      const started = () => setTimeout(() => { ${end}; }, 100);
-      for (let i = 0; i < 3; i++)
+      let calls = 0;
+      const started = () => { if (++calls === 2) setTimeout(() => { ${end}; }, 100); };
+      for (let i = 0; i < 2; i++)
         sandbox.run({ code: "export default () => { started(); while (true) {} }", globals: { started }, limits: { wallTimeMs: 600000, cpuTimeMs: 600000 } });`;
       const began = performance.now();
       const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
