@@ -58,6 +58,7 @@ export function createServe(
   const now = Date.now;
   /** The channel's states. */
   const S = layout.state;
+  const TAKEN = layout.taken;
 
   // The views never meet a prototype: only element reads and writes, and lengths from the
   // header, never `.length`, `.buffer` or `subarray` (a guest-patched accessor or species
@@ -91,7 +92,7 @@ export function createServe(
       const state = load(ctl, 0);
       if (state === S.request) {
         // Taken: the host's loop, polling for the answer, learns this thread had a core (core/busy-poll.ts).
-        ctl[layout.taken] = ctl[layout.taken] + 1;
+        ctl[TAKEN] = ctl[TAKEN] + 1;
         const pathLength = ctl[2];
         const path = read(data, 0, pathLength);
         const joined = read(data, pathLength, ctl[3]);
