@@ -125,6 +125,8 @@ describe.each(COMBINATIONS)("host time a guest causes on $name", (combo) => {
     // Where the host's thread can be measured, it did not work for the guest much longer than the
     // guest was charged: before, up to 1.7 s within a 300 ms limit; after, ~1.1x at most. (The
     // remote host's thread is the executor's; Deno's guest runs in the Deno process, not on it.)
-    if (combo.host !== "remote") expect(hostMs, context).toBeLessThan(2 * CPU_MS);
+    // (3x: at CI load ~4 set/clear churn on v8 read 415 ms against 201 charged, the host thread's
+    // other work in the same 0.7 s included; uncharged it was 8x and more.)
+    if (combo.host !== "remote") expect(hostMs, context).toBeLessThan(3 * CPU_MS);
   });
 });
