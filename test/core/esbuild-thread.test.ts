@@ -50,7 +50,9 @@ describe("esbuild's client runs on a thread of its own", () => {
     // handler, where nothing caught it: on the host's thread it ended the process (this test).
     const blocks = `${"{".repeat(8000)}${"}".repeat(8000)}\n`.repeat(5);
     const before = transform("export const before: number = 1");
-    await expect(withEsbuild({ kind: "transform", code: blocks, options: {} })).rejects.toMatchObject({
+    // 110 s, not the default 60: under CI load ~5 printing 640 M characters outlasted 60 s once.
+    const printed = withEsbuild({ kind: "transform", code: blocks, options: {} }, { timeoutMs: 110_000 });
+    await expect(printed).rejects.toMatchObject({
       code: "ERR_COMPILE",
       message: expect.stringMatching(
         /^<guest>: the compiled module is too large to read back from esbuild .*ERR_STRING_TOO_LONG/,
