@@ -32,7 +32,8 @@ describe("polling when the core it holds is the one the answer needs", () => {
         expect(result.ok && result.value).toBe(i + 1);
       }
       times.sort((a, b) => a - b);
-      expect(lostCores()).toBeGreaterThan(lostBefore);
+      // Lost windows, or a pause from the case before still running (it doubles up to 8 s).
+      expect(lostCores() > lostBefore || pollingPaused()).toBe(true);
       // Each call waiting out its 1 ms window read 1.2 ms (QuickJS) and 3 ms (v8); paused, 0.05–0.2 ms.
       expect(times[times.length / 2]).toBeLessThan(0.8);
     }, 40_000);
