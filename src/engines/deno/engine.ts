@@ -12,7 +12,7 @@ import { WarmPool } from "../warm-pool.js";
 import { DenoInstance } from "./instance.js";
 import { FunctionPool, type FunctionPoolOptions } from "./pool.js";
 import { privateTempDir } from "./private-dir.js";
-import { findMkfifo, mkfifoMissing } from "./fifos.js";
+import { mkfifoCommand } from "./fifos.js";
 import { denoBinary } from "./script.js";
 import { currentSeed } from "./seed.js";
 import type { ImportProxy, ImportProxyOptions } from "../../egress/import-proxy.js";
@@ -45,7 +45,7 @@ export function createDenoEngine(options: DenoEngineOptions): DenoEngine {
       'cordon: engine "deno" needs the deno npm package (its binary was not found)',
     );
   }
-  if (!findMkfifo()) throw mkfifoMissing();
+  mkfifoCommand();
   return new DenoEngine(binary, options);
 }
 

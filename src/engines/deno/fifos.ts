@@ -22,7 +22,16 @@ export function findMkfifo(path = process.env.PATH ?? ""): string | undefined {
   return undefined;
 }
 
-export function mkfifoMissing(): CordonError {
+let found: string | undefined;
+
+/** The mkfifo command's full path, looked up once it is first found; throws ERR_ENGINE_UNAVAILABLE while it is missing. */
+export function mkfifoCommand(): string {
+  found ??= findMkfifo();
+  if (!found) throw mkfifoMissing();
+  return found;
+}
+
+function mkfifoMissing(): CordonError {
   return new CordonError(
     "ERR_ENGINE_UNAVAILABLE",
     'cordon: engine "deno" needs the mkfifo command (coreutils) on the PATH to make its protocol FIFOs; it was not found',

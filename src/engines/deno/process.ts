@@ -10,7 +10,7 @@ import { withoutInherited } from "../../core/inherited-fds.js";
 import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
 import { makeDenoDir, type Seed } from "./deno-dir.js";
-import { findMkfifo, makeFifos, mkfifoMissing } from "./fifos.js";
+import { makeFifos, mkfifoCommand } from "./fifos.js";
 import { killOnExit, processDir, releaseProcessDir } from "./host-dirs.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
@@ -134,9 +134,7 @@ export class DenoProcess {
       const dir = join(root, "fn");
       await mkdir(dir, { mode: 0o700 });
       const denoDir = options.denoDir ?? (await makeDenoDir(root, options.cacheDir, options.seed));
-      const mkfifo = findMkfifo();
-      if (!mkfifo) throw mkfifoMissing();
-      await makeFifos(mkfifo, [join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
+      await makeFifos(mkfifoCommand(), [join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
       return new DenoProcess(options, root, dir, denoDir);
     } catch (error) {
       releaseProcessDir(root);
