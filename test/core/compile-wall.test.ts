@@ -9,6 +9,10 @@ import { createSandbox } from "../../src/index.js";
 describe("a run's compile spends from its wall time", () => {
   // Nested blocks cost esbuild about 170 ms each 900 levels here (a second for these 8).
   const slow = `${`${"{".repeat(900)}${"}".repeat(900)}\n`.repeat(8)}`;
+  // For the limit: a compile well short of it even on a loaded machine (8 blocks took past 3 s once
+  // at load ~5, so the compile itself was the overrun: ERR_COMPILE), yet longer than the 100 ms the
+  // loop leaves.
+  const someSlow = `${`${"{".repeat(900)}${"}".repeat(900)}\n`.repeat(3)}`;
   const cases = [
     { engine: "v8", host: "inprocess" },
     { engine: "quickjs", host: "process" },
@@ -17,8 +21,8 @@ describe("a run's compile spends from its wall time", () => {
   for (const { engine, host } of cases) {
     it(`${engine}/${host}: the compile and the run together pass the limit: ERR_WALL_TIMEOUT`, async () => {
       await using sandbox = await createSandbox({ engine, host, spareInstances: 0 });
-      // A loop of 2.5 s (by the clock: however slow the machine) fits a 3 s limit only without its compile.
-      const code = `${slow}export default () => { const t = Date.now(); while (Date.now() - t < 2500) {} return 1 }\n// ${engine}${host}`;
+      // A loop of 2.9 s (by the clock: however slow the machine) fits a 3 s limit only without its compile.
+      const code = `${someSlow}export default () => { const t = Date.now(); while (Date.now() - t < 2900) {} return 1 }\n// ${engine}${host}`;
       const started = performance.now();
       const result = await sandbox.run({ code, limits: { wallTimeMs: 3000 } });
       const elapsed = performance.now() - started;

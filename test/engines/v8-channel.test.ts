@@ -53,7 +53,10 @@ describe("v8 warm calls through shared memory", () => {
     await using setup = await prepared();
     const served = countServed();
     const samples = ["plain", "ümlaut", "emoji 😀 and 𝄞", "\ud800 lone", "", "tab\tnew\nline", "x".repeat(5000)];
-    for (let i = 0; i < 300; i++) {
+    // Until 300 went through shared memory: at load 1.5, 600 calls served 543; at CI's load ~5 only 128
+    // were once (a call now and then outlasts the window while the serving thread waits for a core,
+    // and the next one starts a new stream), so a fixed count measured the machine, not the channel.
+    for (let i = 0; i < 3000 && (i < 300 || served() <= 300); i++) {
       const text = samples[i % samples.length];
       expect(value(await setup.prefix.call({ export: "echo", args: [{ i, text, nested: [text, i] }] }))).toEqual({
         i,
@@ -62,7 +65,7 @@ describe("v8 warm calls through shared memory", () => {
       });
       expect(value(await setup.prefix.call({ export: "add", args: [i, 1] }))).toBe(i + 1);
     }
-    // Most of them went through shared memory (the first of a stream crosses the usual way).
+    // Served through shared memory (the first of a stream crosses the usual way).
     expect(served()).toBeGreaterThan(300);
   });
 
