@@ -70,13 +70,18 @@ export class CallChannel {
     return path.length + joined.length <= MAX_CALL_CHARS;
   }
 
-  /** Start the serving task (the state must be S.closed: no task runs). */
-  open(serve: IVM.Reference<(...args: unknown[]) => unknown>, ivm: IsolatedVm, windowMs: number): void {
+  /** Start the serving task (the state must be S.closed: no task runs); `track` counts it as guest code running. */
+  open(
+    serve: IVM.Reference<(...args: unknown[]) => unknown>,
+    ivm: IsolatedVm,
+    windowMs: number,
+    track: (task: Promise<string | undefined>) => Promise<string | undefined>,
+  ): void {
     this.failure = undefined;
     Atomics.store(this.ctl, 1, 1);
     Atomics.store(this.ctl, 0, S.idle);
     const memory = new ivm.ExternalCopy(this.memory).copyInto({ release: true });
-    const task = serve.apply(undefined, [memory, windowMs, CAPACITY]) as Promise<string | undefined>;
+    const task = track(serve.apply(undefined, [memory, windowMs, CAPACITY]) as Promise<string | undefined>);
     this.task = task;
     this.lastTask = task;
     servingTasks++;

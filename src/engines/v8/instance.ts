@@ -19,7 +19,7 @@ import {
 import { CallChannel } from "./channel.js";
 import { flat, hasPending, renameLostThrow } from "./crossing-text.js";
 import { charged, hostTimeSince } from "./host-time.js";
-import { disposeIsolate, trackIsolate } from "./isolates.js";
+import { disposeIsolate, guestRunning, trackIsolate } from "./isolates.js";
 import { compileFactory, evaluableInIsolate } from "./large-script.js";
 import { loadIsolatedVm } from "./load.js";
 import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
@@ -179,7 +179,7 @@ export class V8Instance implements EngineInstance {
     const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
     const driver = await this.link(source, sourceImports, bound);
     startCpu();
-    await driver.evaluate().catch(renameLostThrow);
+    await guestRunning(this.isolate, driver.evaluate()).catch(renameLostThrow);
   }
 
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
@@ -360,7 +360,7 @@ export class V8Instance implements EngineInstance {
     const opening = !channel.serving;
     if (opening) {
       if (!CallChannel.canOpen()) return undefined;
-      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs);
+      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (task) => guestRunning(this.isolate, task));
     }
     const started = performance.now();
     return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
@@ -386,12 +386,15 @@ export class V8Instance implements EngineInstance {
   private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
     // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
     this.channel?.close();
-    if (!(this.busyPollMs > 0) || this.isolate.isDisposed) return this.refs[name].apply(undefined, args);
+    if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
+      return guestRunning(this.isolate, this.refs[name].apply(undefined, args));
+    }
     // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
     // wall time while one runs): unchanged when a window ends, the thread never got a core.
     const before = this.isolate.cpuTime;
     const begun = () => this.isolate.isDisposed || this.isolate.cpuTime !== before;
-    return pollUntilSettled(this.refs[name].apply(undefined, args), this.busyPollMs, false, begun);
+    const crossing = guestRunning(this.isolate, this.refs[name].apply(undefined, args));
+    return pollUntilSettled(crossing, this.busyPollMs, false, begun);
   }
 
   answerReady(): boolean {

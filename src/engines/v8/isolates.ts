@@ -1,4 +1,5 @@
 import type * as IVM from "isolated-vm";
+import { armExitWatchdog } from "./exit-watchdog.js";
 
 /**
  * This process's isolates not yet disposed. When the process exits (process.exit, or an uncaught
@@ -9,12 +10,30 @@ import type * as IVM from "isolated-vm";
 const liveIsolates = new Set<IVM.Isolate>();
 let exitHookInstalled = false;
 
+/** Per isolate, how many crossings that run guest code are in flight (see `guestRunning`). */
+const crossingsInFlight = new Map<IVM.Isolate, number>();
+
 export function trackIsolate(isolate: IVM.Isolate): void {
   if (!exitHookInstalled) {
     exitHookInstalled = true;
     process.on("exit", disposeLiveIsolates);
   }
   liveIsolates.add(isolate);
+}
+
+/**
+ * `work`, a crossing that runs guest code on the isolate's own thread, counted while in flight: an
+ * exit meanwhile may find that thread inside a synchronous host callback (see exit-watchdog.ts).
+ */
+export function guestRunning<T>(isolate: IVM.Isolate, work: Promise<T>): Promise<T> {
+  crossingsInFlight.set(isolate, (crossingsInFlight.get(isolate) ?? 0) + 1);
+  const done = () => {
+    const left = (crossingsInFlight.get(isolate) ?? 1) - 1;
+    if (left > 0) crossingsInFlight.set(isolate, left);
+    else crossingsInFlight.delete(isolate);
+  };
+  work.then(done, done);
+  return work;
 }
 
 export function disposeIsolate(isolate: IVM.Isolate): void {
@@ -29,11 +48,14 @@ const EXIT_UNWIND_MS = 100;
 
 function disposeLiveIsolates(): void {
   if (liveIsolates.size === 0) return;
+  const guestsRunning = crossingsInFlight.size > 0;
   for (const isolate of liveIsolates) disposeIsolate(isolate);
   // A terminated guest's thread still reports back as it unwinds; if Node tears down first, that
   // report lands in freed memory and the process segfaults (2 in 12 exits without this wait).
   // Nothing else runs any more, so this thread blocks for it.
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, EXIT_UNWIND_MS);
+  // A guest's thread waiting in a synchronous host callback is not woken by any of this.
+  if (guestsRunning) armExitWatchdog();
 }
 
 /** How many isolates this process holds undisposed (tests: none are retained once disposed). */

@@ -1,0 +1,41 @@
+import { spawn } from "node:child_process";
+
+/**
+ * An exit that may never finish: isolated-vm's teardown (a static destructor that C's `exit()`
+ * runs) joins every isolate thread, and a thread waiting inside a synchronous host callback (a host
+ * function call, console.*, a timer, a URL parse) waits for this process's main thread to run
+ * that callback, which it never will again. Found with gdb: the main thread in
+ * `thread_pool_t::~thread_pool_t`, the isolate's thread in `ThreePhaseTask::RunSync`; isolated-vm
+ * issue #260 is the same deadlock. Nothing a JavaScript 'exit' listener can do wakes that thread
+ * (disposing its isolate does not), and no Node API ends a process without `exit()`.
+ *
+ * So the exit gets a deadline: a small process that holds the read end of a pipe from this one.
+ * When this process ends, its end closes and the watchdog ends too; if this process is still there
+ * EXIT_WATCHDOG_MS later, it is killed (SIGKILL: its exit code is lost, where it would otherwise
+ * hang forever). The pipe makes a reused process id impossible to hit: while the pipe is open,
+ * the id is still this process's.
+ */
+export const EXIT_WATCHDOG_MS = 3000;
+
+const WATCHDOG = `
+const [pid, ms] = process.argv.slice(1).map(Number);
+const timer = setTimeout(() => { try { process.kill(pid, "SIGKILL") } catch {} }, ms);
+const stop = () => clearTimeout(timer);
+process.stdin.on("end", stop).on("close", stop).on("error", stop).resume();
+`;
+
+/** Start the watchdog (from an 'exit' listener: spawning is synchronous). Never throws. */
+export function armExitWatchdog(ms = EXIT_WATCHDOG_MS): void {
+  try {
+    const child = spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(ms)], {
+      // Nothing of this process's: no NODE_OPTIONS (a --require would run in the watchdog too).
+      env: {},
+      stdio: ["pipe", "ignore", "ignore"],
+      detached: true,
+    });
+    child.on("error", () => {});
+    child.unref();
+  } catch {
+    // No watchdog (spawn failed): the exit goes on as it would have.
+  }
+}
