@@ -14,8 +14,9 @@ import {
  * Measured: 15.3 MB of real code (TypeScript's compiler, both its module and script forms, near
  * the 16 MiB a run takes) failed at 64 MB and fit in 80. 512 MB holds several such compiles at
  * once, or one output near the nesting scan's 256 M-character cap (nesting.ts). Past it the thread
- * dies and its calls fail, not the host; past V8's longest string (2^29-24 characters) esbuild's
- * client throws, with the same outcome.
+ * dies and its calls fail, usually: Node's limit is best effort, and reached in some of V8's
+ * paths it aborts the whole process (Node #47224; decision 014 has the measurements). Past V8's
+ * longest string (2^29-24 characters) esbuild's client throws, and only the thread ends.
  */
 export const ESBUILD_HEAP_MB = 512;
 /** A thread told to stop that has not ended this long after is terminated. */
