@@ -2,7 +2,7 @@
 import { createRequire } from "node:module";
 import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { DEFAULT_BUSY_POLL_MS, pollUntilSettled } from "../dist/core/busy-poll.js";
+import { DEFAULT_BUSY_POLL_MS, lostCores, pollingPaused, pollUntilSettled } from "../dist/core/busy-poll.js";
 import { createSandbox } from "../dist/index.js";
 import {
   EVENT,
@@ -141,18 +141,32 @@ export async function benchV8({ quick }) {
   // The target holds only with the event loop free: its delay is measured during each stream.
   const streamed = [];
   const delays = [];
+  // cordon's stream is served through shared memory only while busy-polling is not paused (a
+  // window lost to another thread pauses it: ../src/core/busy-poll.ts); a short stream that meets
+  // a pause reads several times slower, so the bench says how much of it was paused.
+  let pauses = "";
   for (const [, call] of streams) {
     await warmStream(call);
     const delay = monitorEventLoopDelay({ resolution: 1 });
+    const lostBefore = lostCores();
+    let ticks = 0;
+    let pausedTicks = 0;
+    const probe = setInterval(() => {
+      ticks++;
+      if (pollingPaused()) pausedTicks++;
+    }, 1);
     delay.enable();
     streamed.push(await sample(n * 5, call));
     delay.disable();
+    clearInterval(probe);
     delays.push(`p99 ${(delay.percentile(99) / 1e6).toFixed(2)} ms`);
+    pauses = `${lostCores() - lostBefore} windows lost, polling paused in ${pausedTicks} of ${ticks} 1-ms ticks`;
   }
   report(streams[0][0], streamed[0]);
   report(streams[1][0], streamed[1], streamed[0]);
   report(streams[2][0], streamed[2], streamed[0], { target: "p50 <= 40 us" });
   console.log(`  event-loop delay during each stream: raw ${delays[0]}, raw polled ${delays[1]}, cordon ${delays[2]}`);
+  console.log(`  busy-polling during cordon's stream: ${pauses}`);
 
   section(`v8: ~${JSON.stringify(EVENT).length}-byte analytics events`);
   // Raw does the same work: the event is serialized per call and parsed in the isolate.
