@@ -20,7 +20,7 @@ function watchdogsOf(pid: number): number[] {
 
 function runArmed(ms: number, then: string) {
   const script = `const { armExitWatchdog } = await import(${JSON.stringify(watchdog)});
-    armExitWatchdog(${ms}); console.log(process.pid); ${then}`;
+    armExitWatchdog(7, ${ms}); console.log(process.pid); ${then}`;
   const began = performance.now();
   const child = spawnSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 20_000 });
   return { child, elapsed: performance.now() - began, pid: Number(child.stdout.trim()) };
@@ -32,6 +32,8 @@ describe("the exit watchdog", () => {
     const { child, elapsed } = runArmed(500, "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);");
     expect(child.signal).toBe("SIGKILL");
     expect(elapsed).toBeLessThan(10_000);
+    // And says why, on the process's own stderr.
+    expect(child.stderr).toMatch(/^cordon: process \d+ was still exiting \(code 7\) 500 ms after process.exit: .*SIGKILL/);
   });
 
   it("lets a process that exits keep its code, and ends with it", async () => {

@@ -17,20 +17,31 @@ import { spawn } from "node:child_process";
  */
 export const EXIT_WATCHDOG_MS = 3000;
 
+// It says why on the host's stderr: an exit status of 137 alone sends an operator looking for the OOM killer.
 const WATCHDOG = `
-const [pid, ms] = process.argv.slice(1).map(Number);
-const timer = setTimeout(() => { try { process.kill(pid, "SIGKILL") } catch {} }, ms);
+const [pid, ms, code] = process.argv.slice(1).map(Number);
+const timer = setTimeout(() => {
+  try {
+    process.kill(pid, "SIGKILL");
+    process.stderr.write("cordon: process " + pid + " was still exiting (code " + code + ") " + ms + " ms after process.exit: " +
+      "a guest's thread was waiting inside a synchronous host callback, which an exiting process never runs " +
+      "(isolated-vm issue #260); it was killed with SIGKILL, and its exit code is lost\\n");
+  } catch {}
+}, ms);
 const stop = () => clearTimeout(timer);
 process.stdin.on("end", stop).on("close", stop).on("error", stop).resume();
 `;
 
-/** Start the watchdog (from an 'exit' listener: spawning is synchronous). Never throws. */
-export function armExitWatchdog(ms = EXIT_WATCHDOG_MS): void {
+/**
+ * Start the watchdog (from an 'exit' listener: spawning is synchronous); `code` is the exit code
+ * the process meant to end with, for the message. Never throws.
+ */
+export function armExitWatchdog(code: number, ms = EXIT_WATCHDOG_MS): void {
   try {
-    const child = spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(ms)], {
+    const child = spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(ms), String(code)], {
       // Nothing of this process's: no NODE_OPTIONS (a --require would run in the watchdog too).
       env: {},
-      stdio: ["pipe", "ignore", "ignore"],
+      stdio: ["pipe", "ignore", "inherit"],
       detached: true,
     });
     child.on("error", () => {});

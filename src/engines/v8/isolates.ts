@@ -46,7 +46,7 @@ export function disposeIsolate(isolate: IVM.Isolate): void {
 /** How long the exit waits for disposed isolates' threads to unwind (measured: 10 ms was enough). */
 const EXIT_UNWIND_MS = 100;
 
-function disposeLiveIsolates(): void {
+function disposeLiveIsolates(code: number): void {
   if (liveIsolates.size === 0) return;
   const guestsRunning = crossingsInFlight.size > 0;
   for (const isolate of liveIsolates) disposeIsolate(isolate);
@@ -55,7 +55,7 @@ function disposeLiveIsolates(): void {
   // Nothing else runs any more, so this thread blocks for it.
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, EXIT_UNWIND_MS);
   // A guest's thread waiting in a synchronous host callback is not woken by any of this.
-  if (guestsRunning) armExitWatchdog();
+  if (guestsRunning) armExitWatchdog(code);
 }
 
 /** How many isolates this process holds undisposed (tests: none are retained once disposed). */
