@@ -27,6 +27,11 @@ function runArmed(ms: number, then: string) {
 }
 
 describe("the exit watchdog", () => {
+  it("is started only where process.execPath runs a script (node itself, as here)", async () => {
+    const { execPathRunsScripts } = await import("../../src/engines/v8/exit-watchdog.js");
+    expect(execPathRunsScripts()).toBe(true);
+  });
+
   it("kills a process still there past its deadline", () => {
     // Blocked for good, as an exit joining a thread that never ends.
     const { child, elapsed } = runArmed(500, "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);");
