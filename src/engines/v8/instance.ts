@@ -179,7 +179,7 @@ export class V8Instance implements EngineInstance {
     const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
     const driver = await this.link(source, sourceImports, bound);
     startCpu();
-    await guestRunning(this.isolate, driver.evaluate()).catch(renameLostThrow);
+    await guestRunning(driver.evaluate()).catch(renameLostThrow);
   }
 
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
@@ -360,7 +360,7 @@ export class V8Instance implements EngineInstance {
     const opening = !channel.serving;
     if (opening) {
       if (!CallChannel.canOpen()) return undefined;
-      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (task) => guestRunning(this.isolate, task));
+      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, guestRunning);
     }
     const started = performance.now();
     return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
@@ -387,13 +387,13 @@ export class V8Instance implements EngineInstance {
     // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
     this.channel?.close();
     if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
-      return guestRunning(this.isolate, this.refs[name].apply(undefined, args));
+      return guestRunning(this.refs[name].apply(undefined, args));
     }
     // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
     // wall time while one runs): unchanged when a window ends, the thread never got a core.
     const before = this.isolate.cpuTime;
     const begun = () => this.isolate.isDisposed || this.isolate.cpuTime !== before;
-    const crossing = guestRunning(this.isolate, this.refs[name].apply(undefined, args));
+    const crossing = guestRunning(this.refs[name].apply(undefined, args));
     return pollUntilSettled(crossing, this.busyPollMs, false, begun);
   }
 

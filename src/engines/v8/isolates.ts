@@ -10,8 +10,8 @@ import { armExitWatchdog } from "./exit-watchdog.js";
 const liveIsolates = new Set<IVM.Isolate>();
 let exitHookInstalled = false;
 
-/** Per isolate, how many crossings that run guest code are in flight (see `guestRunning`). */
-const crossingsInFlight = new Map<IVM.Isolate, number>();
+/** How many crossings that run guest code are in flight, in every isolate (see `guestRunning`). */
+let guestCrossings = 0;
 
 export function trackIsolate(isolate: IVM.Isolate): void {
   if (!exitHookInstalled) {
@@ -25,12 +25,10 @@ export function trackIsolate(isolate: IVM.Isolate): void {
  * `work`, a crossing that runs guest code on the isolate's own thread, counted while in flight: an
  * exit meanwhile may find that thread inside a synchronous host callback (see exit-watchdog.ts).
  */
-export function guestRunning<T>(isolate: IVM.Isolate, work: Promise<T>): Promise<T> {
-  crossingsInFlight.set(isolate, (crossingsInFlight.get(isolate) ?? 0) + 1);
+export function guestRunning<T>(work: Promise<T>): Promise<T> {
+  guestCrossings++;
   const done = () => {
-    const left = (crossingsInFlight.get(isolate) ?? 1) - 1;
-    if (left > 0) crossingsInFlight.set(isolate, left);
-    else crossingsInFlight.delete(isolate);
+    guestCrossings--;
   };
   work.then(done, done);
   return work;
@@ -48,7 +46,7 @@ const EXIT_UNWIND_MS = 100;
 
 function disposeLiveIsolates(code: number): void {
   if (liveIsolates.size === 0) return;
-  const guestsRunning = crossingsInFlight.size > 0;
+  const guestsRunning = guestCrossings > 0;
   for (const isolate of liveIsolates) disposeIsolate(isolate);
   // A terminated guest's thread still reports back as it unwinds; if Node tears down first, that
   // report lands in freed memory and the process segfaults (2 in 12 exits without this wait).
