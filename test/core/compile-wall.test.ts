@@ -8,11 +8,12 @@ import { createSandbox } from "../../src/index.js";
  */
 describe("a run's compile spends from its wall time", () => {
   // Nested blocks cost esbuild about 170 ms each 900 levels here (a second for these 8).
-  const slow = `${`${"{".repeat(900)}${"}".repeat(900)}\n`.repeat(8)}`;
+  const nestedBlocks = (groups: number) => `${"{".repeat(900)}${"}".repeat(900)}\n`.repeat(groups);
+  const slow = nestedBlocks(8);
   // For the limit: a compile well short of it even on a loaded machine (8 blocks took past 3 s once
   // at load ~5, so the compile itself was the overrun: ERR_COMPILE), yet longer than the 100 ms the
   // loop leaves.
-  const someSlow = `${`${"{".repeat(900)}${"}".repeat(900)}\n`.repeat(3)}`;
+  const someSlow = nestedBlocks(3);
   const cases = [
     { engine: "v8", host: "inprocess" },
     { engine: "quickjs", host: "process" },

@@ -2,19 +2,26 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
+const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
+
+/** Runs `body` as a host process with cordon imported (as `createSandbox`); its outcome and how long it took. */
+function runHost(body: string) {
+  const script = `const { createSandbox } = await import(${JSON.stringify(entry)});\n${body}`;
+  const began = performance.now();
+  const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    timeout: 20_000,
+  });
+  return { child, elapsed: performance.now() - began };
+}
+
 /** Idle engines must not keep the host process alive: a sandbox nobody disposed must not hang it. */
 describe.each(["v8", "quickjs"])("the %s engine in process", (engine) => {
   it("lets a process that never disposes its sandbox exit", () => {
-    const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
-    const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
-      const sandbox = await createSandbox({ host: "inprocess", engine: ${JSON.stringify(engine)} });
+    const { child } = runHost(`const sandbox = await createSandbox({ host: "inprocess", engine: ${JSON.stringify(engine)} });
       const run = await sandbox.run({ code: "export default 1" });
       const prefix = await sandbox.prepare({ code: "export const f = () => 2" });
-      console.log(run.ok && run.value, (await prefix.call({ export: "f" })).value);`;
-    const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
-      encoding: "utf8",
-      timeout: 20_000,
-    });
+      console.log(run.ok && run.value, (await prefix.call({ export: "f" })).value);`);
     expect(child.signal, "the process hung").toBeNull();
     expect(child.status, child.stderr).toBe(0);
     expect(child.stdout.trim()).toBe("1 2");
@@ -38,21 +45,14 @@ describe("the v8 engine in process, at exit with a guest spinning", () => {
   ])(
     "exits on $how",
     ({ end, status }) => {
-      const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
-      const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
-      const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
+      const { child, elapsed } = runHost(`const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
       let calls = 0;
       const started = () => { if (++calls === 2) setTimeout(() => { ${end}; }, 100); };
       for (let i = 0; i < 2; i++)
-        sandbox.run({ code: "export default () => { started(); while (true) {} }", globals: { started }, limits: { wallTimeMs: 600000, cpuTimeMs: 600000 } });`;
-      const began = performance.now();
-      const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
-        encoding: "utf8",
-        timeout: 20_000,
-      });
+        sandbox.run({ code: "export default () => { started(); while (true) {} }", globals: { started }, limits: { wallTimeMs: 600000, cpuTimeMs: 600000 } });`);
       expect(child.signal, "the process hung (or crashed)").toBeNull();
       expect(child.status, child.stderr).toBe(status);
-      expect(performance.now() - began).toBeLessThan(15_000);
+      expect(elapsed).toBeLessThan(15_000);
     },
     30_000,
   );
@@ -86,17 +86,9 @@ describe("the v8 engine in process, at exit with a guest inside a synchronous ho
   ])(
     "a guest calling $service in a loop does not hang the exit",
     ({ loop }) => {
-      const entry = fileURLToPath(new URL("../../dist/index.js", import.meta.url));
-      const script = `const { createSandbox } = await import(${JSON.stringify(entry)});
-      const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
+      const { child, elapsed } = runHost(`const sandbox = await createSandbox({ host: "inprocess", engine: "v8" });
       const started = () => setTimeout(() => process.exit(3), 200);
-      sandbox.run({ code: ${JSON.stringify(`export default () => { started(); ${loop} }`)}, globals: { started }, limits: { wallTimeMs: 600000, cpuTimeMs: 600000 } });`;
-      const began = performance.now();
-      const child = spawnSync(process.execPath, ["--no-node-snapshot", "--input-type=module", "-e", script], {
-        encoding: "utf8",
-        timeout: 20_000,
-      });
-      const elapsed = performance.now() - began;
+      sandbox.run({ code: ${JSON.stringify(`export default () => { started(); ${loop} }`)}, globals: { started }, limits: { wallTimeMs: 600000, cpuTimeMs: 600000 } });`);
       // Exited with its code (the callback had not been entered), or killed by the watchdog, which says so.
       expect(child.status === 3 || child.signal === "SIGKILL", `status ${child.status} ${child.signal}: ${child.stderr}`).toBe(
         true,
