@@ -273,7 +273,13 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
   it.each(BOMBS)("$name ends with its code and the next run succeeds", async (bomb) => {
     await spareReady(sandbox);
     let ticks = 0;
-    const ticker = setInterval(() => ticks++, 10);
+    let lastTick = performance.now();
+    let longestGap = 0;
+    const ticker = setInterval(() => {
+      ticks++;
+      longestGap = Math.max(longestGap, performance.now() - lastTick);
+      lastTick = performance.now();
+    }, 10);
     const started = performance.now();
     const result = await sandbox.run({
       code: bomb.code,
@@ -304,7 +310,7 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
     // fires the 10 ms ticker at most once, after it thaws; a live one fires it more often, though
     // on a shared 2-core machine a bomb that floods the host with calls (its own legitimate work)
     // can leave it as few as 4 ticks in 330 ms, so no rate is asserted.
-    if (elapsed > 200) expect(ticks).toBeGreaterThanOrEqual(2);
+    if (elapsed > 200) expect(ticks, JSON.stringify({ elapsed, longestGap, ...result.stats })).toBeGreaterThanOrEqual(2);
     const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
     expect(next.ok && next.value).toBe(2);
   });
