@@ -28,7 +28,7 @@ function runArmed(ms: number, then: string) {
 
 describe("the exit watchdog", () => {
   it("is started only where process.execPath runs a script (node itself, as here)", async () => {
-    const { execPathRunsScripts } = await import("../../src/engines/v8/exit-watchdog.js");
+    const { execPathRunsScripts } = await import("../../src/core/exec-path.js");
     expect(execPathRunsScripts()).toBe(true);
   });
 

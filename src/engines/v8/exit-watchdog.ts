@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { createRequire } from "node:module";
+import { execPathRunsScripts } from "../../core/exec-path.js";
 
 /**
  * An exit that may never finish: isolated-vm's teardown (a static destructor that C's `exit()`
@@ -38,6 +38,7 @@ process.stdin.on("end", stop).on("close", stop).on("error", stop).resume();
  * the process meant to end with, for the message. Never throws.
  */
 export function armExitWatchdog(code: number, ms = EXIT_WATCHDOG_MS): void {
+  // In a single executable application or Electron the exit goes on without one, as before it existed.
   if (!execPathRunsScripts()) return;
   try {
     const child = spawn(process.execPath, ["-e", WATCHDOG, String(process.pid), String(ms), String(code)], {
@@ -50,21 +51,5 @@ export function armExitWatchdog(code: number, ms = EXIT_WATCHDOG_MS): void {
     child.unref();
   } catch {
     // No watchdog (spawn failed): the exit goes on as it would have.
-  }
-}
-
-/**
- * Whether `process.execPath -e <script>` runs the script: not in a single executable application
- * (its binary runs its own embedded entry, whatever the arguments: the watchdog would have been a
- * second copy of the host) nor in Electron (which needs ELECTRON_RUN_AS_NODE). There the exit goes
- * on without a watchdog, as before it existed.
- */
-export function execPathRunsScripts(): boolean {
-  if (process.versions.electron !== undefined) return false;
-  try {
-    return !(createRequire(import.meta.url)("node:sea") as { isSea(): boolean }).isSea();
-  } catch {
-    // No node:sea (Node before 20.12): single executable applications were experimental there.
-    return true;
   }
 }
