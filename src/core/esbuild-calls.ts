@@ -1,6 +1,6 @@
 import { signalAborted, signalReasonValue } from "./abort-reason.js";
-import { EsbuildThread, EsbuildThreadLost } from "./esbuild-thread.js";
-import type { EsbuildAnswers, EsbuildOperation } from "./esbuild-worker.js";
+import { EsbuildClientLost, EsbuildProcess } from "./esbuild-process.js";
+import type { EsbuildAnswers, EsbuildOperation } from "./esbuild-client.js";
 import { CordonError } from "./errors.js";
 import { whenAborted } from "./when-aborted.js";
 
@@ -34,37 +34,37 @@ export function compileBound(wallTimeMs: number, ...signals: (AbortSignal | unde
 export const DEFAULT_BOUND: CompileBound = { timeoutMs: COMPILE_TIME_MAX_MS };
 
 /**
- * One esbuild service (a copy of esbuild's module on the thread, with its own process). `live`
+ * One esbuild service (a copy of esbuild's module in the client, with its own process). `live`
  * counts the calls on it whose callers still wait; a `retired` one takes no new calls.
  */
 interface Service {
-  thread: EsbuildThread;
+  client: EsbuildProcess;
   id: number;
   live: number;
   retired: boolean;
   stopped?: boolean;
-  /** The only service of a thread of its own, ended with it. */
+  /** The only service of a client of its own, ended with it. */
   solo?: boolean;
 }
 
-/** The thread every service but a retry's runs on, replaced when it ends. */
-let shared: EsbuildThread | undefined;
+/** The client every service but a retry's runs on, replaced when it ends. */
+let shared: EsbuildProcess | undefined;
 /** The service new calls go to. */
 let current: Service | undefined;
 
 function serviceNow(): Service {
-  if (current && (current.retired || current.thread.lost)) current = undefined;
+  if (current && (current.retired || current.client.lost)) current = undefined;
   if (!current) {
-    if (!shared || shared.lost) shared = new EsbuildThread();
-    current = { thread: shared, id: shared.newService(), live: 0, retired: false };
+    if (!shared || shared.lost) shared = new EsbuildProcess();
+    current = { client: shared, id: shared.newService(), live: 0, retired: false };
   }
   return current;
 }
 
-/** A service on a thread of its own for one call: retired from the start, ended with the call. */
+/** A service on a client of its own for one call: retired from the start, ended with the call. */
 function soloService(): Service {
-  const thread = new EsbuildThread();
-  return { thread, id: thread.newService(), live: 0, retired: true, solo: true };
+  const client = new EsbuildProcess();
+  return { client, id: client.newService(), live: 0, retired: true, solo: true };
 }
 
 /** New calls go to a new service; this one is stopped once no caller waits on it. */
@@ -78,24 +78,25 @@ function stopIfAbandoned(service: Service): void {
   // Stopped, a service never answers the calls it held: only abandoned ones may be left on it.
   if (!service.retired || service.live > 0 || service.stopped) return;
   service.stopped = true;
-  if (service.solo) service.thread.stop();
-  else service.thread.stopService(service.id);
+  if (service.solo) service.client.stop();
+  else service.client.stopService(service.id);
 }
 
 /**
- * Call esbuild, within `bound`. The call runs on esbuild's thread (esbuild-thread.ts): whatever
- * esbuild's client does there (throw where no caller can catch, run out of memory decoding an
- * output) ends at most that thread; the calls it held fail and later calls get a new thread.
+ * Call esbuild, within `bound`. The call runs in esbuild's client process (esbuild-process.ts):
+ * whatever esbuild's client does there (throw where no caller can catch, run out of memory
+ * decoding an output) ends at most that process; the calls it held fail and later calls get a new
+ * client.
  *
  * Past the deadline (or on abort) the caller gets its error at once and the call is abandoned:
- * its service takes no new calls (a new one on the same thread does) and is stopped with its
+ * its service takes no new calls (a new one in the same client does) and is stopped with its
  * process (the only way to end a transform) as soon as the calls it still serves for others have
  * answered. Those lose nothing; they only share the cores with the abandoned work until then
  * (each within its own bound).
  *
- * A failure that is not about the text (the service process was killed, the thread ended beside
+ * A failure that is not about the text (the service process was killed, the client ended beside
  * another call's output) retires the service too, and the operation is tried once more on a
- * thread of its own. Still failing, it is ERR_INTERNAL; an output too large to read back is
+ * client of its own. Still failing, it is ERR_INTERNAL; an output too large to read back is
  * ERR_COMPILE.
  */
 export async function withEsbuild<K extends EsbuildOperation["kind"]>(
@@ -106,12 +107,12 @@ export async function withEsbuild<K extends EsbuildOperation["kind"]>(
   for (let attempt = 0; ; attempt++) {
     const overrun = overrunAt(deadline, bound);
     if (overrun) throw overrun;
-    // A retry runs alone on a thread of its own: when a thread ends while decoding one of several
-    // outputs, only the call that ends its own thread again is the one whose output is too large.
+    // A retry runs alone on a client of its own: when a client ends while decoding one of several
+    // outputs, only the call that ends its own client again is the one whose output is too large.
     const service = attempt === 0 ? serviceNow() : soloService();
     service.live++;
     try {
-      return (await within(service.thread.call(service.id, operation), deadline, bound)) as EsbuildAnswers[K];
+      return (await within(service.client.call(service.id, operation), deadline, bound)) as EsbuildAnswers[K];
     } catch (error) {
       if (error instanceof CordonError) {
         // Past the deadline, or aborted: abandoned, so its service goes once the others answer
@@ -121,8 +122,8 @@ export async function withEsbuild<K extends EsbuildOperation["kind"]>(
       }
       if (firstErrorText(error) !== undefined) throw error;
       retire(service);
-      // Alone on the thread, this call's output ended it; beside others, it may have been theirs.
-      if (error instanceof EsbuildThreadLost && error.tooLarge && error.held === 1) {
+      // Alone in the client, this call's output ended it; beside others, it may have been theirs.
+      if (error instanceof EsbuildClientLost && error.tooLarge && error.held === 1) {
         throw new CordonError(
           "ERR_COMPILE",
           `${bound.filename ?? "<guest>"}: the compiled module is too large to read back from esbuild ` +

@@ -1,11 +1,11 @@
-import { readFileSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it } from "vitest";
 import { normalizeSource } from "../../src/core/source.js";
 import { compactGuestRuntimeScript } from "../../src/engines/guest/bundle.js";
 import { createSandbox, type Sandbox } from "../../src/index.js";
-import { childPids, SECRET, startExecutor } from "../executor/helpers.js";
+import { SECRET, startExecutor } from "../executor/helpers.js";
+import { esbuildServices } from "../helpers/processes.js";
 
 /**
  * esbuild's cost is not linear in the text: every duplicate declaration is an error, and the
@@ -16,21 +16,7 @@ const costly = (declarations: number, tag = "") => `${tag}\n${"let a;\n".repeat(
 
 /** CPU ticks (1/100 s) the esbuild processes started by this test process used in `ms`. */
 async function esbuildTicks(ms: number): Promise<number> {
-  const ticks = () => {
-    let sum = 0;
-    for (const pid of childPids(process.pid)) {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-        if (!stat.includes("(esbuild)")) continue;
-        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-        // utime and stime are fields 14 and 15 of stat: 12 and 13 after "pid (comm) ".
-        sum += Number(fields[11]) + Number(fields[12]);
-      } catch {
-        // Gone while we looked.
-      }
-    }
-    return sum;
-  };
+  const ticks = () => esbuildServices().reduce((sum, each) => sum + each.ticks, 0);
   const before = ticks();
   await new Promise((resolve) => setTimeout(resolve, ms));
   return ticks() - before;

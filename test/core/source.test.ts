@@ -1,10 +1,10 @@
-import { execFileSync } from "node:child_process";
 import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
 import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "../../src/core/script-helpers.js";
 import { nestsDeeperThan } from "../../src/core/nesting.js";
 import { remapStack } from "../../src/core/source-map.js";
 import { normalizeSource } from "../../src/core/source.js";
+import { esbuildServices } from "../helpers/processes.js";
 
 describe("guest source", () => {
   it("remaps a file's frames only where the name stands alone, not inside a longer name", () => {
@@ -137,12 +137,9 @@ describe("guest source", () => {
 
   it("survives esbuild's service process being killed: the next module compiles, and no failure is remembered", async () => {
     await normalizeSource("export default 1 as number;");
-    const services = execFileSync("pgrep", ["-P", String(process.pid), "-f", "esbuild"])
-      .toString()
-      .trim()
-      .split("\n");
+    const services = esbuildServices();
     expect(services.length).toBeGreaterThan(0);
-    for (const pid of services) process.kill(Number(pid), "SIGKILL");
+    for (const { pid } of services) process.kill(pid, "SIGKILL");
     await new Promise((resolve) => setTimeout(resolve, 100));
     const out = await normalizeSource(`const fresh: string = "${Math.random()}"; export default fresh;`);
     expect(out.code).toContain("fresh");

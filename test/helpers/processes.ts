@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { afterEach } from "vitest";
 import type { Sandbox } from "../../src/index.js";
 
@@ -7,6 +8,16 @@ export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Neither gone nor a zombie (a zombie waits for a reaper that may never come in a container). */
+export function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
   } catch {
     return false;
   }
@@ -36,4 +47,56 @@ export function disposedAfterEach(): (sandbox: Sandbox) => Sandbox {
     opened.push(sandbox);
     return sandbox;
   };
+}
+
+/** A process under this one: its pid, parent, state ("Z": nobody reaped it), name and CPU ticks. */
+export interface Descendant {
+  pid: number;
+  ppid: number;
+  state: string;
+  comm: string;
+  ticks: number;
+}
+
+/** Every process under `root` (its children, theirs, …), from Linux /proc. */
+export function descendants(root = process.pid): Descendant[] {
+  const all: Descendant[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // pid (comm) state ppid …: comm may hold spaces and parentheses, so split after the last ")".
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      // utime and stime are fields 14 and 15 of stat: 11 and 12 after "pid (comm) ".
+      all.push({
+        pid: Number(name),
+        ppid: Number(fields[1]),
+        state: fields[0],
+        comm,
+        ticks: Number(fields[11]) + Number(fields[12]),
+      });
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  const under = new Set([root]);
+  const found: Descendant[] = [];
+  // Parents come before their children in no particular order: repeat until nothing is added.
+  for (let added = true; added; ) {
+    added = false;
+    for (const each of all) {
+      if (under.has(each.ppid) && !under.has(each.pid)) {
+        under.add(each.pid);
+        found.push(each);
+        added = true;
+      }
+    }
+  }
+  return found;
+}
+
+/** esbuild's service processes under this process (started by its esbuild clients). */
+export function esbuildServices(): Descendant[] {
+  return descendants().filter((each) => each.comm === "esbuild");
 }

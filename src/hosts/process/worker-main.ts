@@ -18,6 +18,7 @@ import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult, isEmptyRecord } from "../../core/results.js";
 import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
+import { esbuildOnThreads } from "../../core/esbuild-process.js";
 import { AfterAnswers } from "./after-answers.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngine, PooledEngineOptions } from "../../engines/pooled-engine.js";
@@ -58,6 +59,7 @@ const STATS_EVERY_MS = 100;
 async function main(): Promise<void> {
   // First: what the host inherited from its own parent is not this worker's to keep.
   closeInheritedDescriptors();
+  esbuildOnThreads();
   try {
     writeFileSync("/proc/self/oom_score_adj", "1000");
   } catch {
