@@ -67,7 +67,9 @@ function processLink(events: LinkEvents, heapMb: number): Link {
   const source = `
 const port = {
   esbuildPath: ${JSON.stringify(esbuildPath)},
-  post: (message, then) => process.send(message, then === undefined ? undefined : () => then()),
+  // Once the channel closed a send would emit 'error' (uncaught, then reported, then again): the
+  // 'disconnect' below is ending the group anyway.
+  post: (message, then) => process.connected && process.send(message, then === undefined ? undefined : () => then()),
   listen: (handler) => process.on("message", handler),
 };
 process.on("disconnect", () => {
@@ -114,11 +116,10 @@ process.on("disconnect", () => {
     group();
     // Its stderr's last data may arrive after 'exit': read what there is once the pipe ends.
     const report = () => {
-      const fatal = /FATAL ERROR: .*|.*heap out of memory.*/.exec(stderr)?.[0];
-      events.exit(
-        signal ? `signal ${signal}` : `code ${code}`,
-        fatal ? { code: "ERR_OUT_OF_MEMORY", message: fatal } : undefined,
-      );
+      // V8's last words: "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory".
+      const fatal = /FATAL ERROR: .*/.exec(stderr)?.[0];
+      const failure = fatal ? { code: /heap|memory/i.test(fatal) ? "ERR_OUT_OF_MEMORY" : undefined, message: fatal } : undefined;
+      events.exit(signal ? `signal ${signal}` : `code ${code}`, failure);
     };
     if (pipe.readableEnded || pipe.destroyed) report();
     else pipe.once("close", report);
