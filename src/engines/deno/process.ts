@@ -1,13 +1,14 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { constants, existsSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { constants, existsSync, openSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { Socket } from "node:net";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
-import { PAGE_BYTES, readRss } from "../../hosts/process/rss.js";
+import { ProcFile } from "../../core/proc-file.js";
+import { PAGE_BYTES, readRss, rssOf } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
 import { makeDenoDir, type Seed } from "./deno-dir.js";
 import { makeFifos, mkfifoCommand } from "./fifos.js";
@@ -266,14 +267,27 @@ export class DenoProcess {
    * a 300 ms-limited run for 3 s). Deno's own threads (GC, compilers) count too: it can only
    * over-count.
    */
+  /** /proc files the watchdogs read every few milliseconds, kept open (core/proc-file.ts). */
+  private procFiles: Record<"stat" | "io" | "statm", ProcFile> | undefined;
+
+  private get proc(): Record<"stat" | "io" | "statm", ProcFile> {
+    this.procFiles ??= {
+      stat: new ProcFile(`/proc/${this.pid}/stat`),
+      io: new ProcFile(`/proc/${this.pid}/io`),
+      statm: new ProcFile(`/proc/${this.pid}/statm`),
+    };
+    return this.procFiles;
+  }
+
   cpuTimeNs(): bigint {
     return this.usage()?.cpuNs ?? 0n;
   }
 
   /** CPU time (as cpuTimeNs) and resident size in one read of /proc/<pid>/stat; undefined when unreadable. */
   usage(): { cpuNs: bigint; rssBytes: number } | undefined {
+    const stat = this.proc.stat.read();
+    if (stat === undefined) return undefined;
     try {
-      const stat = readFileSync(`/proc/${this.pid}/stat`, "latin1");
       // Fields after the command name (which may hold spaces): state is [0], utime [11], stime [12], rss [21] pages.
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       return { cpuNs: (BigInt(fields[11]) + BigInt(fields[12])) * CLOCK_TICK_NS, rssBytes: Number(fields[21]) * PAGE_BYTES };
@@ -288,18 +302,14 @@ export class DenoProcess {
    * (frames still in the pipe count until the host reads them). Undefined when unreadable.
    */
   writtenBytes(): number | undefined {
-    try {
-      const io = readFileSync(`/proc/${this.pid}/io`, "latin1");
-      const at = io.indexOf("wchar: ");
-      if (at < 0) return undefined;
-      return Number.parseInt(io.slice(at + 7, io.indexOf("\n", at)), 10) - this.pipedBytes;
-    } catch {
-      return undefined;
-    }
+    const io = this.proc.io.read();
+    const at = io?.indexOf("wchar: ") ?? -1;
+    if (io === undefined || at < 0) return undefined;
+    return Number.parseInt(io.slice(at + 7, io.indexOf("\n", at)), 10) - this.pipedBytes;
   }
 
   rss(): number | undefined {
-    return readRss(this.pid);
+    return rssOf(this.proc.statm.read());
   }
 
   kill(reason: string): void {
@@ -314,6 +324,7 @@ export class DenoProcess {
   private finish(reason: string, signal: NodeJS.Signals | null = null): void {
     if (this.exited) return;
     this.exited = true;
+    for (const file of Object.values(this.procFiles ?? {})) file.close();
     this.input.destroy();
     this.output.destroy();
     // The stderr tail is the guest's to write: it names an out-of-memory death only when the

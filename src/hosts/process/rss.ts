@@ -5,12 +5,16 @@ export const PAGE_BYTES = 4096;
 /** Resident set size of a process, from /proc/<pid>/statm (Linux). Undefined when unreadable. */
 export function readRss(pid: number): number | undefined {
   try {
-    const fields = readFileSync(`/proc/${pid}/statm`, "latin1").split(" ");
-    const pages = Number(fields[1]);
-    return Number.isFinite(pages) ? pages * PAGE_BYTES : undefined;
+    return rssOf(readFileSync(`/proc/${pid}/statm`, "latin1"));
   } catch {
     return undefined;
   }
+}
+
+/** The resident size a /proc/<pid>/statm text gives, in bytes. */
+export function rssOf(statm: string | undefined): number | undefined {
+  const pages = Number(statm?.split(" ")[1]);
+  return Number.isFinite(pages) ? pages * PAGE_BYTES : undefined;
 }
 
 /**

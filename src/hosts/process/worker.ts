@@ -16,7 +16,8 @@ import { FloodGuard } from "./flood-guard.js";
 import { PipeOut } from "./pipe-out.js";
 import { armBackstop, InFlight, type Pending, type WithoutId } from "./pending.js";
 import { PrefixRecords } from "./prefix-records.js";
-import { readRss } from "./rss.js";
+import { ProcFile } from "../../core/proc-file.js";
+import { rssOf } from "./rss.js";
 import { heldBytesOf } from "./rss-budget.js";
 import { spawnWorker } from "./spawn.js";
 import type { WorkerConfig } from "./worker-main.js";
@@ -180,13 +181,16 @@ export class WorkerProcess {
 
   /** Read the resident size now (the watchdog does, every 25 ms); `lastRss` keeps the figure. */
   rss(): number | undefined {
-    const rss = this.pid ? readRss(this.pid) : undefined;
+    if (this.pid && !this.statm) this.statm = new ProcFile(`/proc/${this.pid}/statm`);
+    const rss = rssOf(this.statm?.read());
     if (rss !== undefined) this.lastRss = rss;
     return rss;
   }
 
   /** The watchdog's last reading: what stats report, without reading /proc on every call. */
   lastRss = 0;
+  /** The worker's /proc/<pid>/statm, kept open (the watchdog reads it every 25 ms). */
+  private statm: ProcFile | undefined;
 
   /**
    * Heap of the worker's idle warm instances: part of its memory budget. The worker reports it, so
@@ -492,6 +496,7 @@ export class WorkerProcess {
   private died(code: number | null, signal: NodeJS.Signals | null, error?: string): void {
     if (this.dead) return;
     this.dead = true;
+    this.statm?.close();
     const cause = this.deathCause || error || `the worker process exited (code ${code}, signal ${signal})`;
     for (const [id, pending] of this.pending) {
       clearTimeout(pending.timer);
