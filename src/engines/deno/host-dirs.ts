@@ -48,6 +48,11 @@ export async function processDir(): Promise<string> {
   return dir;
 }
 
+/** This host process's own directory (made on first use), where FIFOs are made ahead (fifos.ts). */
+export function hostDirectory(): string {
+  return ownHostDir();
+}
+
 /** On exit the host ends the process working in `dir` before it removes the directory. */
 export function killOnExit(dir: string, kill: () => void): void {
   if (live.has(dir)) live.set(dir, kill);

@@ -11,8 +11,8 @@ import { ProcFile } from "../../core/proc-file.js";
 import { PAGE_BYTES, readRss, rssOf } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
 import { makeDenoDir, type Seed } from "./deno-dir.js";
-import { makeFifos, mkfifoCommand } from "./fifos.js";
-import { killOnExit, processDir, releaseProcessDir } from "./host-dirs.js";
+import { mkfifoCommand, placeFifos } from "./fifos.js";
+import { hostDirectory, killOnExit, processDir, releaseProcessDir } from "./host-dirs.js";
 import { bootstrapFile, guestConfig } from "./script.js";
 
 /** Deno's default `--allow-import` hosts: leaving the flag out allows these, so they are denied by name. */
@@ -135,7 +135,7 @@ export class DenoProcess {
       const dir = join(root, "fn");
       await mkdir(dir, { mode: 0o700 });
       const denoDir = options.denoDir ?? (await makeDenoDir(root, options.cacheDir, options.seed));
-      await makeFifos(mkfifoCommand(), [join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
+      await placeFifos(mkfifoCommand(), hostDirectory, [join(root, INPUT_FIFO), join(root, OUTPUT_FIFO)]);
       return new DenoProcess(options, root, dir, denoDir);
     } catch (error) {
       releaseProcessDir(root);
