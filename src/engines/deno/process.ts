@@ -8,7 +8,7 @@ import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
 import { ProcFile } from "../../core/proc-file.js";
-import { PAGE_BYTES, readRss, rssOf } from "../../hosts/process/rss.js";
+import { PAGE_BYTES, rssOf } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
 import { makeDenoDir, type Seed } from "./deno-dir.js";
 import { mkfifoCommand, placeFifos } from "./fifos.js";
@@ -192,7 +192,7 @@ export class DenoProcess {
         if (!started && message.t === "ready") {
           started = true;
           clearTimeout(timer);
-          this.baseRss = readRss(this.pid) ?? 0;
+          this.baseRss = this.rss() ?? 0;
           // Before anything else is sent: see `key`.
           this.send({ t: "key", key: this.key });
           resolveReady();
@@ -261,12 +261,6 @@ export class DenoProcess {
     }
   }
 
-  /**
-   * CPU time of the whole process, every thread, from /proc: a guest's `node:worker_threads`
-   * workers spin on threads of their own (the main thread's alone let four spinning workers run
-   * a 300 ms-limited run for 3 s). Deno's own threads (GC, compilers) count too: it can only
-   * over-count.
-   */
   /** /proc files the watchdogs read every few milliseconds, kept open (core/proc-file.ts). */
   private procFiles: Record<"stat" | "io" | "statm", ProcFile> | undefined;
 
@@ -279,6 +273,12 @@ export class DenoProcess {
     return this.procFiles;
   }
 
+  /**
+   * CPU time of the whole process, every thread, from /proc: a guest's `node:worker_threads`
+   * workers spin on threads of their own (the main thread's alone let four spinning workers run
+   * a 300 ms-limited run for 3 s). Deno's own threads (GC, compilers) count too: it can only
+   * over-count.
+   */
   cpuTimeNs(): bigint {
     return this.usage()?.cpuNs ?? 0n;
   }
