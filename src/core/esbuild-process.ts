@@ -26,6 +26,9 @@ const STOP_GRACE_MS = 5_000;
 /** The end of the client's stderr kept for the message when it dies (V8's fatal error). */
 const STDERR_KEPT = 2_048;
 
+/** How a client failed, as far as it or its exit told. */
+type ClientFailure = { code?: string; name?: string; message: string };
+
 /** The client that held a call ended before answering it. */
 export class EsbuildClientLost extends Error {
   constructor(
@@ -53,7 +56,7 @@ interface Link {
 interface LinkEvents {
   message(message: FromEsbuildClient): void;
   /** The client ended; `failure` says how, when more is known than an exit status. */
-  exit(status: string, failure?: { code?: string; name?: string; message: string }): void;
+  exit(status: string, failure?: ClientFailure): void;
 }
 
 /**
@@ -156,7 +159,7 @@ function threadLink(events: LinkEvents, heapMb: number): Link {
     execArgv: [],
     resourceLimits: { maxOldGenerationSizeMb: heapMb },
   });
-  let failure: { code?: string; name?: string; message: string } | undefined;
+  let failure: ClientFailure | undefined;
   worker.on("message", (message: FromEsbuildClient) => events.message(message));
   worker.on("error", (error: Error & { code?: string }) => {
     failure ??= { code: error.code, name: error.name, message: error.message };
@@ -194,7 +197,7 @@ export class EsbuildProcess {
   private seq = 0;
   private lostWith?: EsbuildClientLost;
   /** The failure the client reported before it ended, if it did. */
-  private failure?: { code?: string; name?: string; message: string };
+  private failure?: ClientFailure;
   /** esbuild's service processes the client started and has not reaped. */
   private readonly pids = new Set<number>();
   private graceTimer?: NodeJS.Timeout;
@@ -283,7 +286,7 @@ export class EsbuildProcess {
     else waiting.resolve(message.value);
   }
 
-  private ended(status: string, exitFailure?: { code?: string; name?: string; message: string }): void {
+  private ended(status: string, exitFailure?: ClientFailure): void {
     clearTimeout(this.graceTimer);
     const failure = this.failure ?? exitFailure;
     const reason = failure
