@@ -1,9 +1,9 @@
-import { readdirSync, readFileSync } from "node:fs";
 import { pino } from "pino";
 import { sharedCodec } from "../../src/core/bindings.js";
 import { DEFAULT_LIMITS } from "../../src/core/limits.js";
 import { normalizeSource } from "../../src/core/source.js";
 import type { RunResult } from "../../src/core/types.js";
+import { descendants } from "../helpers/processes.js";
 import { createExecutor, type Executor, type ExecutorOptions } from "../../src/executor/server.js";
 
 /** A fixed test secret of 48 bytes: over the 32-byte minimum. */
@@ -74,19 +74,9 @@ export async function refusal(response: Response): Promise<{ status: number; cod
 
 /** The pids whose parent is `pid` (Linux /proc): the process host's workers. */
 export function childPids(pid: number): number[] {
-  const found: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      // pid (comm) state ppid …: comm may hold spaces and parentheses, so split after the last ")".
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pid) found.push(Number(name));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return found;
+  return descendants(pid)
+    .filter((each) => each.ppid === pid)
+    .map((each) => each.pid);
 }
 
 /** Running, that is: neither gone nor a zombie (test/helpers/processes.ts). */
