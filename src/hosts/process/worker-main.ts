@@ -90,16 +90,18 @@ async function main(): Promise<void> {
 
   // Frames sent in one tick leave in one write.
   let corked = false;
+  const uncork = () => {
+    if (!corked) return;
+    corked = false;
+    process.stdout.uncork();
+  };
   // A frame over the pipe's limit throws here, before anything is written: the pipe stays in step.
   const send = (event: HostEvent) => {
     const frame = encodeTextFrame(event);
     if (!corked) {
       corked = true;
       process.stdout.cork();
-      process.nextTick(() => {
-        corked = false;
-        process.stdout.uncork();
-      });
+      process.nextTick(uncork);
     }
     process.stdout.write(frame);
   };
@@ -216,6 +218,9 @@ async function main(): Promise<void> {
     // worker idle carries exact stats.
     event.stats = statsWithAnswer();
     sendAnswer(event);
+    // The last answer in progress leaves now, not after this tick's other promise reactions (a
+    // paced one-off's answer waited 0.13 ms for them, p50): no frame of this tick can join it.
+    if (answering === 0) uncork();
     poller.answered();
     afterAnswers.answered();
   };
