@@ -48,6 +48,13 @@ export interface GuestRuntimeConfig {
   fetched?: (response: unknown) => unknown;
 }
 
+/**
+ * Text from the host: a string, or (the v8 engine, from 512 characters) the string inside a
+ * one-element array, which isolated-vm copies into the isolate's heap where a bare string would
+ * stay outside it until a full collection (src/engines/v8/crossing-text.ts).
+ */
+export type HostText = string | readonly [string];
+
 /** The part of a guest AbortSignal the runtime reads. */
 type GuestSignal = { aborted: boolean; reason: unknown; addEventListener(type: string, fn: () => void): void };
 
@@ -56,27 +63,27 @@ export interface GuestInternals {
   /** Start a run: per-run input and caps; clears what earlier runs left pending. */
   begin(
     mode: RunMode,
-    inputText: string,
+    inputText: HostText,
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
     maxBridgeCallChars: number,
   ): void;
   /** Install bindings: `{ globals: {name: Desc}, modules: {specifier: Desc} }` as JSON text. */
-  install(bindingsText: string): void;
+  install(bindingsText: HostText): void;
   /**
    * A whole run in one crossing: install bindings (unless null), begin, evaluate the module's
    * script form, call its default export. The outcome arrives through host.done.
    */
   runScript(
-    bindingsText: string | null,
+    bindingsText: HostText | null,
     mode: RunMode,
-    inputText: string,
+    inputText: HostText,
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
     maxBridgeCallChars: number,
-    code: string,
+    code: HostText,
     filename: string,
   ): void;
   /**
@@ -85,9 +92,9 @@ export interface GuestInternals {
    */
   runFactory(
     factory: (h: GuestInternals["helpers"]) => Record<string, unknown>,
-    bindingsText: string | null,
+    bindingsText: HostText | null,
     mode: RunMode,
-    inputText: string,
+    inputText: HostText,
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
@@ -95,15 +102,15 @@ export interface GuestInternals {
   ): void;
   /** install + begin in one crossing: how a run on a fresh instance starts. */
   start(
-    bindingsText: string,
+    bindingsText: HostText,
     mode: RunMode,
-    inputText: string,
+    inputText: HostText,
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
     maxBridgeCallChars: number,
   ): void;
-  settle(callId: number, ok: boolean, text: string): void;
+  settle(callId: number, ok: boolean, text: HostText): void;
   fire(timerId: number): void;
   /** Called by the driver module with the guest module's namespace (in "prepare" mode it is kept). */
   entry(ns: Record<string, unknown>): void;
@@ -114,7 +121,7 @@ export interface GuestInternals {
    */
   call(
     path: string,
-    joinedArgs: string,
+    joinedArgs: HostText,
     maxOutputChars?: number,
     maxLogEntries?: number,
     maxLogBytes?: number,
@@ -178,6 +185,9 @@ export function installRuntime(
   ): Promise<R> => apply(promiseThen, promise, [ok, failed]) as Promise<R>;
   const indexOfString = String.prototype.indexOf;
   const sliceString = String.prototype.slice;
+  // See HostText. An array the host's copy made in this realm: its element 0 is its own.
+  const hostText = (text: HostText): string => (typeof text === "string" ? text : text[0]);
+  const hostTextOrNull = (text: HostText | null): string | null => (text === null ? null : hostText(text));
   // Indirect eval, captured before any guest code: evaluates in the global scope.
   const indirectEval = g.eval as (code: string) => unknown;
   // The captured methods, bound once before any guest code, called without an argument array
@@ -858,26 +868,31 @@ export function installRuntime(
 
   /** How a run on an instance starts: its bindings installed (unless null), its state begun. */
   function start(
-    bindingsText: string | null,
+    bindingsText: HostText | null,
     mode: string,
-    inputText: string,
+    inputText: HostText,
     maxOutputChars: number,
     maxLogEntries: number,
     maxLogBytes: number,
     maxBridgeCallChars: number,
   ): void {
-    if (bindingsText !== null) install(bindingsText);
-    begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
+    const bindings = hostTextOrNull(bindingsText);
+    if (bindings !== null) install(bindings);
+    begin(mode, hostText(inputText), maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
   }
 
   return {
     helpers,
-    begin,
-    install,
+    begin(mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars) {
+      begin(mode, hostText(inputText), maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
+    },
+    install(bindingsText) {
+      install(hostText(bindingsText));
+    },
     runScript(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars, code, filename) {
       start(bindingsText, mode, inputText, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars);
       try {
-        runScript(code, filename);
+        runScript(hostText(code), filename);
       } catch (error) {
         // A value that is no Error, thrown while the module evaluates, is reported here: past the
         // crossing isolated-vm replaces it with a message of its own ("An object was thrown from
@@ -906,8 +921,8 @@ export function installRuntime(
       if (!pending) return;
       pendingCalls.delete(callId);
       pendingChars -= pending.chars;
-      if (ok) pending.resolve(codec.decode(text));
-      else pending.reject(codec.decode(text));
+      if (ok) pending.resolve(codec.decode(hostText(text)));
+      else pending.reject(codec.decode(hostText(text)));
     },
     fire(timerId) {
       const timer = timers.get(timerId);
@@ -933,7 +948,7 @@ export function installRuntime(
       // The entry is the driver's, once per evaluation: a call is none, and one that called
       // __cordon_entry by hand reported a run's outcome, as call 0 of the crossing.
       run.entered = true;
-      const argsTexts = split(joinedArgs, "\u0001");
+      const argsTexts = split(hostText(joinedArgs), "\u0001");
       const { target, owner } = resolvePath(prefix, path);
       let out = "";
       // Calls run one after another; a call whose result is a promise is awaited before the next

@@ -1,4 +1,32 @@
 /** Text on its way into the isolate, and what comes back out of it: helpers of V8Instance's crossings. */
+import type * as IVM from "isolated-vm";
+import { loadIsolatedVm } from "./load.js";
+
+/**
+ * From this many characters a string may be 1 KB or more (two bytes a character), where
+ * isolated-vm hands it to the isolate as an external string (its ExternalCopyString::CopyInto).
+ */
+const EXTERNAL_FROM_CHARS = 512;
+
+/**
+ * A text as it should cross into the isolate: short ones as they are (flattened), longer ones
+ * inside a one-element array, which the runtime unwraps (HostText in ../guest/runtime.ts).
+ *
+ * isolated-vm gives the isolate a string of 1 KB or more as an external string: its characters
+ * stay in this process's malloc heap until the isolate's next full collection, and an isolate
+ * that allocates little on its own heap (a prefix serving calls) reaches one only near its memory
+ * limit. Measured, 25 KB of joined events a crossing into a 128 MB isolate: this process grew 25
+ * MB every 1,000 crossings until the isolate collected at ~124 MB of them, and each crossing
+ * faulted fresh pages in on this thread, 70 µs of `apply` against 13 µs once memory was reused
+ * (the slow climb of the events bench, 60k → 160k/s over its first ~500k events). An array is
+ * copied by V8's serializer instead, its buffer freed as soon as the isolate has read it, and the
+ * string lands in the isolate's heap, where young collections take it: 13–15 µs from the first
+ * crossing, the process flat at its size.
+ */
+export function intoIsolate(text: string): string | IVM.Copy<[string]> {
+  if (text.length < EXTERNAL_FROM_CHARS) return flat(text);
+  return new (loadIsolatedVm().ExternalCopy)<[string]>([text]).copyInto({ release: true });
+}
 
 /**
  * Make V8 flatten a string before it crosses. isolated-vm copies a cons string (a concatenation

@@ -17,7 +17,7 @@ import {
   type RuntimeCaps,
 } from "../instance.js";
 import { CallChannel } from "./channel.js";
-import { flat, hasPending, renameLostThrow } from "./crossing-text.js";
+import { flat, hasPending, intoIsolate, renameLostThrow } from "./crossing-text.js";
 import { charged, hostTimeSince } from "./host-time.js";
 import { disposeIsolate, guestRunning, trackIsolate } from "./isolates.js";
 import { compileFactory, evaluableInIsolate } from "./large-script.js";
@@ -185,14 +185,14 @@ export class V8Instance implements EngineInstance {
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
   async install(bindings: BindingsLike): Promise<void> {
     this.bindings = bindings;
-    await this.cross("install", [flat(bindings.text)]);
+    await this.cross("install", [intoIsolate(bindings.text)]);
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
   start(bindings: BindingsLike, mode: RunMode, inputText: string, caps: RuntimeCaps): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
-    return this.cross("start", [flat(bindings.text), mode, flat(inputText), ...caps]);
+    return this.cross("start", [intoIsolate(bindings.text), mode, intoIsolate(inputText), ...caps]);
   }
 
   /**
@@ -208,11 +208,11 @@ export class V8Instance implements EngineInstance {
   ): Promise<unknown> {
     this.startScript(bindings, caps, source);
     const args = [
-      bindings ? flat(bindings.text) : null,
+      bindings ? intoIsolate(bindings.text) : null,
       mode,
-      flat(inputText),
+      intoIsolate(inputText),
       ...caps,
-      flat(source.script.code),
+      intoIsolate(source.script.code),
       source.filename,
     ];
     return this.cross("runScript", args);
@@ -230,7 +230,13 @@ export class V8Instance implements EngineInstance {
     // A serving task holds the isolate's thread: the compile would queue behind it.
     this.channel?.close();
     const factory = await compileFactory(this.isolate, this.context, source.script.code, source.filename);
-    const args = [factory.derefInto({ release: true }), bindings ? flat(bindings.text) : null, mode, flat(inputText), ...caps];
+    const args = [
+      factory.derefInto({ release: true }),
+      bindings ? intoIsolate(bindings.text) : null,
+      mode,
+      intoIsolate(inputText),
+      ...caps,
+    ];
     return this.cross("runFactory", args);
   }
 
@@ -248,11 +254,11 @@ export class V8Instance implements EngineInstance {
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
   begin(mode: RunMode, inputText: string, caps: RuntimeCaps): Promise<unknown> {
     this.lastCaps = caps;
-    return this.cross("begin", [mode, flat(inputText), ...caps]);
+    return this.cross("begin", [mode, intoIsolate(inputText), ...caps]);
   }
 
   settle(id: number, ok: boolean, text: string): Promise<unknown> {
-    return this.cross("settle", [id, ok, flat(text)]).catch(renameLostThrow);
+    return this.cross("settle", [id, ok, intoIsolate(text)]).catch(renameLostThrow);
   }
 
   /**
@@ -277,13 +283,17 @@ export class V8Instance implements EngineInstance {
     this.lastCaps = caps;
     // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
     const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
-    const args = same ? [path, joined] : [path, joined, caps[0], caps[1], caps[2], caps[3]];
+    // Made only for a crossing (shared memory takes the string itself): a long text's copy is single-use.
+    const crossingArgs = () => {
+      const text = intoIsolate(joined);
+      return same ? [path, text] : [path, text, caps[0], caps[1], caps[2], caps[3]];
+    };
     // On this thread when allowed (process workers); in a stream of calls, through shared memory
     // (./channel.ts); else one crossing.
-    if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(args, blockForMs);
+    if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(crossingArgs(), blockForMs);
     const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps) : undefined;
     if (served) return served;
-    return (this.cross("call", args) as Promise<string>).then(
+    return (this.cross("call", crossingArgs()) as Promise<string>).then(
       (out) => {
         this.lastCallEnd = performance.now();
         return out;
