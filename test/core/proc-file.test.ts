@@ -11,12 +11,13 @@ const ticks = (stat: string) => {
 
 describe("a /proc file kept open", () => {
   it("reads what the file says now, each time, and nothing once its process has exited", async () => {
-    // Spins for 300 ms after its first line, then waits to be killed.
+    // Spins for 300 ms of its own CPU time after its first line (not wall time: under CI's load a
+    // 300 ms wall-clock spin got 130 ms of CPU), then waits to be killed.
     const child = spawn(
       process.execPath,
       [
         "-e",
-        `process.stdin.once("data", () => { const end = Date.now() + 300; while (Date.now() < end); console.log("spun"); }); console.log("ready"); setInterval(() => {}, 1000);`,
+        `process.stdin.once("data", () => { const start = process.cpuUsage(); for (;;) { const used = process.cpuUsage(start); if (used.user + used.system >= 300000) break; } console.log("spun"); }); console.log("ready"); setInterval(() => {}, 1000);`,
       ],
       { stdio: ["pipe", "pipe", "inherit"] },
     );
