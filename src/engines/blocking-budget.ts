@@ -5,7 +5,7 @@
  *
  * A call is let block only under a CPU limit of at most MAX_BLOCK_MS, and only while the
  * prefix's debt leaves room for a whole such call. The debt is what blocking crossings used past
- * the quick allowance (GATHER_MAX_CALL_MS a call in the warm pool; a crossing a limit ended counts
+ * the quick allowance (GATHER_MAX_CALL_MS a call in export-speeds.ts; a crossing a limit ended counts
  * its whole limit), paid back at REPAY_MS_PER_S. So a guest that answers quickly for a while and
  * then spins gets at most DEBT_MAX_MS of blocking at once and REPAY_MS_PER_S (5% of the thread)
  * after that; its calls cross the usual way (on the engine's own thread) meanwhile.

@@ -6,13 +6,13 @@ import { cleanErrorStacks, ERROR_TAG, guestThrown, redefinableError, sanitizeSta
 import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
-import type { EngineName, HostName, LogEntry, LogLevel, RunResult } from "../core/types.js";
+import type { EngineName, HostName, RunResult } from "../core/types.js";
+import { CallLogs, msSince } from "./call-logs.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
 import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
 import { currentProcessCpuUs, type Watched, watchdog } from "./watchdog.js";
 import { onAbort } from "../core/abort-listeners.js";
 
-const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
 /** The longest delay Node's timers take. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -46,10 +46,7 @@ export class Execution implements InstanceListener, Watched {
   /** Killed: cpuSeenMs is the run's CPU time for good. */
   private cpuFrozen = false;
   private readonly size: number;
-  private readonly logs: LogEntry[][] = [];
-  private readonly logBytes: number[] = [];
-  /** Which log limit cut each call's logs first, if one did. */
-  private readonly logsCut: ("entries" | "bytes" | undefined)[] = [];
+  private readonly logs: CallLogs;
   private readonly results: (RunResult | undefined)[] = [];
   private pending: number;
   private bridgeCalls = 0;
@@ -98,10 +95,8 @@ export class Execution implements InstanceListener, Watched {
     instance.listener = this;
     this.size = options.size ?? 1;
     this.pending = this.size;
+    this.logs = new CallLogs(this.size, options.limits, this.started);
     for (let i = 0; i < this.size; i++) {
-      this.logs.push([]);
-      this.logBytes.push(0);
-      this.logsCut.push(undefined);
       this.results.push(undefined);
     }
     const { signal } = options;
@@ -217,20 +212,7 @@ export class Execution implements InstanceListener, Watched {
   // ---- callbacks from the guest (synchronous) -------------------------------------------------
   onLog(level: string, message: string, index = 0): void {
     if (this.settled || typeof message !== "string") return;
-    const at = Number.isInteger(index) && index >= 0 && index < this.size ? index : 0;
-    const limits = this.options.limits;
-    if (this.logs[at].length >= limits.maxLogEntries || this.logBytes[at] >= limits.maxLogBytes) {
-      this.logsCut[at] ??= this.logs[at].length >= limits.maxLogEntries ? "entries" : "bytes";
-      return;
-    }
-    // A line longer than what is left is cut there, not dropped whole: its start is usually
-    // what explains it.
-    const room = limits.maxLogBytes - this.logBytes[at];
-    const kept = message.length > room ? cutAt(message, room) : message;
-    if (kept !== message) this.logsCut[at] ??= "bytes";
-    this.logBytes[at] += kept.length;
-    const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
-    this.logs[at].push({ level: safeLevel, message: kept, atMs: round(performance.now() - this.started) });
+    this.logs.add(level, message, index);
   }
 
   /**
@@ -392,7 +374,7 @@ export class Execution implements InstanceListener, Watched {
           value,
           exports,
           skippedExports: parsed.k.length === 0 ? [] : parsed.k.map(String),
-          logs: this.logs[index],
+          logs: this.logs.of(index),
           stats: this.stats(),
         });
         return;
@@ -494,7 +476,7 @@ export class Execution implements InstanceListener, Watched {
       status: "failed",
       ok: false,
       error: { ...error },
-      logs: this.logs[at],
+      logs: this.logs.of(at),
       stats: this.stats(),
     });
     if (index === undefined) this.settleAll(failed);
@@ -507,7 +489,7 @@ export class Execution implements InstanceListener, Watched {
       ok: false,
       reason,
       error: { code: "ERR_ABORTED", name: "AbortError", message: `the run was aborted: ${reason}` },
-      logs: this.logs[index],
+      logs: this.logs.of(index),
       stats: this.stats(),
     };
   }
@@ -518,19 +500,7 @@ export class Execution implements InstanceListener, Watched {
 
   private settleOne(index: number, result: RunResult): void {
     if (this.settled || this.results[index]) return;
-    const cut = this.logsCut[index];
-    if (cut) {
-      const { maxLogEntries, maxLogBytes } = this.options.limits;
-      result.stats.logsTruncated = true;
-      // The limit that cut them, by the name a caller raises it with.
-      const over =
-        cut === "entries" ? `${maxLogEntries} entries (limits.maxLogEntries)` : `${maxLogBytes} bytes (limits.maxLogBytes)`;
-      result.logs.push({
-        level: "warn",
-        message: `[cordon] logs truncated: the run logged more than ${over}`,
-        atMs: round(performance.now() - this.started),
-      });
-    }
+    if (this.logs.noteCut(index, result.logs)) result.stats.logsTruncated = true;
     this.results[index] = result;
     if (--this.pending > 0) return;
     this.settled = true;
@@ -553,7 +523,7 @@ export class Execution implements InstanceListener, Watched {
     return {
       engine: this.options.engine,
       host: this.options.host,
-      wallMs: round(performance.now() - this.started),
+      wallMs: msSince(this.started),
       cpuMs: round(this.cpuMs()),
       heapUsedBytes: this.options.warm && this.instance.heapUsedBytes ? this.instance.heapUsedBytes : undefined,
       bridgeCalls: this.bridgeCalls,
@@ -562,54 +532,9 @@ export class Execution implements InstanceListener, Watched {
   }
 }
 
-/**
- * An engine's executions in progress (one-off runs, prefix runs and calls), so that disposing
- * the engine ends them: no guest code of a disposed sandbox keeps running to its limits.
- */
-export class RunningExecutions {
-  private readonly executions = new Set<Execution>();
-  /** endAll was called: work that starts later (after an instance warmed up) must not run. */
-  ended = false;
-
-  /** `outcome` (the execution's), with the execution counted as running until it settles. */
-  async track<T>(execution: Execution, outcome: Promise<T>): Promise<T> {
-    this.executions.add(execution);
-    try {
-      return await outcome;
-    } finally {
-      this.executions.delete(execution);
-    }
-  }
-
-  /** End every one with ERR_INSTANCE_RESET: their instances are disposed, their guests stop. */
-  endAll(): void {
-    this.ended = true;
-    for (const execution of this.executions) execution.kill("ERR_INSTANCE_RESET", ENDED);
-    this.executions.clear();
-  }
-
-  /**
-   * `start` the work that settles `outcome` (the execution's) and track the execution until it
-   * does. After endAll (an instance warmed up for it while the engine was disposed), the
-   * execution fails at once and `start` is not called.
-   */
-  run<T>(execution: Execution, outcome: Promise<T>, start: () => void): Promise<T> {
-    if (this.ended) execution.kill("ERR_INSTANCE_RESET", ENDED);
-    else start();
-    return this.track(execution, outcome);
-  }
-}
-
-const ENDED = "the sandbox was disposed during the run";
 /** Why a compile stops when its execution ended first (its result is already out: nobody reads this). */
 const ENDED_DURING_COMPILE = new CordonError("ERR_INSTANCE_RESET", "the run ended while its modules were compiling");
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
-}
-
-/** `text` cut to `length` UTF-16 units, never between the two halves of a surrogate pair. */
-function cutAt(text: string, length: number): string {
-  const code = text.charCodeAt(length - 1);
-  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? length - 1 : length);
 }

@@ -4,24 +4,15 @@ import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import { abortedResult, failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
-import { BlockingBudget } from "./blocking-budget.js";
 import { CallQueue, type Queued } from "./call-queue.js";
-import { Execution, type RunningExecutions } from "./execution.js";
+import { Execution } from "./execution.js";
+import type { RunningExecutions } from "./running-executions.js";
+import { ExportSpeeds } from "./export-speeds.js";
+import { HeapSampler } from "./heap-sampler.js";
 import { instanceFailure } from "./pooled-engine.js";
 import { type EngineInstance, type RuntimeCaps, fence } from "./instance.js";
 import type { Spares } from "./spares.js";
 
-/** Calls with arguments up to this long wait for their tick's twins (a longer one pays for its own crossing). */
-const GATHER_MAX_CHARS = 8192;
-/**
- * ...and only to exports whose last crossing took at most this much CPU a call (ms): gathered
- * calls run one after another on one instance, which pays when a crossing costs more than the
- * calls (20-100 µs here), not when each call computes for milliseconds and a second instance
- * could run half of them at once. (A first, cold call of a trivial export: 0.2-0.4 ms.)
- */
-const GATHER_MAX_CALL_MS = 1;
-/** Exports remembered per prefix (a caller may name any number of paths); past it, forgotten. */
-const MAX_REMEMBERED_PATHS = 256;
 /** At most this many waiting calls cross together. */
 const MAX_COALESCED = 64;
 /**
@@ -45,12 +36,6 @@ function queueFull(engine: RunResult["stats"]["engine"], host: RunResult["stats"
 }
 
 /**
- * Measure a used instance's heap at most this often, and at the latest this long after a call
- * (an extra round trip, off the hot path: a stream of calls pays ~4 a second per instance).
- */
-const HEAP_SAMPLE_MS = 250;
-
-/**
  * The warm pool of one prefix: instances that have evaluated the prefix module, reused for
  * runs and calls. One execution owns an instance at a time; concurrent work gets more instances.
  */
@@ -59,17 +44,13 @@ export class WarmPool implements EnginePrefix {
   private readonly queue = new CallQueue((reason) => abortedResult(this.engine, this.request.host, reason));
   /** Runs whose result is out, while their instance finishes what the guest left queued. */
   private readonly fencing = new Set<Promise<void>>();
-  /** Exports whose handler returned a promise: their calls get more instances rather than coalescing. */
-  private readonly asyncPaths = new Set<string>();
-  /** CPU ms a call in each export's last two crossings (the lower one decides gathering). */
-  private readonly cpuPerCall = new Map<string, { last: number; previous: number }>();
-  /** How long this prefix's calls may still block a thread shared with other tenants. */
-  private readonly blocking = new BlockingBudget();
+  /** What this pool has learned of its exports: gathering, blocking, instances for awaiting ones. */
+  private readonly speeds = new ExportSpeeds();
   private readonly residents = new Map<EngineInstance, Resident>();
-  /** When each instance's heap was last measured in the background. */
-  private readonly heapSampledAt = new WeakMap<EngineInstance, number>();
-  /** Instances with a heap measurement scheduled (sampleHeap). */
-  private readonly heapDue = new WeakSet<EngineInstance>();
+  private readonly heap = new HeapSampler((instance) => {
+    const resident = this.residents.get(instance);
+    if (resident) this.residency.recount(resident);
+  });
   private busy = 0;
   /** Instances being warmed up for bursts (grow): not busy, not idle yet. */
   private growing = 0;
@@ -119,7 +100,7 @@ export class WarmPool implements EnginePrefix {
     // The residency budget needs the heap of a warm instance before it goes idle (and what the
     // prefix's top level left running stays under its limits until then: Execution.drained).
     try {
-      await this.measureHeap(instance);
+      await this.heap.measure(instance);
       // What the top level left running is over before the instance serves a call.
       await fence(instance, limits.wallTimeMs);
     } catch {
@@ -157,11 +138,11 @@ export class WarmPool implements EnginePrefix {
     // The result is out; wait until the instance is idle before another run may own it. Its heap
     // is measured before the budget counts it: a postfix may grow globals (ten runs that each
     // kept 40 MB were counted at their warm-up heap, 12.6 MB in all, under a 16 MB budget). Not
-    // within HEAP_SAMPLE_MS of the last measurement, though (then soon after: sampleHeap): back to
-    // back runs paid it each, p50 2.3 -> 4.1 ms on quickjs (its measurement walks the heap).
+    // when it was measured lately, though (then soon after: HeapSampler.sample): back to back
+    // runs paid it each, p50 2.3 -> 4.1 ms on quickjs (its measurement walks the heap).
     const fenced = fence(instance, limits.wallTimeMs);
-    const measure = performance.now() - (this.heapSampledAt.get(instance) ?? 0) >= HEAP_SAMPLE_MS;
-    this.releaseAfter(instance, measure ? fenced.then(() => this.measureHeap(instance)) : fenced, execution, measure);
+    const measure = !this.heap.fresh(instance);
+    this.releaseAfter(instance, measure ? fenced.then(() => this.heap.measure(instance)) : fenced, execution, measure);
     return result;
   }
 
@@ -175,7 +156,7 @@ export class WarmPool implements EnginePrefix {
    * crossing's limits: a limit that fires fails all of them. Decisions 005 and 011.
    */
   async call(request: PrefixCallRequest): Promise<RunResult> {
-    if (this.idle.length > 0 && this.gatherable(request)) {
+    if (this.idle.length > 0 && this.speeds.gatherable(request.path, request.argsText)) {
       // Wait for the end of this tick: calls made in the same burst (a crossing's answers that
       // each make the next call) cross together instead of the first one alone. A lone call
       // pays the wait: sequential calls p50 ~0.5-1 µs slower in the measurement below.
@@ -238,7 +219,7 @@ export class WarmPool implements EnginePrefix {
             returned = true;
             // An export that returned a promise gets more instances rather than coalesced calls.
             pending = execution.finishAll(joined);
-            if (pending) this.asyncPaths.add(path);
+            if (pending) this.speeds.returnedPromise(path);
           },
           (error: unknown) => {
             returned = true;
@@ -252,10 +233,7 @@ export class WarmPool implements EnginePrefix {
     if (first) {
       // A fired limit disposed the instance, so its CPU reads 0: it ran for its limit.
       const limited = !first.ok && LIMIT_CODES.has(first.error.code);
-      this.noteSpeed(path, limited ? Number.POSITIVE_INFINITY : first.stats.cpuMs / requests.length);
-      if (blockForMs !== undefined) {
-        this.blocking.spend(limited ? limits.cpuTimeMs : first.stats.cpuMs - requests.length * GATHER_MAX_CALL_MS);
-      }
+      this.speeds.crossed(path, requests.length, limited ? undefined : first.stats.cpuMs, blockForMs);
     }
     // The instance is free once its crossing has returned, and, when an export returned a
     // promise, once what that left behind (an unawaited chain, its microtasks) has run: a fence
@@ -339,30 +317,6 @@ export class WarmPool implements EnginePrefix {
   }
 
   /**
-   * Short calls to handlers that return at once: for them the crossing is most of the cost.
-   * Measured, v8, ~774-byte events one per call with 64 in flight, both builds alternating in
-   * one process (6 rounds each, two runs): median 79-88k/s -> 122-137k/s. Before, the first
-   * call of a burst took the idle instance alone and the rest coalesced behind it, so every
-   * other crossing carried one call. Longer arguments (a batch of events) gained nothing.
-   */
-  private gatherable(request: PrefixCallRequest): boolean {
-    return request.argsText.length <= GATHER_MAX_CHARS && this.isQuick(request.path);
-  }
-
-  /**
-   * Gather `path` while one of its last two crossings used at most GATHER_MAX_CALL_MS of CPU a
-   * call and it never returned a promise. Two, because a quick export's crossing now and then
-   * reads far more (0.4-5.7 ms in a run of 40 trivial calls: a collection, or a served call's
-   * share of the serving task's polling). An export not seen yet is not gathered: its first
-   * burst goes the way a slow one does (one call to the idle instance, the next to another, the
-   * rest coalesced behind them).
-   */
-  private isQuick(path: string): boolean {
-    const cpu = this.cpuPerCall.get(path);
-    return cpu !== undefined && !this.asyncPaths.has(path) && Math.min(cpu.last, cpu.previous) <= GATHER_MAX_CALL_MS;
-  }
-
-  /**
    * May this crossing run synchronously on its engine's thread (process workers, decision 012)?
    * Only a quick export's, within the prefix's blocking budget, without an abort signal (a
    * blocked thread could not see the abort), and only while nothing else of this prefix is busy
@@ -371,18 +325,7 @@ export class WarmPool implements EnginePrefix {
    */
   private mayBlock(path: string, limits: ResolvedLimits, signal: AbortSignal | undefined): boolean {
     if (signal !== undefined || this.busy > 1 || this.queue.length > 0) return false;
-    return this.isQuick(path) && this.blocking.allows(limits.cpuTimeMs);
-  }
-
-  private noteSpeed(path: string, cpuMs: number): void {
-    const cpu = this.cpuPerCall.get(path);
-    if (cpu) {
-      cpu.previous = cpu.last;
-      cpu.last = cpuMs;
-      return;
-    }
-    if (this.cpuPerCall.size >= MAX_REMEMBERED_PATHS) this.cpuPerCall.clear();
-    this.cpuPerCall.set(path, { last: cpuMs, previous: Number.POSITIVE_INFINITY });
+    return this.speeds.mayBlock(path, limits.cpuTimeMs);
   }
 
   /** Serve waiting calls with a free instance: the next call and every queued twin of it. */
@@ -418,7 +361,7 @@ export class WarmPool implements EnginePrefix {
   /** Instances a path may keep busy: few for handlers that return at once (their calls coalesce), more for ones that await. */
   private parallelismFor(path: string): number {
     // maxConcurrentRuns (maxInstances) bounds quick exports too, below one instance per core.
-    return this.asyncPaths.has(path) ? this.limits.maxInstances : Math.min(this.limits.coalesceAbove, this.limits.maxInstances);
+    return this.speeds.awaits(path) ? this.limits.maxInstances : Math.min(this.limits.coalesceAbove, this.limits.maxInstances);
   }
 
   private takeIdle(): EngineInstance | undefined {
@@ -512,7 +455,7 @@ export class WarmPool implements EnginePrefix {
 
   /**
    * Put an instance back: kept warm when untainted and within the residency budget. `measured`:
-   * its heap was measured since its last use (else it is measured soon after, sampleHeap).
+   * its heap was measured since its last use (else it is measured soon after: HeapSampler.sample).
    */
   private release(instance: EngineInstance, measured = false): void {
     this.busy = Math.max(0, this.busy - 1);
@@ -551,36 +494,7 @@ export class WarmPool implements EnginePrefix {
     }
     this.residents.set(instance, resident);
     this.idle.push(instance);
-    if (!measured) this.sampleHeap(instance);
-  }
-
-  private measureHeap(instance: EngineInstance): Promise<number> {
-    this.heapSampledAt.set(instance, performance.now());
-    return instance.measureHeap();
-  }
-
-  /**
-   * Refresh a used instance's heap figure in the background (it stays available), at most every
-   * HEAP_SAMPLE_MS and at the latest HEAP_SAMPLE_MS after its last use: a call may grow globals,
-   * and the budget counts the figure (once every 16th use, a call that kept 40 MB went uncounted).
-   */
-  private sampleHeap(instance: EngineInstance): void {
-    if (this.heapDue.has(instance)) return;
-    const measure = () => {
-      this.heapDue.delete(instance);
-      if (instance.disposed) return;
-      void this.measureHeap(instance).then(() => {
-        const resident = this.residents.get(instance);
-        if (resident) this.residency.recount(resident);
-      });
-    };
-    const wait = (this.heapSampledAt.get(instance) ?? 0) + HEAP_SAMPLE_MS - instance.lastUsed;
-    if (wait <= 0) {
-      measure();
-      return;
-    }
-    this.heapDue.add(instance);
-    setTimeout(measure, wait).unref();
+    if (!measured) this.heap.sample(instance);
   }
 
   /** One more warm instance: it serves the queue or waits idle. If it cannot be made, calls only it would have served get another way. */
