@@ -5,8 +5,7 @@ import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
-import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString, ownOptions } from "./core/options.js";
-import { ownData } from "./core/own-data.js";
+import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
 import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
@@ -26,28 +25,21 @@ import type {
   ReadExportsResult,
 } from "./core/types.js";
 import { brokeredFetch, importHosts } from "./capabilities.js";
-import { isValidExportPath } from "./names.js";
+import {
+  CALL_KEYS,
+  checkExportPath,
+  checkPartitionKey,
+  checkRunCall,
+  MAX_CODE_LENGTH,
+  ownRunOptions,
+  PREFIX_RUN_KEYS,
+  PREPARE_KEYS,
+  RUN_KEYS,
+} from "./run-options.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
-const RUN_KEYS = [
-  "code",
-  "input",
-  "call",
-  "filename",
-  "globals",
-  "imports",
-  "limits",
-  "signal",
-  "capabilities",
-  "files",
-  "partitionKey",
-];
-const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 /** Where a run's input bodies are, as errors name it. */
 const INPUT = "in the run's input";
-const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
-const CALL_KEYS = ["export", "args", "limits", "signal"];
-const MAX_CODE_LENGTH = 16 * 1024 * 1024;
 
 type ConcreteEngine = Exclude<EngineName, "auto">;
 type ConcreteHost = Exclude<HostName, "auto">;
@@ -556,42 +548,4 @@ export class Sandbox implements AsyncDisposable {
     }
     return failedResult(this.engine.name, this.hostName, error, wallMs);
   }
-}
-
-function checkExportPath(path: unknown, name: string): asserts path is string {
-  if (!isValidExportPath(path)) {
-    throw new TypeError(
-      `cordon: ${name} must be a dotted export path such as "default" or "default.fetch", got ${JSON.stringify(path)}`,
-    );
-  }
-}
-
-/**
- * Run, prepare and call options as ownOptions copies them (own keys, each read once, no
- * prototype), with the nested objects read more than once copied too: only the copies are used.
- */
-function ownRunOptions<T>(options: T, keys: string[], where: string): T {
-  const own = ownOptions(options, keys, where);
-  if (own.capabilities !== undefined) {
-    own.capabilities = ownData(ownOptions(own.capabilities, ["net", "import"], "capabilities"), "capabilities");
-  }
-  if (own.call !== undefined) own.call = ownOptions(own.call, ["export", "args"], "call");
-  return own as T;
-}
-
-/** A run's or prefix's tenant: "" when none (instances and Deno processes are kept per key). */
-function checkPartitionKey(value: unknown): string {
-  return value === undefined ? "" : checkString(value, "partitionKey", 256);
-}
-
-/** `run({ call: { export, args } })`: which export a one-off run calls instead of the default with `input`. */
-function checkRunCall(options: RunOptions): { export: string; args: unknown[] } | undefined {
-  const call = options.call;
-  if (call === undefined) return undefined;
-  checkObject(call, "call");
-  checkKnownKeys(call, ["export", "args"], "call");
-  checkExportPath(call.export, "call.export");
-  if (call.args !== undefined && !Array.isArray(call.args)) throw new TypeError("cordon: call.args must be an array");
-  if (options.input !== undefined) throw new TypeError("cordon: a run takes input or call, not both (call passes args)");
-  return { export: call.export, args: call.args ?? [] };
 }
