@@ -55,7 +55,7 @@ export class ExportSpeeds {
    * burst goes the way a slow one does (one call to the idle instance, the next to another, the
    * rest coalesced behind them).
    */
-  isQuick(path: string): boolean {
+  private isQuick(path: string): boolean {
     const cpu = this.cpuPerCall.get(path);
     return cpu !== undefined && !this.asyncPaths.has(path) && Math.min(cpu.last, cpu.previous) <= GATHER_MAX_CALL_MS;
   }
