@@ -57,7 +57,11 @@ export function guestRuntimeScript(): string {
 const g = globalThis;
 function take(name) { const value = g[name]; delete g[name]; return value; }
 const host = { log: ${take(n.log)}, call: ${take(n.call)}, timer: ${take(n.timer)}, done: ${take(n.done)} };
-const parseUrl = ${take(n.parseUrl)}, setUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
+const hostParseUrl = ${take(n.parseUrl)}, hostSetUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
+// The v8 engine answers a long URL's parts inside a one-element array (HostText in runtime.ts).
+const fromHost = (text) => (typeof text === "string" ? text : text[0]);
+const parseUrl = (input, base) => fromHost(base === undefined ? hostParseUrl(input) : hostParseUrl(input, base));
+const setUrlPart = (href, part, value) => fromHost(hostSetUrlPart(href, part, value));
 const atomics = g.Atomics;
 const codec = (${codecSource()})();
 const platformPrototypes = [];
