@@ -27,6 +27,7 @@ const PREFIX = `
   export async function viaHost(x) { return await hostEcho(x) }
   export default (input) => input;
   export function url(href) { const u = new URL(href); u.hash = "h"; return [u.href, u.searchParams.get("a").length, u.pathname] }
+  export function urlHref(href) { const u = new URL(href); u.hash = "h"; return u.href + " " + u.search.length }
 `;
 
 describe("v8: long texts cross into the isolate", () => {
@@ -58,6 +59,27 @@ describe("v8: long texts cross into the isolate", () => {
       Array.from({ length: 40 }, (_, i) => prefix.call({ export: "echo", args: [`${i}:${"z".repeat(i * 20)}`] })),
     );
     expect(burst.map(value)).toEqual(Array.from({ length: 40 }, (_, i) => `${i}:${"z".repeat(i * 20)}`));
+  });
+
+  it("a guest that rewrites Array.prototype's elements cannot change a long text on its way in", async () => {
+    await using sandbox = await createSandbox({ engine: "v8", host: "inprocess", busyPollMs: 0 });
+    const prefix = await sandbox.prepare({
+      code: `
+        const forge = { get() { return "forged" }, set() {}, configurable: true };
+        Object.defineProperty(Array.prototype, "0", forge);
+        Object.defineProperty(Object.prototype, "0", forge);
+        Array.prototype[Symbol.iterator] = function* () { yield "forged" };
+        ${PREFIX}`,
+      globals: { hostEcho: async (x: string) => x },
+    });
+    const text = "t".repeat(5000);
+    expect(value(await prefix.call({ export: "echo", args: [text] }))).toBe(text);
+    expect(value(await prefix.call({ export: "viaHost", args: [text] }))).toBe(text);
+    expect(value(await prefix.run({ code: "export default (input) => input", input: text }))).toBe(text);
+    // (Not its URLSearchParams: the runtime's lists are built with the realm's [[Set]], which such a
+    // setter swallows in the guest's own realm, on every engine, whatever the host sends.)
+    const href = `https://example.com/p?a=${"u".repeat(3000)}`;
+    expect(value(await prefix.call({ export: "urlHref", args: [href] }))).toBe(`${href}#h 3003`);
   });
 
   it("a prefix called with long arguments and long host results keeps them in its heap, not in the host's memory", async () => {
