@@ -89,7 +89,7 @@ export class PooledEngine implements Engine {
       throw error;
     }
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
-    // a quarter of a millisecond on this thread, so it happens after the result is delivered.
+    // half a millisecond on this thread (measured 2026-12-02), so it happens after the result is out.
     instance.listener = undefined;
     setImmediate(() => {
       instance.dispose();
