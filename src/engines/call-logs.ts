@@ -69,7 +69,12 @@ export class CallLogs {
 
 /** Milliseconds since `started`, to the microsecond. */
 export function msSince(started: number): number {
-  return Math.round((performance.now() - started) * 1000) / 1000;
+  return roundToUs(performance.now() - started);
+}
+
+/** Milliseconds rounded to the microsecond, as results report them. */
+export function roundToUs(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }
 
 /** `text` cut to `length` UTF-16 units, never between the two halves of a surrogate pair. */

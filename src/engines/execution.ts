@@ -7,7 +7,7 @@ import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "..
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, RunResult } from "../core/types.js";
-import { CallLogs, msSince } from "./call-logs.js";
+import { CallLogs, msSince, roundToUs } from "./call-logs.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
 import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
 import { currentProcessCpuUs, type Watched, watchdog } from "./watchdog.js";
@@ -524,7 +524,7 @@ export class Execution implements InstanceListener, Watched {
       engine: this.options.engine,
       host: this.options.host,
       wallMs: msSince(this.started),
-      cpuMs: round(this.cpuMs()),
+      cpuMs: roundToUs(this.cpuMs()),
       heapUsedBytes: this.options.warm && this.instance.heapUsedBytes ? this.instance.heapUsedBytes : undefined,
       bridgeCalls: this.bridgeCalls,
       warm: this.options.warm,
@@ -534,7 +534,3 @@ export class Execution implements InstanceListener, Watched {
 
 /** Why a compile stops when its execution ended first (its result is already out: nobody reads this). */
 const ENDED_DURING_COMPILE = new CordonError("ERR_INSTANCE_RESET", "the run ended while its modules were compiling");
-
-function round(ms: number): number {
-  return Math.round(ms * 1000) / 1000;
-}

@@ -1,7 +1,8 @@
 /**
  * Work a worker defers until its answers are out: making a spare isolate blocks its thread for
- * 2-3 ms (`new Isolate` alone: 2.3-2.4 ms on a quiet machine), and the spares' refill timer (2 ms after a run took one,
- * engines/spares.ts) put that before the answer of any run that took longer, on its critical path.
+ * 2-3 ms (`new Isolate` alone: 2.3-2.4 ms on a quiet machine), and the spares' refill timer (2 ms
+ * after a run took one, engines/spares.ts) put that before the answer of any run that took
+ * longer, on its critical path.
  *
  * Deferred work goes once nothing is in progress here (after the last answer's frame is written),
  * or when a request arrives: it may be a run waiting for that very spare (no deadlock), and a
