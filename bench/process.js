@@ -1,5 +1,6 @@
 // The process host's benchmarks, beside the in-process host's figures measured in the same run.
 import { spawn } from "node:child_process";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { createSandbox } from "../dist/index.js";
 import {
@@ -124,4 +125,55 @@ export async function benchProcess({ quick }) {
   await procPrefix.dispose();
   await inprocess.dispose();
   await process.dispose();
+
+  await benchWorkerStarts(quick);
+}
+
+/**
+ * What starting a worker costs the host's event loop. Node's spawn forks the caller (libuv, on
+ * Linux), and the loop waits while the fork copies its page tables. Raw: Node processes spawned
+ * from this one. cordon: workers its pool starts through its spawner process (once that is
+ * ready: src/hosts/process/spawner.ts), each replacing one killed from outside. The loop's delay
+ * is watched throughout both, the children's start-up included (they compete for the cores).
+ */
+async function benchWorkerStarts(quick) {
+  section("process host: the host's event loop while worker processes start");
+  const starts = quick ? 6 : 20;
+  const echo = fileURLToPath(new URL("./pipe-echo.js", import.meta.url));
+  const forks = [];
+  const rawDelay = monitorEventLoopDelay({ resolution: 1 });
+  rawDelay.enable();
+  for (let i = 0; i < starts; i++) {
+    const started = performance.now();
+    const child = spawn(process.execPath, [echo, "sleep"], { stdio: ["pipe", "pipe", "inherit"] });
+    forks.push(performance.now() - started);
+    await new Promise((r) => setTimeout(r, 300)); // its start-up, as a worker's
+    child.kill();
+    await new Promise((r) => child.once("exit", r));
+  }
+  rawDelay.disable();
+  forks.sort((a, b) => a - b);
+  const rssMb = Math.round(globalThis.process.memoryUsage().rss / 1e6);
+
+  const sandbox = await createSandbox({ engine: "v8", host: "process", workers: { min: 1 } });
+  await sandbox.run({ code: "export default 0" });
+  await new Promise((r) => setTimeout(r, 1000)); // the spawner is ready
+  const startedPid = () => (sandbox.stats().workers ?? []).find((w) => w.pid > 0)?.pid;
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
+  for (let i = 0; i < starts; i++) {
+    const victim = startedPid();
+    globalThis.process.kill(victim, "SIGKILL");
+    while (startedPid() === undefined || startedPid() === victim) await new Promise((r) => setTimeout(r, 5));
+    await sandbox.run({ code: "export default () => 1" });
+  }
+  delay.disable();
+  await sandbox.dispose();
+  const ms = (ns) => (ns / 1e6).toFixed(1);
+  console.log(
+    `  raw spawn of a Node process (this process ${rssMb} MB resident): spawn() blocks p50 ${forks[Math.floor(starts / 2)].toFixed(1)} ms, max ${forks[starts - 1].toFixed(1)} ms; loop delay over ${starts} starts max ${ms(rawDelay.max)} ms`,
+  );
+  console.log(
+    `  cordon, ${starts} workers replaced through its spawner: loop delay p99 ${ms(delay.percentile(99))} ms, max ${ms(delay.max)} ms`,
+  );
 }

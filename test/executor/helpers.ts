@@ -72,11 +72,12 @@ export async function refusal(response: Response): Promise<{ status: number; cod
   return { status: response.status, code: body.error.code, message: body.error.message };
 }
 
-/** The pids whose parent is `pid` (Linux /proc): the process host's workers. */
+/**
+ * The pids under `pid` (Linux /proc): the process host's workers, the spawner process that
+ * starts most of them (their parent), and cordon's esbuild service.
+ */
 export function childPids(pid: number): number[] {
-  return descendants(pid)
-    .filter((each) => each.ppid === pid)
-    .map((each) => each.pid);
+  return descendants(pid).map((each) => each.pid);
 }
 
 /** Running, that is: neither gone nor a zombie (test/helpers/processes.ts). */

@@ -17,26 +17,34 @@ export class PipeOut {
   private corked = false;
   private ending = false;
 
-  constructor(private readonly stdin: Writable) {
+  private stdin: Writable | undefined;
+
+  /**
+   * The worker's stdin, once it has one (a worker the spawner process starts gets its pipes a
+   * moment later): frames written before wait here.
+   */
+  attach(stdin: Writable): void {
+    this.stdin = stdin;
     stdin.on("drain", () => this.feed());
     stdin.on("close", () => {
       this.queue.length = 0;
       this.queued = 0;
     });
+    this.feed();
   }
 
   /** Bytes the host holds for the worker that it has not read. */
   get unread(): number {
-    return this.queued + this.stdin.writableLength;
+    return this.queued + (this.stdin?.writableLength ?? 0);
   }
 
   /** Bytes the worker has read since it started. */
   get read(): number {
-    return this.handed - this.stdin.writableLength;
+    return this.handed - (this.stdin?.writableLength ?? 0);
   }
 
   write(frame: Buffer): void {
-    if (this.ending || this.stdin.destroyed) return;
+    if (this.ending || this.stdin?.destroyed) return;
     this.queue.push(frame);
     this.queued += frame.length;
     this.feed();
@@ -49,28 +57,30 @@ export class PipeOut {
   }
 
   private feed(): void {
-    let room = SLICE_BYTES - this.stdin.writableLength;
+    const stdin = this.stdin;
+    if (!stdin) return;
+    let room = SLICE_BYTES - stdin.writableLength;
     while (room > 0 && this.queue.length > 0) {
       const head = this.queue[0] as Buffer;
       const chunk = head.length <= room ? head : head.subarray(0, room);
       if (chunk === head) this.queue.shift();
       else this.queue[0] = head.subarray(room);
-      this.cork();
-      this.stdin.write(chunk);
+      this.cork(stdin);
+      stdin.write(chunk);
       this.queued -= chunk.length;
       this.handed += chunk.length;
       room -= chunk.length;
     }
-    if (this.ending && this.queue.length === 0 && !this.stdin.writableEnded) this.stdin.end();
+    if (this.ending && this.queue.length === 0 && !stdin.writableEnded) stdin.end();
   }
 
-  private cork(): void {
+  private cork(stdin: Writable): void {
     if (this.corked) return;
     this.corked = true;
-    this.stdin.cork();
+    stdin.cork();
     process.nextTick(() => {
       this.corked = false;
-      this.stdin.uncork();
+      stdin.uncork();
     });
   }
 }

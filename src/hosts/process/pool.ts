@@ -2,6 +2,7 @@ import { CordonError } from "../../core/errors.js";
 import type { EngineName } from "../../core/types.js";
 import { watchdogAvailable } from "./rss.js";
 import { rssBudget } from "./rss-budget.js";
+import { releaseSpawner, useSpawner } from "./spawner.js";
 import { StartBackoff } from "./start-backoff.js";
 import { WorkerProcess } from "./worker.js";
 import type { WorkerConfig } from "./worker-main.js";
@@ -37,6 +38,7 @@ export class WorkerPool {
   private readonly watchdog: NodeJS.Timeout;
   private readonly lifecycle: NodeJS.Timeout;
   private disposed = false;
+  private spawnerReleased = false;
   /** Why the last worker could not be started. */
   private startError = "";
   private readonly backoff = new StartBackoff();
@@ -60,6 +62,9 @@ export class WorkerPool {
     this.watchdog.unref();
     this.lifecycle = setInterval(() => this.tend(), LIFECYCLE_MS);
     this.lifecycle.unref();
+    // Started beside the first workers (spawned here until it is ready): later ones, replacements
+    // and recycled ones, start without blocking this process's event loop.
+    useSpawner();
     for (let i = 0; i < options.min; i++) this.spawn("");
   }
 
@@ -104,6 +109,8 @@ export class WorkerPool {
     );
     await Promise.all(ending);
     this.workers.length = 0;
+    if (!this.spawnerReleased) releaseSpawner();
+    this.spawnerReleased = true;
   }
 
   /**

@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { spawnChild } from "./spawner.js";
+import type { WorkerChild } from "./worker-child.js";
 import type { WorkerConfig } from "./worker-main.js";
 
 /** The worker entry runs from dist/ (child processes run JavaScript; `npm test` builds first). */
@@ -18,16 +19,16 @@ const WORKER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/worker-ma
 const WORKER_ENV = { MALLOC_MMAP_THRESHOLD_: String(128 * 1024) };
 
 /**
- * Start a worker process: a private working directory (`dir`, for its owner to remove when it
- * exits) and an environment with nothing of the host's (WORKER_ENV only). `entry` is a test hook.
+ * Start a worker process (through the spawner process when it runs: spawner.ts): a private
+ * working directory (`dir`, for its owner to remove when it exits) and an environment with
+ * nothing of the host's (WORKER_ENV only). `entry` is a test hook.
  */
-export function spawnWorker(config: WorkerConfig, entry?: string): { child: ChildProcess; dir: string } {
+export function spawnWorker(config: WorkerConfig, entry?: string): { child: WorkerChild; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
   try {
-    const child = spawn(process.execPath, ["--no-node-snapshot", entry ?? WORKER_MAIN, JSON.stringify(config)], {
+    const child = spawnChild(process.execPath, ["--no-node-snapshot", entry ?? WORKER_MAIN, JSON.stringify(config)], {
       cwd: dir,
       env: WORKER_ENV,
-      stdio: ["pipe", "pipe", "inherit"],
     });
     return { child, dir };
   } catch (error) {

@@ -1,4 +1,3 @@
-import type { ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
 import type { BindingsLike } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
@@ -20,6 +19,7 @@ import { ProcFile } from "../../core/proc-file.js";
 import { rssOf } from "./rss.js";
 import { heldBytesOf } from "./rss-budget.js";
 import { spawnWorker } from "./spawn.js";
+import type { WorkerChild } from "./worker-child.js";
 import type { WorkerConfig } from "./worker-main.js";
 import { onAbort } from "../../core/abort-listeners.js";
 
@@ -52,7 +52,7 @@ export class WorkerProcess {
   private readonly prefixes = new PrefixRecords();
   private readonly engineOptions: WorkerConfig["engineOptions"];
   private readonly bridgeCalls = new BridgeCalls();
-  private readonly child: ChildProcess;
+  private readonly child: WorkerChild;
   private readonly guard: FloodGuard;
   private readonly out: PipeOut;
   private readonly dir: string;
@@ -80,7 +80,7 @@ export class WorkerProcess {
     this.pipePollMs = options.config.pipePollMs;
     this.engineOptions = options.config.engineOptions;
     ({ child: this.child, dir: this.dir } = spawnWorker(options.config, options.entry));
-    this.out = new PipeOut(this.child.stdin as NonNullable<ChildProcess["stdin"]>);
+    this.out = new PipeOut();
     this.guard = new FloodGuard();
     this.ready = new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -109,23 +109,26 @@ export class WorkerProcess {
         },
         (reason) => this.retire("ERR_INSTANCE_RESET", `protocol error: ${reason}`),
       );
-      this.child.stdout?.on("data", (chunk: Buffer) => {
-        // A worker sending a large answer is talking, not hung, before its last chunk arrives.
-        this.lastHeard = performance.now();
-        if (!this.killed) reader.push(chunk);
+      this.child.onPipes((stdin, stdout) => {
+        stdin.on("error", () => {});
+        this.out.attach(stdin);
+        stdout.on("data", (chunk: Buffer) => {
+          // A worker sending a large answer is talking, not hung, before its last chunk arrives.
+          this.lastHeard = performance.now();
+          if (!this.killed) reader.push(chunk);
+        });
       });
-      this.child.on("exit", (code, signal) => {
+      this.child.onExit((code, signal) => {
         clearTimeout(timer);
         reject(new Error(`the worker exited while starting (code ${code}, signal ${signal})`));
         this.died(code, signal);
       });
-      this.child.on("error", (error) => {
+      this.child.onError((error) => {
         clearTimeout(timer);
         reject(error);
         this.died(null, null, error.message);
       });
     });
-    this.child.stdin?.on("error", () => {});
     // An idle worker must not keep the host process alive: a sandbox someone forgot to dispose
     // would otherwise hang its process at exit. Starting up and work in flight hold it.
     this.setHeld(true);
@@ -139,12 +142,7 @@ export class WorkerProcess {
 
   /** Keep the host's event loop alive while this worker has work in flight, and only then. */
   private setHeld(held: boolean): void {
-    const handles = [this.child, this.child.stdin, this.child.stdout] as ({ ref(): void; unref(): void } | null)[];
-    for (const handle of handles) {
-      if (!handle) continue;
-      if (held) handle.ref();
-      else handle.unref();
-    }
+    this.child.hold(held);
   }
 
   started(): Promise<void> {
@@ -336,7 +334,7 @@ export class WorkerProcess {
     this.setHeld(true);
     this.deathCode ??= code;
     this.deathCause ||= cause;
-    this.child.kill("SIGKILL");
+    this.child.kill();
   }
 
   /**
@@ -377,7 +375,7 @@ export class WorkerProcess {
    * is written (the worker's pipe stays in step): callers sending guest-controlled data catch it.
    */
   private send(message: HostRequest): void {
-    if (this.dead || !this.child.stdin) return;
+    if (this.dead) return;
     this.out.write(encodeTextFrame(message));
     const stalled = this.guard.backlog(this.out.unread, this.out.read);
     if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);

@@ -1,0 +1,295 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import type { Socket } from "node:net";
+import type { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { DirectChild, type WorkerChild } from "./worker-child.js";
+
+/**
+ * Worker processes started off the host's event loop. Node's spawn forks the calling process
+ * (libuv on Linux), and a fork copies the caller's page tables while its loop waits: 7–23 ms
+ * from a host of 66 MB resident, 18–39 ms from one of 484 MB (measured), for every worker the
+ * pool starts, replaces or recycles, while every other run and call waits. A small helper
+ * process (spawner-main.ts) does the spawning instead: the host sends it a request over an IPC
+ * channel and gets the worker's stdin and stdout back as handles, so the worker's pipes are the
+ * host's as before and its frames never pass through the helper. The helper forks only itself
+ * (a few MB of page tables). It is shared by every pool in this process, started with the first,
+ * and ends when the last is disposed and its workers have exited.
+ *
+ * Until the helper has said it is ready (and if it cannot run), workers are spawned directly,
+ * as before: the pool's first workers are, while the helper starts beside them.
+ */
+
+/** The helper's entry runs from dist/, as the worker's does. */
+const SPAWNER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/spawner-main.js", import.meta.url));
+
+/** After this many unexpected exits of the helper, this process spawns directly from then on. */
+const MAX_HELPER_FAILURES = 3;
+
+export type ToSpawner =
+  | { t: "spawn"; id: number; command: string; args: string[]; cwd: string; env: Record<string, string> }
+  | { t: "kill"; id: number };
+
+export type FromSpawner =
+  | { t: "ready" }
+  /** Sent with the worker's stdin as the handle. */
+  | { t: "stdin"; id: number }
+  /** Sent with the worker's stdout as the handle. */
+  | { t: "stdout"; id: number; pid: number }
+  | { t: "error"; id: number; message: string }
+  | { t: "exit"; id: number; code: number | null; signal: NodeJS.Signals | null };
+
+export interface SpawnOptions {
+  cwd: string;
+  env: Record<string, string>;
+}
+
+/** A worker the helper started for this process: its pipes and its exit arrive over the channel. */
+class RemoteChild implements WorkerChild {
+  pid = 0;
+  private stdin: Socket | undefined;
+  private stdout: Socket | undefined;
+  private pipesListener: ((stdin: Writable, stdout: Readable) => void) | undefined;
+  private readonly exitListeners: ((code: number | null, signal: NodeJS.Signals | null) => void)[] = [];
+  private readonly errorListeners: ((error: Error) => void)[] = [];
+  held = true;
+  ended = false;
+
+  constructor(
+    private readonly helper: Helper,
+    readonly id: number,
+  ) {}
+
+  onPipes(ready: (stdin: Writable, stdout: Readable) => void): void {
+    if (this.stdin && this.stdout) ready(this.stdin, this.stdout);
+    else this.pipesListener = ready;
+  }
+
+  onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void {
+    this.exitListeners.push(listener);
+  }
+
+  onError(listener: (error: Error) => void): void {
+    this.errorListeners.push(listener);
+  }
+
+  kill(): void {
+    if (!this.ended) this.helper.send({ t: "kill", id: this.id });
+  }
+
+  hold(held: boolean): void {
+    this.held = held;
+    this.holdPipes();
+    this.helper.holdChanged();
+  }
+
+  private holdPipes(): void {
+    for (const pipe of [this.stdin, this.stdout]) {
+      if (!pipe) continue;
+      if (this.held) pipe.ref();
+      else pipe.unref();
+    }
+  }
+
+  // ---- from the helper ------------------------------------------------------------------------
+
+  gotStdin(stdin: Socket): void {
+    this.stdin = stdin;
+  }
+
+  gotStdout(stdout: Socket, pid: number): void {
+    this.stdout = stdout;
+    this.pid = pid;
+    this.holdPipes();
+    if (this.stdin) this.pipesListener?.(this.stdin, stdout);
+    this.pipesListener = undefined;
+  }
+
+  exited(code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const listener of this.exitListeners) listener(code, signal);
+  }
+
+  failed(error: Error): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const listener of this.errorListeners) listener(error);
+  }
+}
+
+/** The helper process and the workers it started for this process. */
+class Helper {
+  ready = false;
+  /** Settles with the helper's pid once it is ready, or undefined if it goes first. */
+  readonly started: Promise<number | undefined>;
+  private settleStarted: (pid: number | undefined) => void = () => {};
+  private readonly children = new Map<number, RemoteChild>();
+  private nextId = 0;
+  private readonly process: ChildProcess;
+
+  constructor(private readonly onGone: (helper: Helper, unexpected: boolean) => void) {
+    this.started = new Promise((resolve) => {
+      this.settleStarted = resolve;
+    });
+    // No environment (the worker's is sent with each request), nothing on stdin or stdout; its
+    // stderr, and so the workers', is the host's, as a directly spawned worker's is.
+    this.process = spawn(process.execPath, ["--no-node-snapshot", SPAWNER_MAIN], {
+      env: {},
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+    });
+    this.process.on("message", (message: FromSpawner, handle: unknown) => this.receive(message, handle as Socket));
+    this.process.on("error", () => this.gone(true));
+    this.process.on("exit", () => this.gone(!this.ending));
+    this.holdChanged();
+  }
+
+  private ending = false;
+  private over = false;
+
+  spawn(command: string, args: string[], options: SpawnOptions): RemoteChild {
+    const child = new RemoteChild(this, ++this.nextId);
+    this.children.set(child.id, child);
+    this.send({ t: "spawn", id: child.id, command, args, cwd: options.cwd, env: options.env });
+    this.holdChanged();
+    return child;
+  }
+
+  send(message: ToSpawner): void {
+    if (this.process.connected) this.process.send(message);
+  }
+
+  get idle(): boolean {
+    return this.children.size === 0;
+  }
+
+  /** Keep the event loop alive while a worker it started is held, or while it starts. */
+  holdChanged(): void {
+    let held = !this.ready;
+    for (const child of this.children.values()) held ||= child.held;
+    const channel = this.process.channel as { ref(): void; unref(): void } | undefined | null;
+    if (held) {
+      this.process.ref();
+      channel?.ref();
+    } else {
+      this.process.unref();
+      channel?.unref();
+    }
+  }
+
+  /** End the helper (its workers have exited): it exits when its channel closes. */
+  end(): void {
+    this.ending = true;
+    if (this.process.connected) this.process.disconnect();
+  }
+
+  private receive(message: FromSpawner, handle: Socket | undefined): void {
+    if (message.t === "ready") {
+      this.ready = true;
+      this.settleStarted(this.process.pid);
+      this.holdChanged();
+      return;
+    }
+    const child = this.children.get(message.id);
+    if (!child) {
+      handle?.destroy();
+      return;
+    }
+    switch (message.t) {
+      case "stdin":
+        if (handle) child.gotStdin(handle);
+        return;
+      case "stdout":
+        if (handle) child.gotStdout(handle, message.pid);
+        return;
+      case "error":
+        this.children.delete(child.id);
+        child.failed(new Error(message.message));
+        break;
+      case "exit":
+        this.children.delete(child.id);
+        child.exited(message.code, message.signal);
+        break;
+    }
+    this.holdChanged();
+  }
+
+  /**
+   * The helper is gone: its workers' exits would never be reported. Each is killed here (its
+   * pipes are still open, so it has not been reaped and its pid is its own) and reported killed.
+   */
+  private gone(unexpected: boolean): void {
+    if (this.over) return;
+    this.over = true;
+    this.ready = false;
+    this.settleStarted(undefined);
+    for (const child of this.children.values()) {
+      if (child.pid) {
+        try {
+          process.kill(child.pid, "SIGKILL");
+        } catch {}
+        child.exited(null, "SIGKILL");
+      } else child.failed(new Error("the spawner process exited before the worker started"));
+    }
+    this.children.clear();
+    this.onGone(this, unexpected);
+  }
+}
+
+let helper: Helper | undefined;
+let users = 0;
+let failures = 0;
+
+/** A pool starts using the helper (starting it if none runs): call `releaseSpawner` when disposed. */
+export function useSpawner(): void {
+  users++;
+  startHelper();
+}
+
+function startHelper(): void {
+  if (helper || users === 0 || failures >= MAX_HELPER_FAILURES || process.platform !== "linux") return;
+  try {
+    helper = new Helper((gone, unexpected) => {
+      if (helper !== gone) return;
+      helper = undefined;
+      // Killed or crashed: a new one for the pools still here (spawning directly until it is ready).
+      if (unexpected) {
+        failures++;
+        startHelper();
+      }
+    });
+  } catch {
+    failures++;
+  }
+}
+
+/** Test hook: the running helper's pid once it is ready (undefined when there is none). */
+export function spawnerReady(): Promise<number | undefined> {
+  return helper ? helper.started : Promise.resolve(undefined);
+}
+
+/** A pool is done with the helper: the last one ends it once its workers have exited. */
+export function releaseSpawner(): void {
+  users = Math.max(0, users - 1);
+  endIfUnused();
+}
+
+function endIfUnused(): void {
+  if (users > 0 || !helper || !helper.idle) return;
+  helper.end();
+  helper = undefined;
+}
+
+/**
+ * Start `command` with its stdin and stdout piped and stderr the host's: through the helper when
+ * it is ready, else here (a fork of this process, as node:child_process does).
+ */
+export function spawnChild(command: string, args: string[], options: SpawnOptions): WorkerChild {
+  if (helper?.ready) {
+    const child = helper.spawn(command, args, options);
+    // The last pool may have been disposed while this worker lived: the helper goes after it.
+    child.onExit(() => setImmediate(endIfUnused));
+    child.onError(() => setImmediate(endIfUnused));
+    return child;
+  }
+  return new DirectChild(spawn(command, args, { ...options, stdio: ["pipe", "pipe", "inherit"] }));
+}
