@@ -133,7 +133,7 @@ export async function benchProcess({ quick }) {
  * What starting a worker costs the host's event loop. Node's spawn forks the caller (libuv, on
  * Linux), and the loop waits while the fork copies its page tables. Raw: Node processes spawned
  * from this one. cordon: workers its pool starts through its spawner process (once that is
- * ready: src/hosts/process/spawner.ts), each replacing one killed from outside. The loop's delay
+ * ready: src/core/spawner.ts), each replacing one killed from outside. The loop's delay
  * is watched throughout both, the children's start-up included (they compete for the cores).
  */
 async function benchWorkerStarts(quick) {

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { HOST_DIR_PREFIX, sweepStaleHostDirs } from "../../src/engines/deno/host-dirs.js";
 import { createSandbox } from "../../src/index.js";
 import { completed, failed } from "../conformance/results.js";
-import { alive, until } from "../helpers/processes.js";
+import { alive, descendants, until } from "../helpers/processes.js";
 
 /**
  * What a Deno guest leaves running: worker threads count against its CPU limit, a process that
@@ -58,19 +58,12 @@ describe("deno: work the guest leaves running", () => {
   }, 20_000);
 
   it("dispose() ends processes still starting too: none is left when it resolves", async () => {
-    // Children of this process whose command is deno (spares and runs' fresh processes).
+    // Processes under this one whose command is deno (spares and runs' fresh processes), not
+    // zombies: children of the spawner process once it runs (core/spawner.ts), of this one before.
     const denoChildren = () =>
-      readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, "utf8")
-        .trim()
-        .split(/\s+/)
-        .filter((pid) => {
-          try {
-            const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-            return stat.includes("(deno)") && !/\) Z /.test(stat);
-          } catch {
-            return false;
-          }
-        });
+      descendants()
+        .filter((each) => each.comm === "deno" && each.state !== "Z")
+        .map((each) => each.pid);
     for (const delayMs of [60, 120]) {
       const sandbox = await createSandbox({ engine: "deno", spareInstances: 2 });
       const runs = Array.from({ length: 3 }, (_, i) =>

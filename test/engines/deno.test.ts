@@ -10,7 +10,7 @@ import { closeWebStorage, privateTempDir } from "../../src/engines/deno/private-
 import { DENO_DEFAULT_IMPORT_HOSTS, denoArgs } from "../../src/engines/deno/process.js";
 import { NODE_BUILTINS } from "../../src/engines/deno/script.js";
 import { completed, failed } from "../conformance/results.js";
-import { alive } from "../helpers/processes.js";
+import { alive, until } from "../helpers/processes.js";
 
 /** The deno engine's own guarantees: permissions, entry points, processes per function, memory. */
 function outcome(result: RunResult): string {
@@ -753,6 +753,8 @@ describe("the deno engine's lifecycle", () => {
     const sandbox = await createSandbox({ engine: "deno", spareInstances: 2 });
     await sandbox.run({ code: "export default 1" });
     await using_prefix(sandbox);
+    // A process still starting has no pid yet (the spawner process's answer is on its way).
+    await until(() => (sandbox.stats().workers ?? []).every((w) => w.pid > 0));
     const pids = (sandbox.stats().workers ?? []).map((w) => w.pid);
     expect(pids.length).toBeGreaterThanOrEqual(2);
     await sandbox.dispose();

@@ -2,12 +2,12 @@ import { spawn } from "node:child_process";
 import { readFileSync, readlinkSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { spawnerReady } from "../../src/hosts/process/spawner.js";
+import { spawnerReady } from "../../src/core/spawner.js";
 import { createSandbox, type Sandbox } from "../../src/index.js";
 import { alive, descendants, disposedAfterEach, running, until, workerPids } from "../helpers/processes.js";
 
 /**
- * The spawner process (src/hosts/process/spawner.ts) starts the process host's workers once it is
+ * The spawner process (src/core/spawner.ts) starts the process host's workers once it is
  * ready, so a fork of the host (7–39 ms of its event loop, measured) is not paid for each worker
  * the pool replaces or recycles. These tests look at the real processes through /proc.
  */
@@ -132,10 +132,32 @@ describe("the spawner process", () => {
     await until(() => !running(helper) && workers.every((worker) => !running(worker)), 10_000);
   }, 60_000);
 
+  it("starts the deno engine's processes too, with nothing of the host's environment or descriptors", async () => {
+    process.env.CORDON_SPAWNER_TEST_SECRET = "do-not-leak";
+    try {
+      const s = opened(await createSandbox({ engine: "deno", spareInstances: 0 }));
+      const helper = (await spawnerReady()) as number;
+      expect(helper).toBeGreaterThan(0);
+      const result = await s.run({ code: "export default () => Deno.pid" });
+      expect(result.ok).toBe(true);
+      const pid = (result.ok && result.value) as number;
+      // Deno reports its own pid: setpriv, where it wraps Deno, execs it in the same process.
+      expect(parentOf(pid)).toBe(helper);
+      const environ = readFileSync(`/proc/${pid}/environ`, "latin1");
+      expect(environ).not.toContain("do-not-leak");
+      expect(environ).toContain("DENO_DIR=");
+      expect(fdLinks(pid)).not.toContain(readlinkSync(`/proc/${helper}/fd/3`));
+      expect(readFileSync(`/proc/${pid}/oom_score_adj`, "latin1").trim()).toBe("1000");
+      expect(await s.run({ code: "export default () => 2" })).toMatchObject({ ok: true, value: 2 });
+    } finally {
+      delete process.env.CORDON_SPAWNER_TEST_SECRET;
+    }
+  }, 60_000);
+
   it("goes with its workers when the host is killed with SIGKILL, a spinning guest's included", async () => {
     const dist = (path: string) => JSON.stringify(fileURLToPath(new URL(`../../dist/${path}`, import.meta.url)));
     const script = `const { createSandbox } = await import(${dist("index.js")});
-      const { spawnerReady } = await import(${dist("hosts/process/spawner.js")});
+      const { spawnerReady } = await import(${dist("core/spawner.js")});
       const sandbox = await createSandbox({ host: "process", engine: "v8", workers: { min: 1 } });
       await sandbox.run({ code: "export default 1" });
       const helper = await spawnerReady();

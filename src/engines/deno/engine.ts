@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
+import { releaseSpawner, useSpawner } from "../../core/spawner.js";
 import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
@@ -63,6 +64,7 @@ export class DenoEngine implements Engine {
   /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
   private readonly running = new RunningExecutions();
   private disposed = false;
+  private spawnerReleased = false;
   /** Started with the first process; Deno fetches remote modules and npm packages through it. */
   private importProxy: Promise<ImportProxy> | undefined;
 
@@ -78,6 +80,9 @@ export class DenoEngine implements Engine {
       maxInvocations: options.functions?.maxInvocations ?? 1000,
       softCap: options.functions?.softCap ?? 16,
     });
+    // Deno processes start through the spawner process once it is ready: a fork of this process
+    // per function start would block its event loop (core/spawner.ts).
+    useSpawner();
   }
 
   private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
@@ -104,7 +109,7 @@ export class DenoEngine implements Engine {
         },
         (spawned) => {
           this.live.add(spawned);
-          spawned.process.child.once("exit", () => {
+          spawned.process.child.onExit(() => {
             this.live.delete(spawned);
             grant.revoke();
           });
@@ -238,7 +243,7 @@ export class DenoEngine implements Engine {
       (instance) =>
         new Promise<void>((resolve) => {
           if (instance.process.exited) return resolve();
-          instance.process.child.once("exit", () => resolve());
+          instance.process.child.onExit(() => resolve());
           instance.dispose();
           instance.process.kill("disposed");
           setTimeout(resolve, 3000).unref();
@@ -252,6 +257,8 @@ export class DenoEngine implements Engine {
       (proxy) => proxy.close(),
       () => {},
     );
+    if (!this.spawnerReleased) releaseSpawner();
+    this.spawnerReleased = true;
   }
 }
 

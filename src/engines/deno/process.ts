@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { constants, existsSync, openSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
@@ -7,6 +6,8 @@ import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
 import { withoutInherited } from "../../core/inherited-fds.js";
+import type { SpawnedChild } from "../../core/spawned-child.js";
+import { spawnChild } from "../../core/spawner.js";
 import { ProcFile } from "../../core/proc-file.js";
 import { PAGE_BYTES, rssOf } from "../../hosts/process/rss.js";
 import type { ImportGrant } from "../../egress/import-proxy.js";
@@ -94,7 +95,10 @@ export class DenoProcess {
   readonly root: string;
   /** Its DENO_DIR (deno-dir.ts). */
   readonly denoDir: string;
-  readonly child: ChildProcess;
+  /** Started by the spawner process once it runs (core/spawner.ts), else here. */
+  readonly child: SpawnedChild;
+  /** Its pid once it has started (0 before). */
+  private childPid = 0;
   readonly ready: Promise<void>;
   baseRss = 0;
   exited = false;
@@ -163,16 +167,19 @@ export class DenoProcess {
     this.input.on("error", () => {});
     this.output.on("error", () => {});
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main, streams));
-    this.child = spawn(command, args, {
+    this.child = spawnChild(command, args, {
       cwd: this.dir,
       // Nothing of the host's environment; Deno itself reads where its cache is and the import
       // proxy's address with this process's credentials.
       env: { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
-      // The host's inherited descriptors get /dev/null: Deno cannot close them (core/inherited-fds.ts).
       // stdin is /dev/null: see `input`.
-      stdio: withoutInherited(["ignore", "pipe", "pipe"]),
+      stdio: ["ignore", "pipe", "pipe"],
+      // Spawned here, the host's inherited descriptors get /dev/null: Deno cannot close them
+      // (core/inherited-fds.ts). The spawner process closed its own.
+      directStdio: withoutInherited(["ignore", "pipe", "pipe"]),
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
-      // it mid-run while the host drains. It still dies with the host (pdeathsig, or its input's end).
+      // it mid-run while the host drains. It still dies with its parent (pdeathsig, or its input's
+      // end): the host, or the spawner process, which ends its children when the host goes.
       detached: true,
     });
     let resolveReady!: () => void;
@@ -218,38 +225,41 @@ export class DenoProcess {
       this.pipedBytes += chunk.length;
       reader.push(chunk);
     });
-    this.child.stdout?.on("data", (chunk: Buffer) => {
-      this.pipedBytes += chunk.length;
+    this.child.onStarted((pid, [, stdout, stderr]) => {
+      this.childPid = pid;
+      // The kernel's OOM killer picks a guest's Deno process before the host.
+      try {
+        writeFileSync(`/proc/${pid}/oom_score_adj`, "1000");
+      } catch {}
+      stdout?.on("data", (chunk: Buffer) => {
+        this.pipedBytes += chunk.length;
+      });
+      stderr?.on("data", (chunk: Buffer) => {
+        this.pipedBytes += chunk.length;
+        this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-4096);
+      });
+      // Its "ready" frame came through the FIFO before the spawner's answer did: measured now.
+      if (started && this.baseRss === 0) this.baseRss = this.rss() ?? 0;
     });
-    this.child.stderr?.on("data", (chunk: Buffer) => {
-      this.pipedBytes += chunk.length;
-      this.stderrTail = (this.stderrTail + chunk.toString("utf8")).slice(-4096);
-    });
-    this.child.on("error", (error) => {
+    this.child.onError((error) => {
       clearTimeout(timer);
       rejectReady(error);
       this.finish(`could not start deno: ${error.message}`);
     });
-    this.child.on("exit", (code, signal) => {
+    this.child.onExit((code, signal) => {
       clearTimeout(timer);
       const why = this.endedBy ?? `the Deno process exited (${signal ?? `code ${code}`})`;
       rejectReady(new Error(`${why}${this.stderrTail ? `: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")}` : ""}`));
       this.finish(why, signal);
     });
-    // The kernel's OOM killer picks a guest's Deno process before the host.
-    try {
-      if (this.child.pid) writeFileSync(`/proc/${this.child.pid}/oom_score_adj`, "1000");
-    } catch {}
     killOnExit(root, () => this.kill("the host process is exiting"));
-    this.child.unref();
-    (this.child.stdout as unknown as { unref?: () => void })?.unref?.();
-    (this.child.stderr as unknown as { unref?: () => void })?.unref?.();
+    this.child.hold(false);
     this.input.unref();
     this.output.unref();
   }
 
   get pid(): number {
-    return this.child.pid ?? 0;
+    return this.childPid;
   }
 
   send(message: unknown): void {
@@ -264,7 +274,9 @@ export class DenoProcess {
   /** /proc files the watchdogs read every few milliseconds, kept open (core/proc-file.ts). */
   private procFiles: Record<"stat" | "io" | "statm", ProcFile> | undefined;
 
-  private get proc(): Record<"stat" | "io" | "statm", ProcFile> {
+  private get proc(): Record<"stat" | "io" | "statm", ProcFile> | undefined {
+    // Not yet started (the spawner's answer is on its way): nothing to read, nothing opened.
+    if (!this.childPid) return undefined;
     this.procFiles ??= {
       stat: new ProcFile(`/proc/${this.pid}/stat`),
       io: new ProcFile(`/proc/${this.pid}/io`),
@@ -285,7 +297,7 @@ export class DenoProcess {
 
   /** CPU time (as cpuTimeNs) and resident size in one read of /proc/<pid>/stat; undefined when unreadable. */
   usage(): { cpuNs: bigint; rssBytes: number } | undefined {
-    const stat = this.proc.stat.read();
+    const stat = this.proc?.stat.read();
     if (stat === undefined) return undefined;
     try {
       // Fields after the command name (which may hold spaces): state is [0], utime [11], stime [12], rss [21] pages.
@@ -302,22 +314,20 @@ export class DenoProcess {
    * (frames still in the pipe count until the host reads them). Undefined when unreadable.
    */
   writtenBytes(): number | undefined {
-    const io = this.proc.io.read();
+    const io = this.proc?.io.read();
     const at = io?.indexOf("wchar: ") ?? -1;
     if (io === undefined || at < 0) return undefined;
     return Number.parseInt(io.slice(at + 7, io.indexOf("\n", at)), 10) - this.pipedBytes;
   }
 
   rss(): number | undefined {
-    return rssOf(this.proc.statm.read());
+    return rssOf(this.proc?.statm.read());
   }
 
   kill(reason: string): void {
     if (this.exited) return;
     this.endedBy ??= reason;
-    try {
-      this.child.kill("SIGKILL");
-    } catch {}
+    this.child.kill();
   }
 
   /** `signal`: what ended the process, if a signal did (V8 aborts on a heap it cannot grow). */

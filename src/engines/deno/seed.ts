@@ -56,7 +56,7 @@ async function makeSeed(binary: string, cacheDir: string, path: string): Promise
   const work = mkdtempSync(`${path}.making-`);
   try {
     const maker = await DenoProcess.start({ binary, memoryMb: 128, importHosts: [], cacheDir, denoDir: work });
-    const exited = new Promise((resolve) => maker.child.once("exit", resolve));
+    const exited = new Promise((resolve) => maker.child.onExit(() => resolve(undefined)));
     try {
       await maker.ready;
       // Node's builtins too (Deno compiles each on first import): a guest's `import "node:fs"`

@@ -2,7 +2,7 @@ import { CordonError } from "../../core/errors.js";
 import type { EngineName } from "../../core/types.js";
 import { watchdogAvailable } from "./rss.js";
 import { rssBudget } from "./rss-budget.js";
-import { releaseSpawner, useSpawner } from "./spawner.js";
+import { releaseSpawner, useSpawner } from "../../core/spawner.js";
 import { StartBackoff } from "./start-backoff.js";
 import { WorkerProcess } from "./worker.js";
 import type { WorkerConfig } from "./worker-main.js";

@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { spawnChild } from "./spawner.js";
-import type { WorkerChild } from "./worker-child.js";
+import type { SpawnedChild } from "../../core/spawned-child.js";
+import { spawnChild } from "../../core/spawner.js";
 import type { WorkerConfig } from "./worker-main.js";
 
 /** The worker entry runs from dist/ (child processes run JavaScript; `npm test` builds first). */
@@ -19,16 +19,17 @@ const WORKER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/worker-ma
 const WORKER_ENV = { MALLOC_MMAP_THRESHOLD_: String(128 * 1024) };
 
 /**
- * Start a worker process (through the spawner process when it runs: spawner.ts): a private
+ * Start a worker process (through the spawner process when it runs: core/spawner.ts): a private
  * working directory (`dir`, for its owner to remove when it exits) and an environment with
  * nothing of the host's (WORKER_ENV only). `entry` is a test hook.
  */
-export function spawnWorker(config: WorkerConfig, entry?: string): { child: WorkerChild; dir: string } {
+export function spawnWorker(config: WorkerConfig, entry?: string): { child: SpawnedChild; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
   try {
     const child = spawnChild(process.execPath, ["--no-node-snapshot", entry ?? WORKER_MAIN, JSON.stringify(config)], {
       cwd: dir,
       env: WORKER_ENV,
+      stdio: ["pipe", "pipe", "inherit"],
     });
     return { child, dir };
   } catch (error) {

@@ -18,8 +18,8 @@ import { PrefixRecords } from "./prefix-records.js";
 import { ProcFile } from "../../core/proc-file.js";
 import { rssOf } from "./rss.js";
 import { heldBytesOf } from "./rss-budget.js";
+import type { SpawnedChild } from "../../core/spawned-child.js";
 import { spawnWorker } from "./spawn.js";
-import type { WorkerChild } from "./worker-child.js";
 import type { WorkerConfig } from "./worker-main.js";
 import { onAbort } from "../../core/abort-listeners.js";
 
@@ -52,7 +52,7 @@ export class WorkerProcess {
   private readonly prefixes = new PrefixRecords();
   private readonly engineOptions: WorkerConfig["engineOptions"];
   private readonly bridgeCalls = new BridgeCalls();
-  private readonly child: WorkerChild;
+  private readonly child: SpawnedChild;
   private readonly guard: FloodGuard;
   private readonly out: PipeOut;
   private readonly dir: string;
@@ -109,7 +109,8 @@ export class WorkerProcess {
         },
         (reason) => this.retire("ERR_INSTANCE_RESET", `protocol error: ${reason}`),
       );
-      this.child.onPipes((stdin, stdout) => {
+      this.child.onStarted((_pid, [stdin, stdout]) => {
+        if (!stdin || !stdout) return;
         stdin.on("error", () => {});
         this.out.attach(stdin);
         stdout.on("data", (chunk: Buffer) => {

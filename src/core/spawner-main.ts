@@ -1,21 +1,21 @@
 /**
- * The spawner process (spawner.ts): starts worker processes for the host, so the host's event
- * loop never waits for a fork of the host. It runs no guest code and holds no worker's pipes: it
- * hands each worker's stdin and stdout to the host over the IPC channel (closing its own copies)
- * and reports the worker's exit. When the host goes (its channel closes), it kills every worker
- * it started and exits.
+ * The spawner process (spawner.ts): starts child processes for the host, so the host's event
+ * loop never waits for a fork of the host. It runs no guest code and holds no child's pipes: it
+ * hands each piped descriptor to the host over the IPC channel (closing its own copy) and
+ * reports the child's exit. When the host goes (its channel closes), it kills every child it
+ * started and exits.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
+import { closeInheritedDescriptors } from "./inherited-fds.js";
 import type { FromSpawner, ToSpawner } from "./spawner.js";
 
-// What the host inherited from its own parent is no business of the workers: not passed on.
+// What the host inherited from its own parent is no business of its children: not passed on.
 closeInheritedDescriptors();
 
 const children = new Map<number, ChildProcess>();
 
 // Ctrl-C and a terminal's hang-up reach the whole process group: the host drains its runs on
-// them (cordon serve) and ends its workers itself, as the workers ignore them too.
+// them (cordon serve) and ends its children itself, as the process host's workers ignore them too.
 for (const signal of ["SIGINT", "SIGHUP"] as const) process.on(signal, () => {});
 
 function tell(message: FromSpawner, handle?: unknown): void {
@@ -30,7 +30,8 @@ function start(request: Extract<ToSpawner, { t: "spawn" }>): void {
     child = spawn(request.command, request.args, {
       cwd: request.cwd,
       env: request.env,
-      stdio: ["pipe", "pipe", "inherit"],
+      stdio: request.stdio,
+      detached: request.detached,
     });
   } catch (error) {
     tell({ t: "error", id: request.id, message: String((error as Error)?.message ?? error) });
@@ -39,12 +40,17 @@ function start(request: Extract<ToSpawner, { t: "spawn" }>): void {
   child.on("error", (error) => {
     if (children.delete(request.id)) tell({ t: "error", id: request.id, message: error.message });
   });
-  if (child.pid === undefined || !child.stdin || !child.stdout) return; // "error" follows
+  if (child.pid === undefined) {
+    children.set(request.id, child); // "error" follows
+    return;
+  }
   children.set(request.id, child);
-  // Sent, the handles are closed here (keepOpen is false): the pipes are the host's alone, so
-  // the worker sees end of file on stdin when the host goes, as a directly spawned one does.
-  tell({ t: "stdin", id: request.id }, child.stdin);
-  tell({ t: "stdout", id: request.id, pid: child.pid }, child.stdout);
+  // Sent, a handle is closed here (keepOpen is false): the pipes are the host's alone, so a
+  // process host worker sees end of file on stdin when the host goes, as one spawned there does.
+  request.stdio.forEach((kind, fd) => {
+    if (kind === "pipe" && child.stdio[fd]) tell({ t: "pipe", id: request.id, fd }, child.stdio[fd]);
+  });
+  tell({ t: "started", id: request.id, pid: child.pid });
   child.on("exit", (code, signal) => {
     if (children.delete(request.id)) tell({ t: "exit", id: request.id, code, signal });
   });
@@ -55,7 +61,7 @@ process.on("message", (message: ToSpawner) => {
   else if (message?.t === "kill") children.get(message.id)?.kill("SIGKILL");
 });
 
-// The host is gone (or done with it): so are the workers, at once.
+// The host is gone (or done with it): so are the children, at once.
 process.on("disconnect", () => {
   for (const child of children.values()) child.kill("SIGKILL");
   process.exit(0);

@@ -1,54 +1,69 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, type StdioOptions, spawn } from "node:child_process";
 import type { Socket } from "node:net";
-import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
-import { DirectChild, type WorkerChild } from "./worker-child.js";
+import { DirectChild, type SpawnedChild, type StdioKind } from "./spawned-child.js";
 
 /**
- * Worker processes started off the host's event loop. Node's spawn forks the calling process
- * (libuv on Linux), and a fork copies the caller's page tables while its loop waits: 7–23 ms
- * from a host of 66 MB resident, 18–39 ms from one of 484 MB (measured), for every worker the
- * pool starts, replaces or recycles, while every other run and call waits. A small helper
- * process (spawner-main.ts) does the spawning instead: the host sends it a request over an IPC
- * channel and gets the worker's stdin and stdout back as handles, so the worker's pipes are the
- * host's as before and its frames never pass through the helper. The helper forks only itself
- * (a few MB of page tables). It is shared by every pool in this process, started with the first,
- * and ends when the last is disposed and its workers have exited.
+ * Child processes (the process host's workers, the deno engine's processes) started off the
+ * host's event loop. Node's spawn forks the calling process (libuv on Linux), and a fork copies
+ * the caller's page tables while its loop waits: 7–23 ms from a host of 66 MB resident, 18–39 ms
+ * from one of 484 MB (measured), for every child started, replaced or recycled, while every
+ * other run and call waits. A small helper process (spawner-main.ts) does the spawning instead:
+ * the host sends it a request over an IPC channel and gets the child's pipes back as handles, so
+ * they are the host's as before and nothing the child writes passes through the helper. The
+ * helper forks only itself (a few MB of page tables). It is shared by every user in this
+ * process, started with the first, and ends when the last is done and its children have exited.
  *
- * Until the helper has said it is ready (and if it cannot run), workers are spawned directly,
- * as before: the pool's first workers are, while the helper starts beside them.
+ * Until the helper has said it is ready (and if it cannot run), children are spawned directly,
+ * as before: a pool's first workers are, while the helper starts beside them.
  */
 
-/** The helper's entry runs from dist/, as the worker's does. */
-const SPAWNER_MAIN = fileURLToPath(new URL("../../../dist/hosts/process/spawner-main.js", import.meta.url));
+/** The helper's entry runs from dist/, as the process host's worker does. */
+const SPAWNER_MAIN = fileURLToPath(new URL("../../dist/core/spawner-main.js", import.meta.url));
 
 /** After this many unexpected exits of the helper, this process spawns directly from then on. */
 const MAX_HELPER_FAILURES = 3;
 
 export type ToSpawner =
-  | { t: "spawn"; id: number; command: string; args: string[]; cwd: string; env: Record<string, string> }
+  | {
+      t: "spawn";
+      id: number;
+      command: string;
+      args: string[];
+      cwd: string;
+      env: Record<string, string>;
+      stdio: StdioKind[];
+      detached: boolean;
+    }
   | { t: "kill"; id: number };
 
 export type FromSpawner =
   | { t: "ready" }
-  /** Sent with the worker's stdin as the handle. */
-  | { t: "stdin"; id: number }
-  /** Sent with the worker's stdout as the handle. */
-  | { t: "stdout"; id: number; pid: number }
+  /** Sent with the child's pipe at descriptor `fd` as the handle, one for each piped descriptor. */
+  | { t: "pipe"; id: number; fd: number }
+  /** After its pipes. */
+  | { t: "started"; id: number; pid: number }
   | { t: "error"; id: number; message: string }
   | { t: "exit"; id: number; code: number | null; signal: NodeJS.Signals | null };
 
 export interface SpawnOptions {
   cwd: string;
   env: Record<string, string>;
+  stdio: StdioKind[];
+  /** A process group of its own. */
+  detached?: boolean;
+  /**
+   * `stdio` for a direct spawn, when it differs: the helper closed what this process inherited,
+   * a child of this process needs them covered (core/inherited-fds.ts's withoutInherited).
+   */
+  directStdio?: StdioOptions;
 }
 
-/** A worker the helper started for this process: its pipes and its exit arrive over the channel. */
-class RemoteChild implements WorkerChild {
+/** A child the helper started for this process: its pid, pipes and exit arrive over the channel. */
+class RemoteChild implements SpawnedChild {
   pid = 0;
-  private stdin: Socket | undefined;
-  private stdout: Socket | undefined;
-  private pipesListener: ((stdin: Writable, stdout: Readable) => void) | undefined;
+  private readonly pipes: (Socket | undefined)[] = [];
+  private readonly startedListeners: ((pid: number, pipes: readonly (Socket | undefined)[]) => void)[] = [];
   private readonly exitListeners: ((code: number | null, signal: NodeJS.Signals | null) => void)[] = [];
   private readonly errorListeners: ((error: Error) => void)[] = [];
   held = true;
@@ -59,9 +74,9 @@ class RemoteChild implements WorkerChild {
     readonly id: number,
   ) {}
 
-  onPipes(ready: (stdin: Writable, stdout: Readable) => void): void {
-    if (this.stdin && this.stdout) ready(this.stdin, this.stdout);
-    else this.pipesListener = ready;
+  onStarted(started: (pid: number, pipes: readonly (Socket | undefined)[]) => void): void {
+    if (this.pid) started(this.pid, this.pipes);
+    else this.startedListeners.push(started);
   }
 
   onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void {
@@ -83,7 +98,7 @@ class RemoteChild implements WorkerChild {
   }
 
   private holdPipes(): void {
-    for (const pipe of [this.stdin, this.stdout]) {
+    for (const pipe of this.pipes) {
       if (!pipe) continue;
       if (this.held) pipe.ref();
       else pipe.unref();
@@ -92,16 +107,14 @@ class RemoteChild implements WorkerChild {
 
   // ---- from the helper ------------------------------------------------------------------------
 
-  gotStdin(stdin: Socket): void {
-    this.stdin = stdin;
+  gotPipe(fd: number, pipe: Socket): void {
+    this.pipes[fd] = pipe;
   }
 
-  gotStdout(stdout: Socket, pid: number): void {
-    this.stdout = stdout;
+  started(pid: number): void {
     this.pid = pid;
     this.holdPipes();
-    if (this.stdin) this.pipesListener?.(this.stdin, stdout);
-    this.pipesListener = undefined;
+    for (const listener of this.startedListeners.splice(0)) listener(pid, this.pipes);
   }
 
   exited(code: number | null, signal: NodeJS.Signals | null): void {
@@ -117,7 +130,7 @@ class RemoteChild implements WorkerChild {
   }
 }
 
-/** The helper process and the workers it started for this process. */
+/** The helper process and the children it started for this process. */
 class Helper {
   ready = false;
   /** Settles with the helper's pid once it is ready, or undefined if it goes first. */
@@ -131,8 +144,8 @@ class Helper {
     this.started = new Promise((resolve) => {
       this.settleStarted = resolve;
     });
-    // No environment (the worker's is sent with each request), nothing on stdin or stdout; its
-    // stderr, and so the workers', is the host's, as a directly spawned worker's is.
+    // No environment (each child's is sent with its request), nothing on stdin or stdout; its
+    // stderr, and so its children's where they inherit it, is the host's, as when spawned here.
     this.process = spawn(process.execPath, ["--no-node-snapshot", SPAWNER_MAIN], {
       env: {},
       stdio: ["ignore", "ignore", "inherit", "ipc"],
@@ -149,7 +162,8 @@ class Helper {
   spawn(command: string, args: string[], options: SpawnOptions): RemoteChild {
     const child = new RemoteChild(this, ++this.nextId);
     this.children.set(child.id, child);
-    this.send({ t: "spawn", id: child.id, command, args, cwd: options.cwd, env: options.env });
+    const { cwd, env, stdio, detached = false } = options;
+    this.send({ t: "spawn", id: child.id, command, args, cwd, env, stdio, detached });
     this.holdChanged();
     return child;
   }
@@ -162,9 +176,12 @@ class Helper {
     return this.children.size === 0;
   }
 
-  /** Keep the event loop alive while a worker it started is held, or while it starts. */
+  /**
+   * Keep the event loop alive while a child it started is held, and only then: not while the
+   * helper itself starts (one that never became ready would keep a finished host from exiting).
+   */
   holdChanged(): void {
-    let held = !this.ready;
+    let held = false;
     for (const child of this.children.values()) held ||= child.held;
     const channel = this.process.channel as { ref(): void; unref(): void } | undefined | null;
     if (held) {
@@ -176,7 +193,7 @@ class Helper {
     }
   }
 
-  /** End the helper (its workers have exited): it exits when its channel closes. */
+  /** End the helper (its children have exited): it exits when its channel closes. */
   end(): void {
     this.ending = true;
     if (this.process.connected) this.process.disconnect();
@@ -195,11 +212,11 @@ class Helper {
       return;
     }
     switch (message.t) {
-      case "stdin":
-        if (handle) child.gotStdin(handle);
+      case "pipe":
+        if (handle) child.gotPipe(message.fd, handle);
         return;
-      case "stdout":
-        if (handle) child.gotStdout(handle, message.pid);
+      case "started":
+        child.started(message.pid);
         return;
       case "error":
         this.children.delete(child.id);
@@ -214,8 +231,8 @@ class Helper {
   }
 
   /**
-   * The helper is gone: its workers' exits would never be reported. Each is killed here (its
-   * pipes are still open, so it has not been reaped and its pid is its own) and reported killed.
+   * The helper is gone: its children's exits would never be reported. Each is killed here (the
+   * helper had not reported its exit, so had not reaped it: its pid is its own) and reported killed.
    */
   private gone(unexpected: boolean): void {
     if (this.over) return;
@@ -228,7 +245,7 @@ class Helper {
           process.kill(child.pid, "SIGKILL");
         } catch {}
         child.exited(null, "SIGKILL");
-      } else child.failed(new Error("the spawner process exited before the worker started"));
+      } else child.failed(new Error("the spawner process exited before the child started"));
     }
     this.children.clear();
     this.onGone(this, unexpected);
@@ -239,7 +256,7 @@ let helper: Helper | undefined;
 let users = 0;
 let failures = 0;
 
-/** A pool starts using the helper (starting it if none runs): call `releaseSpawner` when disposed. */
+/** A pool or engine starts using the helper (starting it if none runs): call `releaseSpawner` when disposed. */
 export function useSpawner(): void {
   users++;
   startHelper();
@@ -267,7 +284,7 @@ export function spawnerReady(): Promise<number | undefined> {
   return helper ? helper.started : Promise.resolve(undefined);
 }
 
-/** A pool is done with the helper: the last one ends it once its workers have exited. */
+/** A user is done with the helper: the last one ends it once its children have exited. */
 export function releaseSpawner(): void {
   users = Math.max(0, users - 1);
   endIfUnused();
@@ -280,16 +297,17 @@ function endIfUnused(): void {
 }
 
 /**
- * Start `command` with its stdin and stdout piped and stderr the host's: through the helper when
- * it is ready, else here (a fork of this process, as node:child_process does).
+ * Start `command`: through the helper when it is ready, else here (a fork of this process, as
+ * node:child_process does). Call `useSpawner` first (and `releaseSpawner` when done) to have one.
  */
-export function spawnChild(command: string, args: string[], options: SpawnOptions): WorkerChild {
+export function spawnChild(command: string, args: string[], options: SpawnOptions): SpawnedChild {
   if (helper?.ready) {
     const child = helper.spawn(command, args, options);
-    // The last pool may have been disposed while this worker lived: the helper goes after it.
+    // The last user may have been disposed while this child lived: the helper goes after it.
     child.onExit(() => setImmediate(endIfUnused));
     child.onError(() => setImmediate(endIfUnused));
     return child;
   }
-  return new DirectChild(spawn(command, args, { ...options, stdio: ["pipe", "pipe", "inherit"] }));
+  const { cwd, env, stdio, detached = false, directStdio } = options;
+  return new DirectChild(spawn(command, args, { cwd, env, detached, stdio: directStdio ?? stdio }));
 }
