@@ -231,8 +231,10 @@ class Helper {
   }
 
   /**
-   * The helper is gone: its children's exits would never be reported. Each is killed here (the
-   * helper had not reported its exit, so had not reaped it: its pid is its own) and reported killed.
+   * The helper is gone: its children's exits would never be reported. Each is killed here and
+   * reported killed. Its pid is its own unless its exit was on its way when the helper died and
+   * the pid was reused in that instant; a child the helper started whose pid had not arrived
+   * ends by itself (a worker reads end of file on stdin, a Deno process gets its parent-death signal).
    */
   private gone(unexpected: boolean): void {
     if (this.over) return;
