@@ -176,4 +176,24 @@ async function benchWorkerStarts(quick) {
   console.log(
     `  cordon, ${starts} workers replaced through its spawner: loop delay p99 ${ms(delay.percentile(99))} ms, max ${ms(delay.max)} ms`,
   );
+
+  // Recycling: a worker's successor starts in its last tenth of runs (pool.ts), so the run after
+  // its last finds a started worker (it waited ~0.5 s for one before). Runs paced 120 ms apart,
+  // beside the same runs on a pool that never recycles.
+  const paced = quick ? 100 : 300;
+  const recycling = await createSandbox({ engine: "v8", host: "process", workers: { maxRunsPerWorker: 50 } });
+  const steady = await createSandbox({ engine: "v8", host: "process" });
+  await recycling.run({ code: "export default 0" });
+  await steady.run({ code: "export default 0" });
+  await new Promise((r) => setTimeout(r, 1000));
+  const [recycled, kept] = await sampleInterleaved(
+    paced,
+    [() => recycling.run({ code: "export default () => 1" }), () => steady.run({ code: "export default () => 1" })],
+    { gapMs: 60 },
+  );
+  await recycling.dispose();
+  await steady.dispose();
+  report("one-off, paced, never recycled", kept);
+  report("one-off, paced, recycled every 50 runs", recycled, kept, { vs: "never recycled" });
+  console.log(`  longest: never recycled ${kept.at(-1).toFixed(1)} ms, recycled every 50 runs ${recycled.at(-1).toFixed(1)} ms`);
 }
