@@ -7,6 +7,7 @@ import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
+import { hostWire } from "./core/fetch-wire.js";
 import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
@@ -39,6 +40,11 @@ import {
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
 
 /** Where a run's input bodies are, as errors name it. */
+// Node loads its fetch implementation (undici) on the wire's first touch of the fetch globals,
+// and the load installs a global dispatcher symbol: here, at import, not in the middle of a run.
+// (A process host worker, which never imports this, does without it: core/fetch-wire.ts.)
+hostWire();
+
 const INPUT = "in the run's input";
 
 type ConcreteEngine = Exclude<EngineName, "auto">;

@@ -276,12 +276,25 @@ export function createFetchWire(): FetchWire {
   };
 }
 
-// Node loads its fetch implementation (undici) on first touch of these globals, and that load
-// installs a global dispatcher symbol. Touch them at import, not in the middle of a run.
-const hostWire = createFetchWire();
+let madeHostWire: FetchWire | undefined;
 
-/** The host's wire (see createFetchWire). */
-export const readBodies = hostWire.readBodies;
-export const takeBody = hostWire.takeBody;
-export const needsBodies = hostWire.needsBodies;
-export const hostFetchExtension: CodecExtension = hostWire.extension;
+/**
+ * The host's wire (see createFetchWire), made on first use. It reads the Request, Response and
+ * Headers globals, and Node loads its fetch implementation (undici, and with it http, tls, http2
+ * and zlib) on the first touch: 54 ms of every process host worker's start (profiled), a worker
+ * that needs none of it unless it encodes a class instance the codec does not know. The sandbox
+ * makes it at import (sandbox.ts): the load installs a global dispatcher symbol, which must not
+ * happen in the middle of a run.
+ */
+export function hostWire(): FetchWire {
+  madeHostWire ??= createFetchWire();
+  return madeHostWire;
+}
+
+export const readBodies: FetchWire["readBodies"] = (values, bounds) => hostWire().readBodies(values, bounds);
+export const takeBody: FetchWire["takeBody"] = (message) => hostWire().takeBody(message);
+export const needsBodies: FetchWire["needsBodies"] = (values) => hostWire().needsBodies(values);
+export const hostFetchExtension: CodecExtension = {
+  encode: (value) => hostWire().extension.encode(value),
+  decode: (tagged, revive) => hostWire().extension.decode(tagged, revive),
+};
