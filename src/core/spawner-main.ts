@@ -37,14 +37,11 @@ function start(request: Extract<ToSpawner, { t: "spawn" }>): void {
     tell({ t: "error", id: request.id, message: String((error as Error)?.message ?? error) });
     return;
   }
+  children.set(request.id, child);
   child.on("error", (error) => {
     if (children.delete(request.id)) tell({ t: "error", id: request.id, message: error.message });
   });
-  if (child.pid === undefined) {
-    children.set(request.id, child); // "error" follows
-    return;
-  }
-  children.set(request.id, child);
+  if (child.pid === undefined) return; // "error" follows
   // Sent, a handle is closed here (keepOpen is false): the pipes are the host's alone, so a
   // process host worker sees end of file on stdin when the host goes, as one spawned there does.
   request.stdio.forEach((kind, fd) => {

@@ -258,10 +258,20 @@ let helper: Helper | undefined;
 let users = 0;
 let failures = 0;
 
-/** A pool or engine starts using the helper (starting it if none runs): call `releaseSpawner` when disposed. */
-export function useSpawner(): void {
+/**
+ * A pool or engine starts using the helper (starting it if none runs). Call the function returned
+ * when done (disposed); calls after the first do nothing, so a second dispose releases no one else's use.
+ */
+export function useSpawner(): () => void {
   users++;
   startHelper();
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    users--;
+    endIfUnused();
+  };
 }
 
 function startHelper(): void {
@@ -286,12 +296,7 @@ export function spawnerReady(): Promise<number | undefined> {
   return helper ? helper.started : Promise.resolve(undefined);
 }
 
-/** A user is done with the helper: the last one ends it once its children have exited. */
-export function releaseSpawner(): void {
-  users = Math.max(0, users - 1);
-  endIfUnused();
-}
-
+/** The last user gone, the helper ends once its children have exited. */
 function endIfUnused(): void {
   if (users > 0 || !helper || !helper.idle) return;
   helper.end();
@@ -300,7 +305,7 @@ function endIfUnused(): void {
 
 /**
  * Start `command`: through the helper when it is ready, else here (a fork of this process, as
- * node:child_process does). Call `useSpawner` first (and `releaseSpawner` when done) to have one.
+ * node:child_process does). Call `useSpawner` first (and its release when done) to have one.
  */
 export function spawnChild(command: string, args: string[], options: SpawnOptions): SpawnedChild {
   if (helper?.ready) {

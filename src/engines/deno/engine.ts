@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Engine, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
-import { releaseSpawner, useSpawner } from "../../core/spawner.js";
+import { useSpawner } from "../../core/spawner.js";
 import { CordonError } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { Residency } from "../../core/residency.js";
@@ -64,7 +64,8 @@ export class DenoEngine implements Engine {
   /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
   private readonly running = new RunningExecutions();
   private disposed = false;
-  private spawnerReleased = false;
+  /** This engine's use of the spawner process, released when it is disposed. */
+  private readonly releaseSpawner: () => void;
   /** Started with the first process; Deno fetches remote modules and npm packages through it. */
   private importProxy: Promise<ImportProxy> | undefined;
 
@@ -82,7 +83,7 @@ export class DenoEngine implements Engine {
     });
     // Deno processes start through the spawner process once it is ready: a fork of this process
     // per function start would block its event loop (core/spawner.ts).
-    useSpawner();
+    this.releaseSpawner = useSpawner();
   }
 
   private async create(memoryMb: number, importHosts: readonly string[]): Promise<DenoInstance> {
@@ -257,8 +258,7 @@ export class DenoEngine implements Engine {
       (proxy) => proxy.close(),
       () => {},
     );
-    if (!this.spawnerReleased) releaseSpawner();
-    this.spawnerReleased = true;
+    this.releaseSpawner();
   }
 }
 

@@ -30,6 +30,8 @@ export const DENO_DEFAULT_IMPORT_HOSTS = [
 /** The V8 heap beyond the guest's memory that Deno and the bootstrap need (its Node builtins included). */
 export const RUNTIME_HEAP_MB = 24;
 const START_TIMEOUT_MS = 20_000;
+/** stdin, stdout, stderr of a Deno process: its frames cross FIFOs instead (see DenoProcess's `input`). */
+const DENO_STDIO: ("ignore" | "pipe")[] = ["ignore", "pipe", "pipe"];
 const CLOCK_TICK_NS = 10_000_000n;
 
 export interface DenoProcessOptions {
@@ -173,10 +175,10 @@ export class DenoProcess {
       // proxy's address with this process's credentials.
       env: { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1", ...options.importGrant?.env },
       // stdin is /dev/null: see `input`.
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: DENO_STDIO,
       // Spawned here, the host's inherited descriptors get /dev/null: Deno cannot close them
       // (core/inherited-fds.ts). The spawner process closed its own.
-      directStdio: withoutInherited(["ignore", "pipe", "pipe"]),
+      directStdio: withoutInherited(DENO_STDIO),
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
       // it mid-run while the host drains. It still dies with its parent (pdeathsig, or its input's
       // end): the host, or the spawner process, which ends its children when the host goes.

@@ -2,7 +2,7 @@ import { CordonError } from "../../core/errors.js";
 import type { EngineName } from "../../core/types.js";
 import { watchdogAvailable } from "./rss.js";
 import { rssBudget } from "./rss-budget.js";
-import { releaseSpawner, useSpawner } from "../../core/spawner.js";
+import { useSpawner } from "../../core/spawner.js";
 import { StartBackoff } from "./start-backoff.js";
 import { WorkerProcess } from "./worker.js";
 import type { WorkerConfig } from "./worker-main.js";
@@ -38,7 +38,8 @@ export class WorkerPool {
   private readonly watchdog: NodeJS.Timeout;
   private readonly lifecycle: NodeJS.Timeout;
   private disposed = false;
-  private spawnerReleased = false;
+  /** This pool's use of the spawner process, released when it is disposed. */
+  private readonly releaseSpawner: () => void;
   /** Why the last worker could not be started. */
   private startError = "";
   private readonly backoff = new StartBackoff();
@@ -64,7 +65,7 @@ export class WorkerPool {
     this.lifecycle.unref();
     // Started beside the first workers (spawned here until it is ready): later ones, replacements
     // and recycled ones, start without blocking this process's event loop.
-    useSpawner();
+    this.releaseSpawner = useSpawner();
     for (let i = 0; i < options.min; i++) this.spawn("");
   }
 
@@ -115,8 +116,7 @@ export class WorkerPool {
     );
     await Promise.all(ending);
     this.workers.length = 0;
-    if (!this.spawnerReleased) releaseSpawner();
-    this.spawnerReleased = true;
+    this.releaseSpawner();
   }
 
   /**
