@@ -1,6 +1,7 @@
 import { performance } from "node:perf_hooks";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  allowPollingPauses,
   inBackground,
   pollForRequests,
   pollUntilSettled,
@@ -28,6 +29,30 @@ async function utilization(work: () => Promise<unknown>): Promise<number> {
   return performance.eventLoopUtilization(before).utilization;
 }
 
+/**
+ * The lowest utilization of up to three tries of `measure` (each sets up and measures one window),
+ * stopping at the first below `bound`. A loop that polls reads > 0.9 every time, so this
+ * still fails it; a loaded machine's collection or the runner's messages rarely spoil three windows
+ * (one in 3,412 tests did once: 0.461).
+ */
+async function leastOfThree(measure: () => Promise<number>, bound = NOT_POLLING): Promise<number> {
+  let least = 1;
+  for (let i = 0; i < 3 && least >= bound; i++) least = Math.min(least, await measure());
+  return least;
+}
+
+/** The highest of up to three tries, stopping at the first above `bound`: a loop that never polls reads near 0 every time. */
+async function mostOfThree(measure: () => Promise<number>, bound: number): Promise<number> {
+  let most = 0;
+  for (let i = 0; i < 3 && most <= bound; i++) most = Math.max(most, await measure());
+  return most;
+}
+
+// These tests are of when the loop polls; pausing after lost windows (busy-poll-lost-core.test.ts)
+// would take polling away on a loaded machine (a window read 0.009 where it should have polled).
+beforeAll(() => allowPollingPauses(false));
+afterAll(() => allowPollingPauses(true));
+
 /** Start a stream: an answer that settled just now. */
 async function inStream(): Promise<void> {
   await pollUntilSettled(Promise.resolve(), 30);
@@ -51,39 +76,51 @@ describe("busy-polling the event loop", () => {
   });
 
   it("does not poll for the first answer after a pause", async () => {
-    await sleep(60);
-    const busy = await utilization(() => pollUntilSettled(answerAfter(40), 30));
+    const busy = await leastOfThree(async () => {
+      await sleep(60);
+      return utilization(() => pollUntilSettled(answerAfter(40), 30));
+    });
     expect(busy).toBeLessThan(NOT_POLLING);
   });
 
   it("polls at most the window, not the whole wait", async () => {
-    await inStream();
-    const busy = await utilization(() => pollUntilSettled(answerAfter(150), 15));
+    const busy = await leastOfThree(async () => {
+      await inStream();
+      return utilization(() => pollUntilSettled(answerAfter(150), 15));
+    }, 0.35);
     expect(busy).toBeLessThan(0.35);
   });
 
   it("does not poll while several answers are due", async () => {
-    await inStream();
-    const busy = await utilization(() =>
-      Promise.all([pollUntilSettled(answerAfter(40), 30), pollUntilSettled(answerAfter(40), 30)]),
-    );
+    const busy = await leastOfThree(async () => {
+      await inStream();
+      return utilization(() => Promise.all([pollUntilSettled(answerAfter(40), 30), pollUntilSettled(answerAfter(40), 30)]));
+    });
     expect(busy).toBeLessThan(NOT_POLLING);
   });
 
   it("does not poll while background work (a spare in the making) is under way", async () => {
-    await inStream();
-    const background = inBackground(answerAfter(60));
-    const busy = await utilization(() => pollUntilSettled(answerAfter(40), 30));
-    await background;
+    const busy = await leastOfThree(async () => {
+      await inStream();
+      const background = inBackground(answerAfter(60));
+      const busy = await utilization(() => pollUntilSettled(answerAfter(40), 30));
+      await background;
+      return busy;
+    });
     expect(busy).toBeLessThan(NOT_POLLING);
   });
 
   it("with a window of 0 it never polls, and a rejected answer still counts as settled", async () => {
-    await inStream();
-    expect(await utilization(() => pollUntilSettled(answerAfter(40), 0))).toBeLessThan(NOT_POLLING);
+    const unpolled = await leastOfThree(async () => {
+      await inStream();
+      return utilization(() => pollUntilSettled(answerAfter(40), 0));
+    });
+    expect(unpolled).toBeLessThan(NOT_POLLING);
     await expect(pollUntilSettled(Promise.reject(new Error("gone")), 30)).rejects.toThrow("gone");
-    // The rejection settled its wait: the next lone answer in the stream is polled for again.
-    expect(await utilization(() => pollUntilSettled(answerAfter(40), 30))).toBeGreaterThan(0.4);
+    // The rejection settled its wait: the next lone answer in the stream is polled for again (a
+    // wait left unsettled would count as a second answer due, and no later one would be polled).
+    const polled = await mostOfThree(() => utilization(() => pollUntilSettled(answerAfter(40), 30)), 0.4);
+    expect(polled).toBeGreaterThan(0.4);
   });
 });
 
