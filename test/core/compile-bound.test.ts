@@ -2,7 +2,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterAll, describe, expect, it } from "vitest";
 import { normalizeSource } from "../../src/core/source.js";
-import { compactGuestRuntimeScript } from "../../src/engines/guest/bundle.js";
+import { compactGuestRuntimeScript } from "../../src/engines/guest/compact-runtime.js";
 import { createSandbox, type Sandbox } from "../../src/index.js";
 import { SECRET, startExecutor } from "../executor/helpers.js";
 import { esbuildServices } from "../helpers/processes.js";

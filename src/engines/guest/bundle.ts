@@ -1,4 +1,3 @@
-import { withEsbuild } from "../../core/esbuild-calls.js";
 import { codecSource } from "../../core/codec.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
@@ -91,43 +90,4 @@ Object.defineProperty(g, "__cordon_entry", { value: internals.entry, writable: f
 return internals;
 })()`;
   return cached;
-}
-
-let compact: Promise<string> | undefined;
-
-/**
- * The same script minified, for QuickJS: it compiles a script whole, every function body, on
- * every instance (V8 compiles lazily and reuses its code cache). Compiling is nearly all of a
- * QuickJS instance's start: measured here, the 113 KB script took 16–18 ms per instance and the
- * 44 KB minified one 9–10 ms. `keepNames` keeps the names guest code can read (`fetch.name`,
- * `URL.name`); the filename stack traces are stripped by stays the same.
- */
-export function compactGuestRuntimeScript(): Promise<string> {
-  if (!compact) {
-    const made = withEsbuild({
-      kind: "transform",
-      code: guestRuntimeScript(),
-      options: { loader: "js", minify: true, keepNames: true, logLevel: "silent" },
-    }).then((out) => enclosed(out.code));
-    compact = made;
-    // A failure is not kept: the next instance tries again.
-    made.catch(() => {
-      if (compact === made) compact = undefined;
-    });
-  }
-  return compact;
-}
-
-/**
- * esbuild puts its `keepNames` helpers (`var a=Object.defineProperty;var b=(f,n)=>a(f,"name",…)`)
- * before the runtime's function, at the script's top level, where they became writable guest
- * globals the runtime then called: a guest that replaced one received the encoder's inner
- * functions. They go inside a function of their own, which returns what the runtime returns.
- */
-function enclosed(code: string): string {
-  const start = code.indexOf('(function(){"use strict";');
-  if (start < 0) throw new Error("cordon: the minified guest runtime has an unexpected shape");
-  const helpers = code.slice(0, start);
-  const runtime = code.slice(start).trimEnd().replace(/;$/, "");
-  return `(function(){${helpers}return ${runtime}})()`;
 }
