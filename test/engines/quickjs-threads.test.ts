@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CONTROL_BYTES } from "../../src/engines/quickjs/protocol.js";
-import { QuickJSThreads } from "../../src/engines/quickjs/threads.js";
+import { type QuickJSThread, QuickJSThreads } from "../../src/engines/quickjs/threads.js";
 import { type Sandbox, createSandbox } from "../../src/index.js";
 
 /**
@@ -123,6 +123,65 @@ describe("quickjs: a stalled thread that answers again", () => {
       const next = await threads.pick();
       expect(next.alive).toBe(true);
       expect(threads.count).toBe(1);
+    } finally {
+      await threads.dispose();
+    }
+  }, 20_000);
+});
+
+describe("quickjs: one template per engine", () => {
+  /** Create instance `id` on `thread` and run a module whose default export returns `expression`: its value. */
+  async function runOn(thread: QuickJSThread, id: number, expression: string): Promise<unknown> {
+    let outcome: (text: string) => void = () => {};
+    const done = new Promise<string>((resolve) => {
+      outcome = resolve;
+    });
+    thread.attach(id, {
+      onMessage: (message) => {
+        if (message.t === "done") outcome(message.text);
+      },
+      onLost: (reason) => outcome(`lost: ${reason}`),
+    });
+    await thread.request({ t: "create", id, memoryMb: 64, control: new SharedArrayBuffer(CONTROL_BYTES), warmUp: false });
+    thread.post({
+      t: "evaluate",
+      id,
+      bindingsText: null,
+      mode: "run",
+      inputText: '{"$":"u"}',
+      caps: [1 << 24, 1000, 1 << 20, 1 << 24],
+      // The script form of `export default () => <expression>`.
+      script: { code: `(h) => ({ default: () => ${expression} })`, filename: "<guest>" },
+    });
+    const text = await done;
+    thread.post({ t: "dispose", id });
+    thread.detach(id);
+    return (JSON.parse(text) as { v: unknown }).v;
+  }
+
+  // why: each thread booted its own template (~0.5 s of a core here, mostly page faults reading
+  // 16 MB memories), and the two an engine starts with did so at once, each slowing the other.
+  it("instances wait for the first thread's template, and threads started later copy from it", async () => {
+    const threads = new QuickJSThreads(0, 2);
+    try {
+      const first = await threads.pick();
+      const firstRun = runOn(first, 1, "Math.random()");
+      expect(first.makingTemplate).toBe(true);
+      // Not a second thread making a second template meanwhile.
+      expect(await threads.pick()).toBe(first);
+      expect(threads.count).toBe(1);
+      const drawn = [Number(await firstRun)];
+      expect(first.makingTemplate).toBe(false);
+      const second = await threads.pick();
+      expect(second).not.toBe(first);
+      expect(second.startedWithTemplate).toBe(true);
+      // Copies on both threads run guest code and draw numbers of their own.
+      for (let id = 2; id < 6; id++) drawn.push(Number(await runOn(id % 2 ? first : second, id, "Math.random()")));
+      expect(drawn.every((n) => n >= 0 && n < 1)).toBe(true);
+      expect(new Set(drawn).size).toBe(drawn.length);
+      expect(await runOn(second, 6, "[1, 2, 3].map((n) => n * 2).join()")).toBe("2,4,6");
+      // The second thread made none of its own.
+      expect(threads.templatesMade).toBe(1);
     } finally {
       await threads.dispose();
     }

@@ -1,5 +1,6 @@
 import type { RunMode } from "../../core/engine.js";
 import type { RuntimeCaps } from "../instance.js";
+import type { QuickJSTemplate } from "./worker-instances.js";
 
 /**
  * Messages between the host and a QuickJS worker thread. Every message names the instance
@@ -45,6 +46,8 @@ export type ToWorker =
 
 export type FromWorker =
   | { t: "reply"; id: number; seq: number; value?: unknown; error?: string }
+  /** The template this thread made, sent before its first reply (worker-instances.ts). */
+  | { t: "template"; id: 0; template: QuickJSTemplate }
   | { t: "log"; id: number; level: string; message: string; index?: number }
   | { t: "call"; id: number; callId: number; fnId: number; argsText: string }
   /** A crossing's timer changes, as pairs: timer id, delay in ms (negative: cancelled). */

@@ -11,7 +11,7 @@ import type { FromWorker, ToWorker } from "./protocol.js";
 import { memorySnapshots } from "./memory-snapshot.js";
 import { installSeededRandom } from "./seeded-random.js";
 import { quickjsCrossings } from "./worker-crossing.js";
-import { quickjsInstances } from "./worker-instances.js";
+import { type QuickJSTemplate, quickjsInstances } from "./worker-instances.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 
 /** QuickJS's own stack limit for guest code. */
@@ -25,6 +25,8 @@ export interface ThreadEvents {
   exit(thread: QuickJSThread): void;
   /** It answered every stop sent to it: no longer stalled. */
   answered(thread: QuickJSThread): void;
+  /** It made the process's first template (see QuickJSThreads.pick). */
+  template(template: QuickJSTemplate): void;
 }
 
 export interface ThreadListener {
@@ -44,6 +46,9 @@ export class QuickJSThread {
   private unanswered = 0;
   /** One thread too many (see QuickJSThreads.rebalance): given no new instances, ended once idle. */
   private retiring = false;
+  /** It has answered a request: from then on guests may have run on it, and it is not believed about templates. */
+  private replied = false;
+  private readonly givenTemplate: boolean;
 
   constructor(
     data: QuickJSWorkerData,
@@ -53,6 +58,7 @@ export class QuickJSThread {
     // The worker's source is evaluated as CommonJS (it needs `require`), so it gets none of the
     // host's node flags: an --input-type=module would make it an ES module (and some flags, like
     // --no-node-snapshot, are refused in workers). QuickJS needs none of them.
+    this.givenTemplate = data.template !== undefined;
     this.worker = new Worker(`(${quickjsWorkerMain.toString()})(require)`, { eval: true, workerData: data, execArgv: [] });
     this.worker.on("message", (message: FromWorker) => this.route(message));
     this.worker.on("error", (error) => this.lost(`the QuickJS worker failed: ${error.message}`));
@@ -77,6 +83,16 @@ export class QuickJSThread {
    */
   get stalled(): boolean {
     return this.unanswered > 0;
+  }
+
+  /** Whether it was started with the template an earlier thread made. */
+  get startedWithTemplate(): boolean {
+    return this.givenTemplate;
+  }
+
+  /** Started without a template and still making one (its first instance waits for it). */
+  get makingTemplate(): boolean {
+    return !this.givenTemplate && !this.replied && !this.dead;
   }
 
   /** Alive, answering and not retiring: a thread new instances may go to. */
@@ -147,7 +163,14 @@ export class QuickJSThread {
   }
 
   private route(message: FromWorker): void {
+    if (message.t === "template") {
+      // Sent before the thread's first reply, when no guest has run on it. Later, it could only
+      // come from a guest that escaped QuickJS into this thread: it would reach every thread started after.
+      if (!this.replied) this.events.template(message.template);
+      return;
+    }
     if (message.t === "reply") {
+      this.replied = true;
       const waiting = this.replies.get(message.seq);
       if (!waiting) return;
       this.replies.delete(message.seq);
@@ -173,6 +196,10 @@ export class QuickJSThread {
 export class QuickJSThreads {
   private readonly threads: QuickJSThread[] = [];
   private data: QuickJSWorkerData | undefined;
+  /** The first template a thread of this engine made: threads started later copy from it. */
+  private template: QuickJSTemplate | undefined;
+  /** How many threads sent a template (tests: one, however many threads start after it). */
+  templatesMade = 0;
   private disposed = false;
 
   constructor(
@@ -188,8 +215,13 @@ export class QuickJSThreads {
     // A stalled thread does not count: one more is started beside it (it is answering again,
     // or ended, within STUCK_MS; answering, one thread is retired: rebalance).
     const usable = this.threads.filter((t) => t.usable);
-    if (usable.length < this.size) {
-      const thread = new QuickJSThread(this.data, this.events, this.busyPollMs);
+    // While a thread makes the first template, another would make its own (measured: ~0.5 s of a
+    // core each, both slower for it): instances wait for that one instead, and threads started
+    // once it exists are given it (their first instance then takes ~50 ms, not ~0.5 s).
+    const waitForTemplate = this.template === undefined && usable.some((t) => t.makingTemplate);
+    if (usable.length < this.size && !waitForTemplate) {
+      const data = this.template ? { ...this.data, template: this.template } : this.data;
+      const thread = new QuickJSThread(data, this.events, this.busyPollMs);
       this.threads.push(thread);
       return thread;
     }
@@ -207,6 +239,10 @@ export class QuickJSThreads {
       if (index >= 0) this.threads.splice(index, 1);
     },
     answered: () => this.rebalance(),
+    template: (template) => {
+      this.template ??= template;
+      this.templatesMade++;
+    },
   };
 
   /**

@@ -13,6 +13,20 @@ import type { QuickJSWorkerData } from "./worker.js";
 // biome-ignore lint/suspicious/noExplicitAny: QuickJS and its handles are loaded by path at run time, untyped.
 type Any = any;
 
+/**
+ * A booted instance's memory, as pages over a fresh module's, and the pointers into it that a copy
+ * wraps (decision 013). Plain data: a thread sends the one it made to the host, which hands it to
+ * the threads it starts later.
+ */
+export interface QuickJSTemplate {
+  pages: MemoryPages;
+  rt: number;
+  ctx: number;
+  fns: Record<string, number>;
+  toBytes: number;
+  reseed: number;
+}
+
 export interface InstancesContext {
   req(id: string): Any;
   workerData: QuickJSWorkerData;
@@ -219,43 +233,20 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     return inst;
   }
 
-  interface Template {
-    pages: MemoryPages;
-    rt: number;
-    ctx: number;
-    fns: Record<string, number>;
-    toBytes: number;
-    reseed: number;
-  }
-  let template: Promise<Template | undefined> | undefined;
+  let template: Promise<QuickJSTemplate | undefined> | undefined;
 
   /**
-   * Boot one instance (warmed up) as this thread's template and keep its memory's pages, once.
-   * Undefined where copying cannot be trusted: instantiating the module twice must give the same
-   * memory, and a copy must run. Instances are then booted, as before.
+   * This thread's template, once: the one the host handed it (made by an earlier thread of this
+   * process), or else one booted here (warmed up), whose memory's pages are kept and sent to the
+   * host for later threads. Undefined where copying cannot be trusted: instantiating the module
+   * twice must give the same memory, and a copy must run. Instances are then booted, as before.
    */
-  function templateOnce(): Promise<Template | undefined> {
+  function templateOnce(): Promise<QuickJSTemplate | undefined> {
     template ??= (async () => {
       try {
-        const [a, b] = [await newModule(64), await newModule(64)];
-        if (!snapshots.same(a.memory.buffer, b.memory.buffer)) return undefined;
-        const inst = await boot(-1, 64, new SharedArrayBuffer(24), true);
-        instances.delete(-1);
-        // The context's own handle on its global object: released, or every copy would hold a
-        // reference its runtime can never free.
-        inst.vm.global.dispose();
-        const pages = snapshots.diff(a.memory.buffer, inst.memory.buffer);
-        if (pages.byteLength > BASE_PAGES * PAGE) return undefined;
-        const fns: Record<string, number> = {};
-        for (const name of INTERNALS) fns[name] = inst.fns[name].value;
-        const made: Template = {
-          pages,
-          rt: inst.rt.rt.value,
-          ctx: inst.vm.ctx.value,
-          fns,
-          toBytes: inst.toBytes.value,
-          reseed: inst.reseed.value,
-        };
+        const given = workerData.template;
+        const made = given ?? (await bootTemplate());
+        if (!made) return undefined;
         // A copy must run guest code and draw its own random numbers.
         const [x, y] = [await copy(made, -2, 64, new SharedArrayBuffer(24)), await copy(made, -3, 64, new SharedArrayBuffer(24))];
         const draw = (i: Instance): number => {
@@ -271,7 +262,11 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
           Atomics.store(copied.control, 0, 1);
           dispose(copied);
         }
-        return dx >= 0 && dy >= 0 && dx !== dy ? made : undefined;
+        if (!(dx >= 0 && dy >= 0 && dx !== dy)) return undefined;
+        // Before this thread has answered anything, so before any guest ran here: the host takes
+        // a template only then (threads.ts).
+        if (!given) post({ t: "template", id: 0, template: made });
+        return made;
       } catch {
         return undefined;
       }
@@ -279,8 +274,34 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     return template;
   }
 
+  /**
+   * Boot one instance (warmed up) and keep the pages where its memory differs from a fresh
+   * module's: ~0.5 s of this thread here, most of it page faults reading three 16 MB memories.
+   */
+  async function bootTemplate(): Promise<QuickJSTemplate | undefined> {
+    const [a, b] = [await newModule(64), await newModule(64)];
+    if (!snapshots.same(a.memory.buffer, b.memory.buffer)) return undefined;
+    const inst = await boot(-1, 64, new SharedArrayBuffer(24), true);
+    instances.delete(-1);
+    // The context's own handle on its global object: released, or every copy would hold a
+    // reference its runtime can never free.
+    inst.vm.global.dispose();
+    const pages = snapshots.diff(a.memory.buffer, inst.memory.buffer);
+    if (pages.byteLength > BASE_PAGES * PAGE) return undefined;
+    const fns: Record<string, number> = {};
+    for (const name of INTERNALS) fns[name] = inst.fns[name].value;
+    return {
+      pages,
+      rt: inst.rt.rt.value,
+      ctx: inst.vm.ctx.value,
+      fns,
+      toBytes: inst.toBytes.value,
+      reseed: inst.reseed.value,
+    };
+  }
+
   /** An instance copied from the template's memory: ~2 ms here, against ~13 ms to boot one. */
-  async function copy(from: Template, id: number, memoryMb: number, controlBuffer: SharedArrayBuffer): Promise<Instance> {
+  async function copy(from: QuickJSTemplate, id: number, memoryMb: number, controlBuffer: SharedArrayBuffer): Promise<Instance> {
     const { module, memory, maxPages } = await newModule(memoryMb);
     snapshots.apply(from.pages, memory);
     // quickjs-emscripten 0.32's runtime and context objects, wrapped around the template's

@@ -20,7 +20,7 @@
  */
 import type { ToWorker } from "./protocol.js";
 import type { Instance, quickjsCrossings } from "./worker-crossing.js";
-import type { quickjsInstances } from "./worker-instances.js";
+import type { QuickJSTemplate, quickjsInstances } from "./worker-instances.js";
 
 export interface QuickJSWorkerData {
   corePath: string;
@@ -44,6 +44,8 @@ export interface QuickJSWorkerData {
   crossingsSource: string;
   /** `quickjsInstances.toString()` (worker-instances.ts). */
   instancesSource: string;
+  /** The template an earlier thread of this process made (threads.ts); absent, this thread makes one. */
+  template?: QuickJSTemplate;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: packages are loaded by path at run time, untyped.
