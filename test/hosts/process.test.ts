@@ -72,7 +72,7 @@ describe("process host", () => {
       const [pid] = workerPids(s);
       const environ = readFileSync(`/proc/${pid}/environ`, "latin1");
       // Only glibc's malloc setting (spawn.ts), nothing of the host's.
-      expect(environ.split("\0").filter(Boolean)).toEqual(["MALLOC_MMAP_THRESHOLD_=131072"]);
+      expect(environ.split("\0").filter(Boolean)).toEqual(["MALLOC_MMAP_THRESHOLD_=131072", "MALLOC_TOP_PAD_=1048576"]);
       expect(readlinkSync(`/proc/${pid}/cwd`)).toMatch(/cordon-worker-/);
       expect(readFileSync(`/proc/${pid}/oom_score_adj`, "latin1").trim()).toBe("1000");
       const guest = await s.run({
