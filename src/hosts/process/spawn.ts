@@ -33,7 +33,7 @@ const WORKER_ENV = { MALLOC_MMAP_THRESHOLD_: String(128 * 1024), MALLOC_TOP_PAD_
 export function spawnWorker(config: WorkerConfig, entry?: string): { child: SpawnedChild; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), "cordon-worker-"));
   try {
-    const child = spawnChild(process.execPath, ["--no-node-snapshot", entry ?? WORKER_MAIN, JSON.stringify(config)], {
+    const child = spawnChild(process.execPath, [...nodeFlags(config), entry ?? WORKER_MAIN, JSON.stringify(config)], {
       cwd: dir,
       env: WORKER_ENV,
       stdio: ["pipe", "pipe", "inherit"],
@@ -43,4 +43,12 @@ export function spawnWorker(config: WorkerConfig, entry?: string): { child: Spaw
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/**
+ * isolated-vm needs `--no-node-snapshot` (decision 002); a QuickJS worker never loads it, and Node
+ * starts from its snapshot faster: measured here, `node -e 0` 0.10 s against 0.15–0.16 s.
+ */
+function nodeFlags(config: WorkerConfig): string[] {
+  return config.engine === "v8" ? ["--no-node-snapshot"] : [];
 }
