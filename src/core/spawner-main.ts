@@ -34,18 +34,24 @@ function start(request: Extract<ToSpawner, { t: "spawn" }>): void {
       detached: request.detached,
     });
   } catch (error) {
-    tell({ t: "error", id: request.id, message: String((error as Error)?.message ?? error) });
+    tell({ t: "error", id: request.id, message: String((error as Error)?.message ?? error), code: errnoCode(error) });
     return;
   }
   children.set(request.id, child);
   child.on("error", (error) => {
-    if (children.delete(request.id)) tell({ t: "error", id: request.id, message: error.message });
+    if (children.delete(request.id)) tell({ t: "error", id: request.id, message: error.message, code: errnoCode(error) });
   });
   if (child.pid === undefined) return; // "error" follows
   // Sent, a handle is closed here (keepOpen is false): the pipes are the host's alone, so a
   // process host worker sees end of file on stdin when the host goes, as one spawned there does.
   request.stdio.forEach((kind, fd) => {
-    if (kind === "pipe" && child.stdio[fd]) tell({ t: "pipe", id: request.id, fd }, child.stdio[fd]);
+    const pipe = child.stdio[fd];
+    if (kind !== "pipe" || !pipe) return;
+    // Node starts reading a child's pipe as soon as it makes its socket, and a sent handle's reads
+    // go nowhere until it is closed here: what a quick child wrote first (a command's error on
+    // stderr) was lost to the host. Stopped, the bytes wait in the pipe for the host's reads.
+    (pipe as { _handle?: { readStop?(): number } })._handle?.readStop?.();
+    tell({ t: "pipe", id: request.id, fd }, pipe);
   });
   tell({ t: "started", id: request.id, pid: child.pid });
   child.on("exit", (code, signal) => {
@@ -65,3 +71,8 @@ process.on("disconnect", () => {
 });
 
 tell({ t: "ready" });
+
+function errnoCode(error: unknown): string | undefined {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
+}

@@ -43,7 +43,8 @@ export type FromSpawner =
   | { t: "pipe"; id: number; fd: number }
   /** After its pipes. */
   | { t: "started"; id: number; pid: number }
-  | { t: "error"; id: number; message: string }
+  /** `code`: the spawn's errno name (ENOENT for a command that is not there), when it has one. */
+  | { t: "error"; id: number; message: string; code?: string }
   | { t: "exit"; id: number; code: number | null; signal: NodeJS.Signals | null };
 
 export interface SpawnOptions {
@@ -220,7 +221,7 @@ class Helper {
         return;
       case "error":
         this.children.delete(child.id);
-        child.failed(new Error(message.message));
+        child.failed(Object.assign(new Error(message.message), message.code ? { code: message.code } : {}));
         break;
       case "exit":
         this.children.delete(child.id);
