@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { spawnerReady, useSpawner } from "../../src/core/spawner.js";
 import { findMkfifo, makeFifos } from "../../src/engines/deno/fifos.js";
 import { createSandbox } from "../../src/index.js";
 
@@ -49,6 +50,29 @@ describe("deno: the mkfifo command", () => {
       code: "ERR_ENGINE_UNAVAILABLE",
       message: expect.stringContaining("mkfifo command"),
     });
+  });
+
+  // Through the spawner process (once a Deno engine holds it): its words first reached the host
+  // only sometimes (the helper read the pipe before handing it over).
+  it("run through the spawner process: the FIFOs are made, and a failure still has mkfifo's own words", async () => {
+    const release = useSpawner();
+    try {
+      expect(await spawnerReady()).toBeGreaterThan(0);
+      const dir = emptyDir();
+      const mkfifo = findMkfifo(path) ?? "mkfifo";
+      await makeFifos(mkfifo, [join(dir, "in"), join(dir, "out")]);
+      expect(statSync(join(dir, "in")).isFIFO() && statSync(join(dir, "out")).isFIFO()).toBe(true);
+      await expect(makeFifos(mkfifo, [join(dir, "in")])).rejects.toMatchObject({
+        code: "ERR_ENGINE_UNAVAILABLE",
+        message: expect.stringMatching(/could not make its protocol FIFOs: .*File exists/),
+      });
+      await expect(makeFifos(join(dir, "no-such-mkfifo"), [join(dir, "x")])).rejects.toMatchObject({
+        code: "ERR_ENGINE_UNAVAILABLE",
+        message: expect.stringContaining("mkfifo command"),
+      });
+    } finally {
+      release();
+    }
   });
 
   it("present: a Deno sandbox runs (the FIFOs made by the found command)", async () => {

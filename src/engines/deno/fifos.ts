@@ -1,9 +1,8 @@
-import { execFile } from "node:child_process";
 import { accessSync, constants, statSync } from "node:fs";
 import { rename, rm } from "node:fs/promises";
 import { delimiter, join } from "node:path";
-import { promisify } from "node:util";
 import { CordonError } from "../../core/errors.js";
+import { type CommandOutcome, runCommand } from "../../core/run-command.js";
 
 /**
  * The Deno protocol travels on two FIFOs (docs/decisions/018); Node cannot make one, so the
@@ -39,17 +38,24 @@ function mkfifoMissing(): CordonError {
   );
 }
 
-const execFileAsync = promisify(execFile);
+/** How long one mkfifo call may take (it makes 16 FIFOs in a few ms). */
+const MKFIFO_TIMEOUT_MS = 10_000;
 
-/** Make FIFOs at `paths`, readable and writable by this user only. */
+/** Make FIFOs at `paths`, readable and writable by this user only (through the spawner process: core/run-command.ts). */
 export async function makeFifos(mkfifo: string, paths: string[]): Promise<void> {
+  let outcome: CommandOutcome;
   try {
-    await execFileAsync(mkfifo, ["-m", "600", ...paths]);
+    outcome = await runCommand(mkfifo, ["-m", "600", ...paths], { env: {}, timeoutMs: MKFIFO_TIMEOUT_MS });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") throw mkfifoMissing();
-    const detail = (error as { stderr?: string }).stderr?.trim() || (error as Error).message;
-    throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "deno" could not make its protocol FIFOs: ${detail}`);
+    throw new CordonError(
+      "ERR_ENGINE_UNAVAILABLE",
+      `cordon: engine "deno" could not make its protocol FIFOs: ${(error as Error).message}`,
+    );
   }
+  if (outcome.code === 0) return;
+  const detail = outcome.stderr.trim() || `mkfifo ended with ${outcome.signal ?? `exit code ${outcome.code}`}`;
+  throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "deno" could not make its protocol FIFOs: ${detail}`);
 }
 
 /** FIFOs one mkfifo call makes ahead: enough for 8 Deno processes. */
@@ -61,9 +67,9 @@ let made = 0;
 
 /**
  * Put a FIFO at each of `paths`, from FIFOs made ahead in `stockDir` (same file system: a rename).
- * Every spawn blocks the host's event loop until the child has exec'd (libuv forks the whole host:
- * 7 ms here from a small Node process, 30 ms from one with 480 MB resident); one mkfifo call per
- * Deno process was half of a process start's spawns. A stock FIFO that is gone (a temp cleaner
+ * A spawn from the host blocks its event loop until the child has exec'd (libuv forks the whole
+ * host: 7 ms here from a small Node process, 30 ms from one with 480 MB resident): mkfifo runs
+ * through the spawner process once it is ready, and one call makes FIFOs for 8 processes. A stock FIFO that is gone (a temp cleaner
  * removed the directory) is given up, and the FIFOs are made in place.
  */
 export async function placeFifos(mkfifo: string, stockDir: () => string, paths: string[]): Promise<void> {

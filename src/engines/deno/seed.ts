@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { runCommand } from "../../core/run-command.js";
 import { createHash } from "node:crypto";
 import { lstatSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -105,7 +105,7 @@ function exchange(process: DenoProcess, message: Record<string, unknown>, answer
  * a single file per database, 1 MB where file and log were 3.5 MB, and a copy of it never
  * holds the same pages twice. Deno's own `node:sqlite`, run as trusted code.
  */
-function checkpoint(binary: string, dir: string, files: string[]): Promise<void> {
+async function checkpoint(binary: string, dir: string, files: string[]): Promise<void> {
   const paths = JSON.stringify(files.map((name) => join(dir, name)));
   const script = `import { DatabaseSync } from "node:sqlite";
 for (const path of ${paths}) {
@@ -113,17 +113,10 @@ for (const path of ${paths}) {
   db.exec("PRAGMA wal_checkpoint(TRUNCATE);");
   db.close();
 }`;
-  return new Promise((resolve, reject) => {
-    const child = spawn(binary, ["eval", "--quiet", "--no-config", script], {
-      env: { DENO_DIR: join(dir, ".eval"), DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
-      stdio: "ignore",
-    });
-    const timer = setTimeout(() => child.kill("SIGKILL"), SEED_TIMEOUT_MS);
-    child.once("error", reject);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve();
-      else reject(new Error(`checkpointing the seed failed (${code})`));
-    });
+  // Through the spawner process once it is ready: a spawn from here forks the host (core/run-command.ts).
+  const outcome = await runCommand(binary, ["eval", "--quiet", "--no-config", script], {
+    env: { DENO_DIR: join(dir, ".eval"), DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+    timeoutMs: SEED_TIMEOUT_MS,
   });
+  if (outcome.code !== 0) throw new Error(`checkpointing the seed failed (${outcome.signal ?? outcome.code})`);
 }
