@@ -69,8 +69,9 @@ let made = 0;
  * Put a FIFO at each of `paths`, from FIFOs made ahead in `stockDir` (same file system: a rename).
  * A spawn from the host blocks its event loop until the child has exec'd (libuv forks the whole
  * host: 7 ms here from a small Node process, 30 ms from one with 480 MB resident): mkfifo runs
- * through the spawner process once it is ready, and one call makes FIFOs for 8 processes. A stock FIFO that is gone (a temp cleaner
- * removed the directory) is given up, and the FIFOs are made in place.
+ * through the spawner process once it is ready, and one call makes FIFOs for 8 processes. A stock
+ * FIFO that is gone (a temp cleaner removed the directory) is given up, and the FIFOs are made in
+ * place.
  */
 export async function placeFifos(mkfifo: string, stockDir: () => string, paths: string[]): Promise<void> {
   try {
