@@ -17,6 +17,7 @@ import {
   section,
   warmStream,
 } from "./measure.js";
+import { benchQuickJSStart } from "./quickjs-start.js";
 import { startRawQuickJSThread } from "./raw-quickjs-thread.js";
 
 /** Raw quickjs-emscripten: runtime + context + eval + call, on this thread (it blocks it). */
@@ -161,4 +162,6 @@ export async function benchQuickJS({ quick }) {
   runtime.dispose();
   await prefix.dispose();
   await sandbox.dispose();
+
+  await benchQuickJSStart({ quick });
 }
