@@ -48,7 +48,9 @@ export async function benchQuickJSStart({ quick }) {
   ];
   const samples = kinds.map(() => []);
   // Alternated, so the machine's drift hits all three alike.
-  for (let round = 0; round < rounds; round++) kinds.forEach(([, script], k) => samples[k].push(once(script)));
+  for (let round = 0; round < rounds; round++) {
+    for (const [k, [, script]] of kinds.entries()) samples[k].push(once(script));
+  }
   const rawMs = percentile(
     samples[0].map((s) => s.ms).sort((a, b) => a - b),
     0.5,
