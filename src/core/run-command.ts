@@ -18,9 +18,9 @@ export interface CommandOutcome {
 /**
  * Run a short command to its end (mkfifo, a Deno checkpoint): through the spawner process when it
  * runs (core/spawner.ts), so this process is not forked for it (a fork blocks its event loop for
- * 7–39 ms here, more the larger the process). Its stdin and stdout are /dev/null. Past `timeoutMs`
- * it is killed. Rejects when it cannot be started (the error's `code` is ENOENT for a command that
- * is not there).
+ * 7–39 ms here, more the larger the process). It runs in `/` unless told (give it absolute paths);
+ * its stdin and stdout are /dev/null. Past `timeoutMs` it is killed. Rejects when it cannot be
+ * started (the error's `code` is ENOENT for a command that is not there).
  */
 export function runCommand(
   command: string,
@@ -30,7 +30,9 @@ export function runCommand(
   return new Promise((resolve, reject) => {
     const stdio = ["ignore", "ignore", "pipe"] as const;
     const child = spawnChild(command, args, {
-      cwd: options.cwd ?? process.cwd(),
+      // Not this process's directory by default: one that was removed would fail the spawn with
+      // ENOENT, taken for a missing command.
+      cwd: options.cwd ?? "/",
       env: options.env,
       stdio: [...stdio],
       directStdio: withoutInherited([...stdio]),

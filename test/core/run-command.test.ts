@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCommand } from "../../src/core/run-command.js";
 import { spawnerReady, useSpawner } from "../../src/core/spawner.js";
@@ -48,6 +51,18 @@ describe.each([
     } finally {
       delete process.env.CORDON_RUN_COMMAND_SECRET;
     }
+  });
+
+  it("runs in / unless told, so a removed working directory of this process cannot fail it", async () => {
+    await run(async () => {
+      expect((await runCommand(SH, ["-c", "pwd >&2"], { env: {}, timeoutMs: 10_000 })).stderr.trim()).toBe("/");
+      const dir = mkdtempSync(join(tmpdir(), "cordon-run-command-"));
+      try {
+        expect((await runCommand(SH, ["-c", "pwd >&2"], { env: {}, cwd: dir, timeoutMs: 10_000 })).stderr.trim()).toBe(dir);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
   });
 
   it("kills a command past its time", async () => {
