@@ -6,6 +6,8 @@ import { spawnChild } from "./spawner.js";
 const STDERR_CHARS = 2000;
 /** How long after its exit a command's stderr is read. */
 const STDERR_GRACE_MS = 200;
+/** stdin and stdout /dev/null, stderr a pipe to this process. */
+const STDIO: ("ignore" | "pipe")[] = ["ignore", "ignore", "pipe"];
 
 export interface CommandOutcome {
   /** Its exit code; null when a signal (or the timeout) ended it. */
@@ -28,14 +30,13 @@ export function runCommand(
   options: { env: Record<string, string>; cwd?: string; timeoutMs: number },
 ): Promise<CommandOutcome> {
   return new Promise((resolve, reject) => {
-    const stdio = ["ignore", "ignore", "pipe"] as const;
     const child = spawnChild(command, args, {
       // Not this process's directory by default: one that was removed would fail the spawn with
       // ENOENT, taken for a missing command.
       cwd: options.cwd ?? "/",
       env: options.env,
-      stdio: [...stdio],
-      directStdio: withoutInherited([...stdio]),
+      stdio: STDIO,
+      directStdio: withoutInherited(STDIO),
     });
     let stderr = "";
     let stderrDone: Promise<void> = Promise.resolve();

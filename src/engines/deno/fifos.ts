@@ -48,14 +48,14 @@ export async function makeFifos(mkfifo: string, paths: string[]): Promise<void> 
     outcome = await runCommand(mkfifo, ["-m", "600", ...paths], { env: {}, timeoutMs: MKFIFO_TIMEOUT_MS });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") throw mkfifoMissing();
-    throw new CordonError(
-      "ERR_ENGINE_UNAVAILABLE",
-      `cordon: engine "deno" could not make its protocol FIFOs: ${(error as Error).message}`,
-    );
+    throw fifosFailed((error as Error).message);
   }
   if (outcome.code === 0) return;
-  const detail = outcome.stderr.trim() || `mkfifo ended with ${outcome.signal ?? `exit code ${outcome.code}`}`;
-  throw new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "deno" could not make its protocol FIFOs: ${detail}`);
+  throw fifosFailed(outcome.stderr.trim() || `mkfifo ended with ${outcome.signal ?? `exit code ${outcome.code}`}`);
+}
+
+function fifosFailed(detail: string): CordonError {
+  return new CordonError("ERR_ENGINE_UNAVAILABLE", `cordon: engine "deno" could not make its protocol FIFOs: ${detail}`);
 }
 
 /** FIFOs one mkfifo call makes ahead: enough for 8 Deno processes. */

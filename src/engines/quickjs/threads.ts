@@ -48,7 +48,8 @@ export class QuickJSThread {
   private retiring = false;
   /** It has answered a request: from then on guests may have run on it, and it is not believed about templates. */
   private replied = false;
-  private readonly givenTemplate: boolean;
+  /** Whether it was started with the template an earlier thread made. */
+  readonly startedWithTemplate: boolean;
 
   constructor(
     data: QuickJSWorkerData,
@@ -58,7 +59,7 @@ export class QuickJSThread {
     // The worker's source is evaluated as CommonJS (it needs `require`), so it gets none of the
     // host's node flags: an --input-type=module would make it an ES module (and some flags, like
     // --no-node-snapshot, are refused in workers). QuickJS needs none of them.
-    this.givenTemplate = data.template !== undefined;
+    this.startedWithTemplate = data.template !== undefined;
     this.worker = new Worker(`(${quickjsWorkerMain.toString()})(require)`, { eval: true, workerData: data, execArgv: [] });
     this.worker.on("message", (message: FromWorker) => this.route(message));
     this.worker.on("error", (error) => this.lost(`the QuickJS worker failed: ${error.message}`));
@@ -85,14 +86,9 @@ export class QuickJSThread {
     return this.unanswered > 0;
   }
 
-  /** Whether it was started with the template an earlier thread made. */
-  get startedWithTemplate(): boolean {
-    return this.givenTemplate;
-  }
-
   /** Started without a template and still making one (its first instance waits for it). */
   get makingTemplate(): boolean {
-    return !this.givenTemplate && !this.replied && !this.dead;
+    return !this.startedWithTemplate && !this.replied && !this.dead;
   }
 
   /** Alive, answering and not retiring: a thread new instances may go to. */
