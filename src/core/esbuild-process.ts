@@ -23,8 +23,34 @@ import { execPathRunsScripts } from "./exec-path.js";
 export const ESBUILD_HEAP_MB = 512;
 /** A client told to stop that has not ended this long after is ended by force. */
 const STOP_GRACE_MS = 5_000;
-/** The end of the client's stderr kept for the message when it dies (V8's fatal error). */
+/** The end of the client's stderr kept while it runs, to find V8's fatal error in. */
 const STDERR_KEPT = 2_048;
+/** V8's last words: "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory". */
+const V8_FATAL = /FATAL ERROR: [^\n]*/;
+
+/**
+ * Finds V8's fatal line in a dying process's stderr. The line is kept once whole: the native
+ * stack trace V8 prints after it can be longer than the end that is kept (it was once, and the
+ * failure no longer said "heap").
+ */
+export class FatalLine {
+  private tail = "";
+  private found?: string;
+
+  feed(text: string): void {
+    const joined = this.tail + text;
+    if (this.found === undefined) {
+      const match = V8_FATAL.exec(joined);
+      if (match && joined.includes("\n", match.index)) this.found = match[0];
+    }
+    this.tail = joined.slice(-STDERR_KEPT);
+  }
+
+  /** The fatal line, once the stream ended (one cut short by the exit counts too). */
+  get line(): string | undefined {
+    return this.found ?? V8_FATAL.exec(this.tail)?.[0];
+  }
+}
 
 /** How a client failed, as far as it or its exit told. */
 type ClientFailure = { code?: string; name?: string; message: string };
@@ -90,12 +116,10 @@ process.on("disconnect", () => {
     detached: true,
     env,
   });
-  let stderr = "";
+  const stderr = new FatalLine();
   const pipe = child.stderr as Socket;
   pipe.setEncoding("utf8");
-  pipe.on("data", (text: string) => {
-    stderr = (stderr + text).slice(-STDERR_KEPT);
-  });
+  pipe.on("data", (text: string) => stderr.feed(text));
   pipe.unref();
   child.unref();
   let ended = false;
@@ -119,8 +143,7 @@ process.on("disconnect", () => {
     group();
     // Its stderr's last data may arrive after 'exit': read what there is once the pipe ends.
     const report = () => {
-      // V8's last words: "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory".
-      const fatal = /FATAL ERROR: .*/.exec(stderr)?.[0];
+      const fatal = stderr.line;
       const failure = fatal ? { code: /heap|memory/i.test(fatal) ? "ERR_OUT_OF_MEMORY" : undefined, message: fatal } : undefined;
       events.exit(signal ? `signal ${signal}` : `code ${code}`, failure);
     };
@@ -129,10 +152,15 @@ process.on("disconnect", () => {
   });
   return {
     send: (message) => child.send(message),
+    // The child and its stderr too: a client that dies holding calls closes its channel first,
+    // and the 'exit' and stderr that fail those calls must still reach the host (a host with
+    // nothing else to wait for ended with the calls never settled).
     hold: (on) => {
       const channel = child.channel as { ref(): void; unref(): void } | null | undefined;
-      if (on) channel?.ref();
-      else channel?.unref();
+      for (const handle of [channel, child, pipe]) {
+        if (on) handle?.ref();
+        else handle?.unref();
+      }
     },
     kill: group,
   };
