@@ -5,6 +5,8 @@ import type { Sandbox } from "../../src/index.js";
 /** Helpers for tests that watch real processes: is one alive, and wait until something holds. */
 
 export function alive(pid: number): boolean {
+  // 0 or less names a process group (stats say pid 0 for a worker still starting): always "alive".
+  if (!(pid > 0)) throw new Error(`alive(${pid}): not a process id`);
   try {
     process.kill(pid, 0);
     return true;
@@ -32,9 +34,13 @@ export async function until(check: () => boolean, ms = 5000): Promise<void> {
   }
 }
 
-/** The pids of a sandbox's worker processes, from its stats. */
+/**
+ * The pids of a sandbox's started worker processes, from its stats. One still starting reads pid 0
+ * until the spawner answers: left in, /proc/0 fails to open, and process.kill(0, …) signals the
+ * test runner's whole process group.
+ */
 export function workerPids(sandbox: Sandbox): number[] {
-  return (sandbox.stats().workers ?? []).map((w) => w.pid);
+  return (sandbox.stats().workers ?? []).map((w) => w.pid).filter((pid) => pid > 0);
 }
 
 /** Keep the sandboxes a test opens; each is disposed after the test. */
