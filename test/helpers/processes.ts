@@ -5,7 +5,8 @@ import type { Sandbox } from "../../src/index.js";
 /** Helpers for tests that watch real processes: is one alive, and wait until something holds. */
 
 export function alive(pid: number): boolean {
-  // 0 or less names a process group (stats say pid 0 for a worker still starting): always "alive".
+  // 0 or less names a process group, which kill(pid, 0) always finds (stats say pid 0 for a
+  // worker still starting): refused, not answered "alive".
   if (!(pid > 0)) throw new Error(`alive(${pid}): not a process id`);
   try {
     process.kill(pid, 0);
