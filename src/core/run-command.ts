@@ -1,5 +1,4 @@
 import type { Socket } from "node:net";
-import { withoutInherited } from "./inherited-fds.js";
 import { spawnChild } from "./spawner.js";
 
 /** How much of a command's stderr is kept for its error message. */
@@ -36,7 +35,7 @@ export function runCommand(
       cwd: options.cwd ?? "/",
       env: options.env,
       stdio: STDIO,
-      directStdio: withoutInherited(STDIO),
+      coverInherited: true,
     });
     let stderr = "";
     let stderrDone: Promise<void> = Promise.resolve();

@@ -1,6 +1,7 @@
-import { type ChildProcess, type StdioOptions, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
+import { withoutInherited } from "./inherited-fds.js";
 import { DirectChild, type SpawnedChild, type StdioKind } from "./spawned-child.js";
 
 /**
@@ -54,10 +55,11 @@ export interface SpawnOptions {
   /** A process group of its own. */
   detached?: boolean;
   /**
-   * `stdio` for a direct spawn, when it differs: the helper closed what this process inherited,
-   * a child of this process needs them covered (core/inherited-fds.ts's withoutInherited).
+   * It cannot close the descriptors it inherits itself (a Deno process, a short command): spawned
+   * here, not by the helper (which closed its own), this process's inherited ones get /dev/null
+   * (core/inherited-fds.ts's withoutInherited).
    */
-  directStdio?: StdioOptions;
+  coverInherited?: boolean;
 }
 
 /** A child the helper started for this process: its pid, pipes and exit arrive over the channel. */
@@ -316,6 +318,6 @@ export function spawnChild(command: string, args: string[], options: SpawnOption
     child.onError(() => setImmediate(endIfUnused));
     return child;
   }
-  const { cwd, env, stdio, detached = false, directStdio } = options;
-  return new DirectChild(spawn(command, args, { cwd, env, detached, stdio: directStdio ?? stdio }));
+  const { cwd, env, stdio, detached = false, coverInherited = false } = options;
+  return new DirectChild(spawn(command, args, { cwd, env, detached, stdio: coverInherited ? withoutInherited(stdio) : stdio }));
 }

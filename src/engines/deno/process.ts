@@ -5,7 +5,6 @@ import { Socket } from "node:net";
 import { join } from "node:path";
 import { encodeFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
-import { withoutInherited } from "../../core/inherited-fds.js";
 import type { SpawnedChild } from "../../core/spawned-child.js";
 import { spawnChild } from "../../core/spawner.js";
 import { ProcFile } from "../../core/proc-file.js";
@@ -178,7 +177,7 @@ export class DenoProcess {
       stdio: DENO_STDIO,
       // Spawned here, the host's inherited descriptors get /dev/null: Deno cannot close them
       // (core/inherited-fds.ts). The spawner process closed its own.
-      directStdio: withoutInherited(DENO_STDIO),
+      coverInherited: true,
       // A group of its own: Ctrl-C and a terminal's hang-up, sent to the host's group, would end
       // it mid-run while the host drains. It still dies with its parent (pdeathsig, or its input's
       // end): the host, or the spawner process, which ends its children when the host goes.
