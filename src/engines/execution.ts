@@ -350,7 +350,7 @@ export class Execution implements InstanceListener, Watched {
   }
 
   // ---- outcomes --------------------------------------------------------------------------------
-  /** Read an encoded outcome: kind "o" ok, "t" thrown, "f" failed, "m" missing call target. */
+  /** Read an encoded outcome: kind "o" ok, "v" a call's value, "t" thrown, "f" failed, "m" missing call target. */
   finish(kind: string, text: string, index = 0): void {
     if (this.settled || !(index >= 0 && index < this.size) || this.results[index]) return;
     const codec = sharedCodec();
@@ -362,6 +362,20 @@ export class Execution implements InstanceListener, Watched {
       return;
     }
     try {
+      if (kind === "v") {
+        const value = codec.decode(text);
+        if (text.includes(ERROR_TAG)) cleanErrorStacks(value, this.cleanStack);
+        this.settleOne(index, {
+          status: "completed",
+          ok: true,
+          value,
+          exports: {},
+          skippedExports: [],
+          logs: this.logs.of(index),
+          stats: this.stats(),
+        });
+        return;
+      }
       if (kind === "o") {
         const parsed = JSON.parse(text) as { v: unknown; x: Record<string, unknown>; k: string[] };
         const value = codec.revive(parsed.v);

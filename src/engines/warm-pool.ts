@@ -4,7 +4,7 @@ import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
 import { abortedResult, failedResult } from "../core/results.js";
 import type { EngineName, RunResult } from "../core/types.js";
-import { CallQueue, type Queued } from "./call-queue.js";
+import { CallQueue, type Queued, sameLimits } from "./call-queue.js";
 import { Execution } from "./execution.js";
 import type { RunningExecutions } from "./running-executions.js";
 import { ExportSpeeds } from "./export-speeds.js";
@@ -338,7 +338,7 @@ export class WarmPool implements EnginePrefix {
         taken < most &&
         chars + queued.request.argsText.length <= MAX_COALESCED_CHARS &&
         queued.request.path === first.request.path &&
-        queued.limitsKey === first.limitsKey &&
+        sameLimits(queued.request.limits, first.request.limits) &&
         queued.request.signal === undefined &&
         first.request.signal === undefined;
       if (twin) {
