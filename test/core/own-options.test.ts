@@ -120,6 +120,30 @@ describe("run and call options", () => {
     }
   });
 
+  it("a key an earlier getter deleted is not read from a polluted prototype instead", async () => {
+    const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+    try {
+      const prefix = await sandbox.prepare({ code: "export const f = (...args) => args.length" });
+      const options: Record<string, unknown> = { args: [1] };
+      Object.defineProperty(options, "export", {
+        enumerable: true,
+        get() {
+          delete options.args;
+          return "f";
+        },
+      });
+      // Keys in insertion order: "args" is listed before "export", so move it after.
+      const value = options.args;
+      delete options.args;
+      options.args = value;
+      const called = await withPollution({ args: [1, 2, 3] }, () => prefix.call(options as never));
+      // The own args was deleted by the time it was read: no args (0), never the prototype's three.
+      expect(called.ok && called.value, JSON.stringify(called)).toBe(0);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
   it("reads a run's capabilities once", async () => {
     const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
     try {
