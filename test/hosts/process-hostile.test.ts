@@ -43,6 +43,24 @@ describe("a hostile worker process", () => {
     await until(() => !alive(pid));
   });
 
+  it("answering two runs in one values frame: both complete; with a text missing: both fail and the worker is retired", async () => {
+    const honest = await sandbox("values-pair");
+    await until(() => workerPids(honest).length === 1);
+    const [a, b] = await Promise.all([honest.run({ code: "export default 0" }), honest.run({ code: "export default 0" })]);
+    // The stand-in answers each run with its own request id: each result is its own answer.
+    expect([a.ok && a.value, b.ok && b.value].sort()).toEqual([1, 2]);
+
+    const broken = await sandbox("values-misaligned");
+    await until(() => workerPids(broken).length === 1);
+    const [pid] = workerPids(broken);
+    const results = await Promise.all([broken.run({ code: "export default 0" }), broken.run({ code: "export default 0" })]);
+    for (const result of results) {
+      expect(code(result)).toBe("ERR_INSTANCE_RESET");
+      if (!result.ok) expect(result.error.message).toMatch(/protocol error: a values answer/);
+    }
+    await until(() => !alive(pid));
+  });
+
   // The README: a worker is retired on stats "listing more than 16 prefixes beyond the most the
   // host has had prepared in it at once". 16 is the slack: that worker keeps serving.
   it("answering stats with more prefixes than it was given: retired; within the slack: kept", async () => {

@@ -3,7 +3,9 @@ import type { ErrorCode } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { failedResult } from "../../core/results.js";
 import { isRunResult } from "../../core/result-shape.js";
+import type { HostEvent } from "../../core/protocol.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
+import { VALUES_SEPARATOR } from "./value-batch.js";
 
 /**
  * Reading a worker's answers, and the results a lost worker leaves its runs. A worker is a
@@ -37,6 +39,22 @@ export function resultOfValue(engine: RanEngine, valueText: string, run: unknown
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A "values" answer's parts as the "value" answers they stand for; undefined when the frame is
+ * malformed (its ids, stats and texts do not line up).
+ */
+export function valuesOfAnswer(
+  ids: unknown,
+  runs: unknown,
+  valueText: unknown,
+): Extract<HostEvent, { t: "value" }>[] | undefined {
+  if (!Array.isArray(ids) || !Array.isArray(runs) || typeof valueText !== "string") return undefined;
+  if (ids.length < 2 || runs.length !== ids.length * 5) return undefined;
+  const texts = valueText.split(VALUES_SEPARATOR);
+  if (texts.length !== ids.length) return undefined;
+  return texts.map((text, i) => ({ t: "value", id: ids[i], valueText: text, run: runs.slice(i * 5, i * 5 + 5) }));
 }
 
 /** The result of a run its worker could not finish: `cause` says why. */

@@ -23,7 +23,7 @@ const PREFIX_SLACK = 16;
 const SMALL_FRAME_BYTES = 4096;
 const STATS_BYTES_PER_PREFIX = 256;
 /** The frames that carry results or host-call arguments, bounded only by the frame limit. */
-const DATA_FRAMES = new Set(["result", "value", "prepared", "bridge-call"]);
+const DATA_FRAMES = new Set(["result", "value", "values", "prepared", "bridge-call"]);
 
 /**
  * What a worker can make the host do by writing to its pipe, bounded: a worker a guest has taken

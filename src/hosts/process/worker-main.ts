@@ -24,6 +24,7 @@ import type { RunResult } from "../../core/types.js";
 import type { PooledEngine, PooledEngineOptions } from "../../engines/pooled-engine.js";
 import type { RssRule } from "./rss-budget.js";
 import { Shedder } from "./shedder.js";
+import { ValueBatch } from "./value-batch.js";
 
 export interface WorkerConfig {
   engine: "v8" | "quickjs";
@@ -92,24 +93,38 @@ async function main(): Promise<void> {
   let corked = false;
   const uncork = () => {
     if (!corked) return;
+    values.flush();
     corked = false;
     process.stdout.uncork();
   };
+  const corkUntilTickEnds = () => {
+    if (corked) return;
+    corked = true;
+    process.stdout.cork();
+    process.nextTick(uncork);
+  };
   // A frame over the pipe's limit throws here, before anything is written: the pipe stays in step.
-  const send = (event: HostEvent) => {
+  const write = (event: HostEvent) => {
     const frame = encodeTextFrame(event);
-    if (!corked) {
-      corked = true;
-      process.stdout.cork();
-      process.nextTick(uncork);
-    }
+    corkUntilTickEnds();
     process.stdout.write(frame);
+  };
+  // Value answers made in one tick leave in one frame, when the tick ends (or before any other event).
+  const values = new ValueBatch(write);
+  const send = (event: HostEvent) => {
+    values.flush();
+    write(event);
   };
   /**
    * Send an answer built from a guest's value: one too large for a frame (a maxOutputBytes over
    * 64 MiB allows it) fails its request with ERR_OUTPUT_TOO_LARGE, never the worker.
    */
   const sendAnswer = (event: Extract<HostEvent, { t: "value" | "result" | "prepared" }>) => {
+    if (ValueBatch.takes(event)) {
+      values.add(event);
+      corkUntilTickEnds();
+      return;
+    }
     try {
       send(event);
     } catch (error) {

@@ -9,7 +9,7 @@ import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import { signalAborted, signalReason } from "../../core/abort-reason.js";
-import { deathResult, lostResult, resultOfAnswer, resultOfValue } from "./answers.js";
+import { deathResult, lostResult, resultOfAnswer, resultOfValue, valuesOfAnswer } from "./answers.js";
 import { BridgeCalls, sendBridgeAnswer } from "./bridge-calls.js";
 import { FloodGuard } from "./flood-guard.js";
 import { PipeOut } from "./pipe-out.js";
@@ -394,6 +394,19 @@ export class WorkerProcess {
         if (event.stats !== undefined && !this.readStats(event.stats)) return;
         const pending = this.take(event.id) as Pending;
         pending.resolve(event.t === "value" ? this.completed(event.valueText, event.run) : this.decode(event.resultText));
+        return;
+      }
+      case "values": {
+        const answers = valuesOfAnswer(event.ids, event.runs, event.valueText);
+        if (!answers) {
+          this.retire("ERR_INSTANCE_RESET", "protocol error: a values answer whose ids, stats and texts do not line up");
+          return;
+        }
+        // Each as the "value" answer it stands for; after one that retired the worker, none.
+        for (const answer of answers) {
+          if (this.killed || this.dead) return;
+          this.route(answer);
+        }
         return;
       }
       case "prepared": {
