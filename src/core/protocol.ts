@@ -66,6 +66,12 @@ export type HostRequest =
    * limits, stringified by the host and parsed by the worker every time).
    */
   | ({ t: "prefix-call"; id: number } & Omit<PrefixCallBody<number>, "limits"> & { limits?: ResolvedLimits } & PollHint)
+  /**
+   * Calls to one prefix's export made in the same tick, without limits, signal or poll hint:
+   * `ids[i]`'s arguments are the i-th of argsText's parts split at U+0001 (codec text never holds
+   * one raw). hosts/process/call-batch.ts.
+   */
+  | { t: "prefix-calls"; ids: number[]; prefix: number; path: string; argsText: string }
   | { t: "prefix-dispose"; prefix: number }
   | { t: "abort"; id: number; reason: string }
   | { t: "bridge-result"; cid: number; ok: boolean; text: string; tooLarge?: boolean }

@@ -23,6 +23,7 @@ import { AfterAnswers } from "./after-answers.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngine, PooledEngineOptions } from "../../engines/pooled-engine.js";
 import type { RssRule } from "./rss-budget.js";
+import { callsOfRequest } from "./call-batch.js";
 import { Shedder } from "./shedder.js";
 import { ValueBatch } from "./value-batch.js";
 
@@ -321,6 +322,12 @@ async function main(): Promise<void> {
         void answer(message.id, message.abortable, limits?.memoryMb, (signal) =>
           prefix && limits ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
+        return;
+      }
+      case "prefix-calls": {
+        const calls = callsOfRequest(message);
+        if (!calls) return protocolError("a prefix-calls request whose ids and arguments do not line up");
+        for (const call of calls) handle(call);
         return;
       }
       case "prefix-dispose":

@@ -10,6 +10,7 @@ import { abortedResult, failedResult, oversizedRequest } from "../../core/result
 import type { EngineName, RunResult } from "../../core/types.js";
 import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { deathResult, lostResult, resultOfAnswer, resultOfValue, valuesOfAnswer } from "./answers.js";
+import { CallBatch, type CallMessage } from "./call-batch.js";
 import { BridgeCalls, sendBridgeAnswer } from "./bridge-calls.js";
 import { FloodGuard } from "./flood-guard.js";
 import { PipeOut } from "./pipe-out.js";
@@ -55,6 +56,8 @@ export class WorkerProcess {
   private readonly child: SpawnedChild;
   private readonly guard: FloodGuard;
   private readonly out: PipeOut;
+  /** Calls made in one tick leave in one frame (call-batch.ts); everything else goes after them. */
+  private readonly calls = new CallBatch((message) => this.write(message));
   private readonly dir: string;
   private readonly pending = new InFlight();
   private nextId = 0;
@@ -284,6 +287,10 @@ export class WorkerProcess {
    * did, and `cordon serve` answered 500): it fails this request alone, as a result.
    */
   private sendRequest(id: number, message: HostRequest): void {
+    if (CallBatch.takes(message)) {
+      this.calls.add(message as CallMessage);
+      return;
+    }
     try {
       this.send(message);
     } catch (error) {
@@ -361,6 +368,7 @@ export class WorkerProcess {
     this.deathCause ||= cause;
     // Whoever stops a worker may wait for its exit: hold the event loop until it happens.
     this.setHeld(true);
+    this.calls.flush();
     this.out.end();
     const timer = setTimeout(() => this.kill("ERR_INSTANCE_RESET", cause), 1000);
     timer.unref();
@@ -376,6 +384,11 @@ export class WorkerProcess {
    * is written (the worker's pipe stays in step): callers sending guest-controlled data catch it.
    */
   private send(message: HostRequest): void {
+    this.calls.flush();
+    this.write(message);
+  }
+
+  private write(message: HostRequest): void {
     if (this.dead) return;
     this.out.write(encodeTextFrame(message));
     const stalled = this.guard.backlog(this.out.unread, this.out.read);
