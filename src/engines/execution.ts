@@ -365,32 +365,16 @@ export class Execution implements InstanceListener, Watched {
       if (kind === "v") {
         const value = codec.decode(text);
         if (text.includes(ERROR_TAG)) cleanErrorStacks(value, this.cleanStack);
-        this.settleOne(index, {
-          status: "completed",
-          ok: true,
-          value,
-          exports: {},
-          skippedExports: [],
-          logs: this.logs.of(index),
-          stats: this.stats(),
-        });
+        this.completed(index, value, {}, []);
         return;
       }
       if (kind === "o") {
         const parsed = JSON.parse(text) as { v: unknown; x: Record<string, unknown>; k: string[] };
         const value = codec.revive(parsed.v);
-        // A call's outcome has no exports: nothing to revive.
+        // A module with no exports but its default: nothing to revive.
         const exports = isEmptyRecord(parsed.x) ? {} : (codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>);
         if (text.includes(ERROR_TAG)) cleanErrorStacks([value, exports], this.cleanStack);
-        this.settleOne(index, {
-          status: "completed",
-          ok: true,
-          value,
-          exports,
-          skippedExports: parsed.k.length === 0 ? [] : parsed.k.map(String),
-          logs: this.logs.of(index),
-          stats: this.stats(),
-        });
+        this.completed(index, value, exports, parsed.k.length === 0 ? [] : parsed.k.map(String));
         return;
       }
       if (kind === "f") {
@@ -418,6 +402,18 @@ export class Execution implements InstanceListener, Watched {
       const message = "the guest's outcome could not be read (was the runtime's environment tampered with?)";
       this.fail({ code: "ERR_USER_CODE", name: "Error", message }, index);
     }
+  }
+
+  private completed(index: number, value: unknown, exports: Record<string, unknown>, skippedExports: string[]): void {
+    this.settleOne(index, {
+      status: "completed",
+      ok: true,
+      value,
+      exports,
+      skippedExports,
+      logs: this.logs.of(index),
+      stats: this.stats(),
+    });
   }
 
   onFailure(error: unknown): void {
