@@ -5,7 +5,7 @@ import { failedResult } from "../../core/results.js";
 import { isRunResult } from "../../core/result-shape.js";
 import type { HostEvent } from "../../core/protocol.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
-import { VALUES_SEPARATOR } from "./value-batch.js";
+import { splitTexts } from "./batched-texts.js";
 
 /**
  * Reading a worker's answers, and the results a lost worker leaves its runs. A worker is a
@@ -52,9 +52,8 @@ export function valuesOfAnswer(
 ): Extract<HostEvent, { t: "value" }>[] | undefined {
   if (!Array.isArray(ids) || !Array.isArray(runs) || typeof valueText !== "string") return undefined;
   if (ids.length < 2 || runs.length !== ids.length * 5) return undefined;
-  const texts = valueText.split(VALUES_SEPARATOR);
-  if (texts.length !== ids.length) return undefined;
-  return texts.map((text, i) => ({ t: "value", id: ids[i], valueText: text, run: runs.slice(i * 5, i * 5 + 5) }));
+  const texts = splitTexts(valueText, ids.length);
+  return texts?.map((text, i) => ({ t: "value", id: ids[i], valueText: text, run: runs.slice(i * 5, i * 5 + 5) }));
 }
 
 /** The result of a run its worker could not finish: `cause` says why. */

@@ -1,14 +1,8 @@
 import type { HostRequest } from "../../core/protocol.js";
+import { FLUSH_AT_CHARS, joinTexts, MAX_BATCHED_TEXT_CHARS, splitTexts } from "./batched-texts.js";
 
 export type CallMessage = Extract<HostRequest, { t: "prefix-call" }>;
 type CallsMessage = Extract<HostRequest, { t: "prefix-calls" }>;
-
-/** Arguments longer than this travel in a frame of their own (a batch's frame stays far below the frame limit). */
-const MAX_BATCHED_ARGS_CHARS = 64 * 1024;
-/** A batch this long leaves at once rather than at the end of the tick. */
-const FLUSH_AT_CHARS = 1024 * 1024;
-/** What joins the calls' arguments in a "prefix-calls" frame: codec text is JSON, which escapes every control character. */
-const ARGS_SEPARATOR = "\u0001";
 
 /**
  * The sandbox's calls to one worker made in one tick, written as ONE "prefix-calls" frame
@@ -35,7 +29,7 @@ export class CallBatch {
       message.limits === undefined &&
       message.abortable !== true &&
       message.poll !== true &&
-      message.argsText.length <= MAX_BATCHED_ARGS_CHARS
+      message.argsText.length <= MAX_BATCHED_TEXT_CHARS
     );
   }
 
@@ -66,7 +60,7 @@ export class CallBatch {
     this.texts = [];
     this.chars = 0;
     if (count === 1) this.write({ t: "prefix-call", id: ids[0], prefix, path, argsText: texts[0] });
-    else this.write({ t: "prefix-calls", ids, prefix, path, argsText: texts.join(ARGS_SEPARATOR) });
+    else this.write({ t: "prefix-calls", ids, prefix, path, argsText: joinTexts(texts) });
   }
 }
 
@@ -75,7 +69,6 @@ export function callsOfRequest(message: CallsMessage): CallMessage[] | undefined
   const { ids, prefix, path, argsText } = message;
   if (!Array.isArray(ids) || ids.length < 2 || typeof argsText !== "string") return undefined;
   if (!ids.every((id) => Number.isSafeInteger(id))) return undefined;
-  const texts = argsText.split(ARGS_SEPARATOR);
-  if (texts.length !== ids.length) return undefined;
-  return texts.map((text, i) => ({ t: "prefix-call", id: ids[i], prefix, path, argsText: text }));
+  const texts = splitTexts(argsText, ids.length);
+  return texts?.map((text, i) => ({ t: "prefix-call", id: ids[i], prefix, path, argsText: text }));
 }

@@ -1,14 +1,7 @@
 import type { HostEvent } from "../../core/protocol.js";
+import { FLUSH_AT_CHARS, joinTexts, MAX_BATCHED_TEXT_CHARS } from "./batched-texts.js";
 
 type ValueEvent = Extract<HostEvent, { t: "value" }>;
-
-/** Values longer than this travel in a frame of their own (a batch's frame stays far below the frame limit). */
-const MAX_BATCHED_VALUE_CHARS = 64 * 1024;
-/** A batch this long leaves at once rather than at the end of the tick. */
-const FLUSH_AT_CHARS = 1024 * 1024;
-
-/** What joins the values' texts in a "values" frame: codec text is JSON, which escapes every control character. */
-export const VALUES_SEPARATOR = "\u0001";
 
 /**
  * A worker's "value" answers of one tick, written as ONE "values" frame (protocol.ts). A crossing
@@ -29,7 +22,7 @@ export class ValueBatch {
 
   /** Whether `event` may wait for the end of the tick in a batch: a short value with no stats riding on it. */
   static takes(event: HostEvent): event is ValueEvent {
-    return event.t === "value" && event.stats === undefined && event.valueText.length <= MAX_BATCHED_VALUE_CHARS;
+    return event.t === "value" && event.stats === undefined && event.valueText.length <= MAX_BATCHED_TEXT_CHARS;
   }
 
   add(event: ValueEvent): void {
@@ -50,6 +43,6 @@ export class ValueBatch {
     this.texts = [];
     this.chars = 0;
     if (count === 1) this.write({ t: "value", id: ids[0], valueText: texts[0], run: runs });
-    else this.write({ t: "values", ids, runs, valueText: texts.join(VALUES_SEPARATOR) });
+    else this.write({ t: "values", ids, runs, valueText: joinTexts(texts) });
   }
 }
