@@ -9,6 +9,7 @@ import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString 
 import { readArgumentBodies } from "./core/body-reads.js";
 import { hostWire } from "./core/fetch-wire.js";
 import { signalAborted, signalReason } from "./core/abort-reason.js";
+import { roundToUs } from "./core/milliseconds.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
 import { compileBound, compileFailureName } from "./core/esbuild-calls.js";
@@ -518,7 +519,7 @@ export class Sandbox implements AsyncDisposable {
     // Under a millisecond (a cached module): the limits as given, the same object every time.
     const engineLimits = compiledMs < 1 ? limits : { ...limits, wallTimeMs: left, cpuTimeMs: Math.min(limits.cpuTimeMs, left) };
     const result = await run(engineLimits);
-    result.stats.wallMs = Math.round((result.stats.wallMs + compiledMs) * 1000) / 1000;
+    result.stats.wallMs = roundToUs(result.stats.wallMs + compiledMs);
     if (engineLimits !== limits && !result.ok && result.error.code === "ERR_WALL_TIMEOUT") {
       // The engine names the limit it was given: the caller's is the one to name.
       result.error.message = result.error.message.replace(

@@ -1,9 +1,10 @@
 import type { RunError } from "./errors.js";
+import { roundToUs } from "./milliseconds.js";
 import type { AbortedResult, CompletedResult, FailedResult, RunStats } from "./types.js";
 
 /** Stats of a run that ended before any guest code ran: nothing used, nothing warm. */
 function emptyStats(engine: RunStats["engine"], host: RunStats["host"], wallMs: number): RunStats {
-  return { engine, host, wallMs: Math.round(wallMs * 1000) / 1000, cpuMs: 0, bridgeCalls: 0, warm: false };
+  return { engine, host, wallMs: roundToUs(wallMs), cpuMs: 0, bridgeCalls: 0, warm: false };
 }
 
 /** A failure decided outside the guest (queue, instance, worker, input): no logs, empty stats. */

@@ -1,5 +1,6 @@
 import type { ResolvedLimits } from "../core/limits.js";
 import type { LogEntry, LogLevel } from "../core/types.js";
+import { msSince } from "../core/milliseconds.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
 
@@ -65,16 +66,6 @@ export class CallLogs {
     });
     return true;
   }
-}
-
-/** Milliseconds since `started`, to the microsecond. */
-export function msSince(started: number): number {
-  return roundToUs(performance.now() - started);
-}
-
-/** Milliseconds rounded to the microsecond, as results report them. */
-export function roundToUs(ms: number): number {
-  return Math.round(ms * 1000) / 1000;
 }
 
 /** `text` cut to `length` UTF-16 units, never between the two halves of a surrogate pair. */

@@ -7,7 +7,8 @@ import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "..
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, RunResult } from "../core/types.js";
-import { CallLogs, msSince, roundToUs } from "./call-logs.js";
+import { CallLogs } from "./call-logs.js";
+import { msSince, roundToUs } from "../core/milliseconds.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
 import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
 import { currentProcessCpuUs, type Watched, watchdog } from "./watchdog.js";

@@ -1,4 +1,5 @@
 import { type DestinationStream, type Logger, pino } from "pino";
+import { roundToUs } from "../core/milliseconds.js";
 import type { RunResult } from "../core/types.js";
 
 /**
@@ -23,7 +24,7 @@ export function logRun(logger: Logger, result: RunResult, elapsedMs: number): vo
       wallMs: stats.wallMs,
       cpuMs: stats.cpuMs,
       warm: stats.warm,
-      elapsedMs: Math.round(elapsedMs * 1000) / 1000,
+      elapsedMs: roundToUs(elapsedMs),
     },
     "run",
   );

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { LIMIT_CODES } from "../core/errors.js";
 import { resolveLimits } from "../core/limits.js";
+import { msSince } from "../core/milliseconds.js";
 import { abortedResult, failedResult } from "../core/results.js";
 import type { RunResult, RunStats, SandboxPolicy } from "../core/types.js";
 import { type Prefix, PrepareError } from "../prefix.js";
@@ -129,7 +130,7 @@ export class WarmRunner {
         // The request that prepared the module paid for its evaluation, and one that waited for it
         // for the wait: say so.
         result.stats.warm = false;
-        result.stats.wallMs = Math.round((performance.now() - started) * 1000) / 1000;
+        result.stats.wallMs = msSince(started);
       }
       return result;
     } finally {

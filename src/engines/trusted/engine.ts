@@ -6,6 +6,7 @@ import { CordonError, type RunError } from "../../core/errors.js";
 import { readBodiesWithin } from "../../core/body-reads.js";
 import { needsBodies } from "../../core/fetch-wire.js";
 import { guestThrown } from "../../core/guest-errors.js";
+import { msSince } from "../../core/milliseconds.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
 
 const LEVELS: LogLevel[] = ["log", "info", "warn", "error", "debug"];
@@ -58,7 +59,7 @@ export class TrustedEngine implements Engine {
       return {
         engine: "trusted" as const,
         host: "inprocess" as const,
-        wallMs: Math.round((performance.now() - started) * 1000) / 1000,
+        wallMs: msSince(started),
         cpuMs: Math.round((cpu.user + cpu.system) / 10) / 100,
         bridgeCalls: 0,
         warm: false,
@@ -180,7 +181,7 @@ export class TrustedEngine implements Engine {
         const message = format(...args);
         if (logs.length >= maxLogEntries || bytes + message.length > maxLogBytes) return;
         bytes += message.length;
-        logs.push({ level, message, atMs: Math.round((performance.now() - started) * 1000) / 1000 });
+        logs.push({ level, message, atMs: msSince(started) });
       };
     set("console", { ...console, ...Object.fromEntries(LEVELS.map((level) => [level, capture(level)])) });
     return () => {
