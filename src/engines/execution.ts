@@ -4,6 +4,7 @@ import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core
 import { compileBound } from "../core/esbuild-calls.js";
 import { cleanErrorStacks, ERROR_TAG, guestThrown, redefinableError, sanitizeStack } from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
+import { TEXT_SEPARATOR } from "../core/joined-texts.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, RunResult } from "../core/types.js";
@@ -320,7 +321,7 @@ export class Execution implements InstanceListener, Watched {
   onReturned(joined: string): void {
     if (this.settled) return;
     this.arrived ??= new Set();
-    const parts = this.size === 1 ? [joined] : joined.split("\u0001");
+    const parts = this.size === 1 ? [joined] : joined.split(TEXT_SEPARATOR);
     for (let i = 0; i < parts.length && i < this.size; i++) if (parts[i] !== "p") this.arrived.add(i);
   }
 
@@ -334,7 +335,7 @@ export class Execution implements InstanceListener, Watched {
       this.finish(joined[0], joined.slice(1), 0);
       return false;
     }
-    const outcomes = joined.split("\u0001");
+    const outcomes = joined.split(TEXT_SEPARATOR);
     let pending = false;
     // Outcomes that arrive together share one reading of the clocks (the isolate's CPU time is
     // a call into isolated-vm): one per crossing instead of one per outcome.

@@ -1,5 +1,6 @@
 import { type BindingsLike, sharedCodec } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
+import { joinTexts, TEXT_SEPARATOR } from "../../core/joined-texts.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
 import { DEFAULT_DISK_MB, DiskWatch } from "./disk-watch.js";
@@ -168,15 +169,15 @@ export class DenoInstance implements EngineInstance {
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
-    const message = { t: "call", work: ++this.work, path, joined: argsTexts.join("\u0001"), caps: same ? undefined : caps };
+    const message = { t: "call", work: ++this.work, path, joined: joinTexts(argsTexts), caps: same ? undefined : caps };
     const value = await this.request(message, true);
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
     return value.includes(this.process.dir) || value.includes(", <anonymous>:")
       ? value
-          .split("\u0001")
+          .split(TEXT_SEPARATOR)
           .map((outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
-          .join("\u0001")
+          .join(TEXT_SEPARATOR)
       : value;
   }
 

@@ -1,6 +1,7 @@
 import { type BindingsLike, EMPTY_BINDINGS_TEXT, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
+import { joinTexts, TEXT_SEPARATOR } from "../../core/joined-texts.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
@@ -131,7 +132,7 @@ export class QuickJSInstance implements EngineInstance {
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
-    const joined = argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001");
+    const joined = joinTexts(argsTexts);
     const value = await this.thread.request(
       { t: "call", id: this.id, path, joined, caps: same ? undefined : caps },
       this.begunSince(),
@@ -284,7 +285,7 @@ function untagged(text: string): string {
 /** `untagged` for the thrown outcomes among a call crossing's joined outcomes. */
 function untaggedOutcomes(joined: string): string {
   return joined
-    .split("\u0001")
+    .split(TEXT_SEPARATOR)
     .map((outcome) => (outcome[0] === "t" ? untagged(outcome) : outcome))
-    .join("\u0001");
+    .join(TEXT_SEPARATOR);
 }

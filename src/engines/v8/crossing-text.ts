@@ -1,5 +1,6 @@
 /** Text on its way into the isolate, and what comes back out of it: helpers of V8Instance's crossings. */
 import type * as IVM from "isolated-vm";
+import { TEXT_SEPARATOR } from "../../core/joined-texts.js";
 import { loadIsolatedVm } from "./load.js";
 
 /**
@@ -42,7 +43,7 @@ export function flat(text: string): string {
 
 /** Whether joined outcomes hold one still to come ("p"). */
 export function hasPending(joined: string): boolean {
-  return joined === "p" || joined.startsWith("p\u0001") || joined.includes("\u0001p");
+  return joined === "p" || joined.startsWith(`p${TEXT_SEPARATOR}`) || joined.includes(`${TEXT_SEPARATOR}p`);
 }
 
 /** isolated-vm's text for a thrown object that is no Error: it copies such an object no further. */

@@ -3,6 +3,7 @@ import { type BindingsLike, hostModuleSources, moduleNotFound } from "../../core
 import type { RunMode } from "../../core/engine.js";
 import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollingPaused, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
+import { joinTexts } from "../../core/joined-texts.js";
 import type { CompileBound } from "../../core/esbuild-calls.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -288,8 +289,8 @@ export class V8Instance implements EngineInstance {
     // Caps cross only when they changed: every argument costs on the host's thread.
     const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
     this.lastCaps = caps;
-    // Encoded arguments are JSON, which never holds a raw U+0001: one joined string crosses cheaper than an array.
-    const joined = flat(argsTexts.length === 1 ? argsTexts[0] : argsTexts.join("\u0001"));
+    // One joined string (core/joined-texts.ts) crosses cheaper than an array.
+    const joined = flat(joinTexts(argsTexts));
     // Made only for a crossing (shared memory takes the string itself): a long text's copy is single-use.
     const crossingArgs = () => {
       const text = intoIsolate(joined);

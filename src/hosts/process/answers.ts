@@ -5,7 +5,7 @@ import { failedResult } from "../../core/results.js";
 import { isRunResult } from "../../core/result-shape.js";
 import type { HostEvent } from "../../core/protocol.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
-import { splitTexts } from "./batched-texts.js";
+import { splitTexts } from "../../core/joined-texts.js";
 
 /**
  * Reading a worker's answers, and the results a lost worker leaves its runs. A worker is a

@@ -1,5 +1,6 @@
 import type { HostRequest } from "../../core/protocol.js";
-import { FLUSH_AT_CHARS, joinTexts, MAX_BATCHED_TEXT_CHARS, splitTexts } from "./batched-texts.js";
+import { joinTexts, splitTexts } from "../../core/joined-texts.js";
+import { FLUSH_AT_CHARS, MAX_BATCHED_TEXT_CHARS } from "./batched-texts.js";
 
 export type CallMessage = Extract<HostRequest, { t: "prefix-call" }>;
 type CallsMessage = Extract<HostRequest, { t: "prefix-calls" }>;

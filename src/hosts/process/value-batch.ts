@@ -1,5 +1,6 @@
 import type { HostEvent } from "../../core/protocol.js";
-import { FLUSH_AT_CHARS, joinTexts, MAX_BATCHED_TEXT_CHARS } from "./batched-texts.js";
+import { joinTexts } from "../../core/joined-texts.js";
+import { FLUSH_AT_CHARS, MAX_BATCHED_TEXT_CHARS } from "./batched-texts.js";
 
 type ValueEvent = Extract<HostEvent, { t: "value" }>;
 
