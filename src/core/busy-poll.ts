@@ -95,6 +95,47 @@ export function lostCores(): number {
 /** The share of recent judged windows that were lost (an average over about 64 of them). */
 let lostShare = 0;
 const LOST_SHARE_TO_PAUSE = 1 / 16;
+/** Past this share of windows lost, polling pauses however much an answer it speeds up saves. */
+const MOST_LOST_SHARE_TO_PAUSE = 1 / 2;
+/** A paused round trip older than this no longer says what polling saves now. */
+const PAUSED_SAMPLE_TTL_MS = 10_000;
+
+/**
+ * Typical round trips (µs) of an answer due alone and back within a window's length: polled,
+ * and asked while polling was paused. Their difference is what polling saves an answer on this
+ * machine now (answers that take longer, long guest runs, count on neither side).
+ */
+let polledUs = Number.NaN;
+let pausedUs = Number.NaN;
+let pausedSampledAt = Number.NEGATIVE_INFINITY;
+/** The window of the latest request (what a lost window costs). */
+let windowMs = 1;
+
+function averaged(mean: number, sample: number): number {
+  return Number.isNaN(mean) ? sample : mean + (sample - mean) / 16;
+}
+
+/**
+ * The share of lost windows past which polling pauses: where the windows it loses (each costs
+ * about the window: the sender waited it out) cost more than the answers it speeds up save. 1 in
+ * 16 when an answer saves 50–70 µs (decision 009's figures, and the rule until a pause has
+ * measured otherwise); more when wake-ups are dearer. Measured on a KVM guest with halt polling
+ * off: a thread's wake-up cost 150–200 µs at times, a QuickJS call back to back then took ~470 µs
+ * paused or unpolled and ~60 µs polled, so polling paid up to ~40% of windows lost, and pausing at
+ * 1 in 16 made calls 8× slower for as long as the pause lasted (up to 8 s).
+ */
+export function lostShareToPause(polledRoundTripUs: number, pausedRoundTripUs: number, windowOfMs: number): number {
+  const saved = pausedRoundTripUs - polledRoundTripUs;
+  if (!(saved > 0) || !(windowOfMs > 0)) return LOST_SHARE_TO_PAUSE;
+  return Math.min(MOST_LOST_SHARE_TO_PAUSE, Math.max(LOST_SHARE_TO_PAUSE, saved / (windowOfMs * 1000)));
+}
+
+/** A paused answer's round trip (µs), `now` the time it settled. */
+function sampledPaused(roundTripUs: number, now: number): void {
+  // A stale average would keep polling on the word of a machine that has changed since.
+  pausedUs = now - pausedSampledAt > PAUSED_SAMPLE_TTL_MS ? roundTripUs : averaged(pausedUs, roundTripUs);
+  pausedSampledAt = now;
+}
 
 /** Windows judged since the last pause ended, and how many of them were lost. */
 let judgedSincePause = 0;
@@ -106,7 +147,8 @@ function judged(lost: boolean, now: number): void {
   if (!lost) return;
   lostCoreCount++;
   lostSincePause++;
-  if (lostShare <= LOST_SHARE_TO_PAUSE) return;
+  const fresh = now - pausedSampledAt <= PAUSED_SAMPLE_TTL_MS;
+  if (lostShare <= lostShareToPause(polledUs, fresh ? pausedUs : Number.NaN, windowMs)) return;
   // Back under the threshold, but close: three more lost windows in a row pause again.
   lostShare = LOST_SHARE_TO_PAUSE / 2;
   // Still losing since the last pause (within 8 windows, or a quarter of them or more): the core
@@ -152,15 +194,22 @@ export function pollUntilSettled<T>(answer: Promise<T>, ms: number, fromProcess 
   // `started` is judged only for a window opened for this answer alone.
   begun = due === 1 ? started : undefined;
   askedAt = now;
+  windowMs = ms;
   if (now - lastSettled <= ms) until = now + ms;
   const judgedHere = begun !== undefined && until > now;
+  // Alone, of a kind that is judged, and not polled for: what an answer costs while paused.
+  const pausedHere = begun !== undefined && pausesAllowed && pollingPaused();
   start();
   const settled = () => {
     due--;
     if (fromProcess) dueFromProcess--;
     lastSettled = performance.now();
+    const roundTripUs = (lastSettled - now) * 1000;
     // Answered in a window opened for it alone: a window not lost.
-    if (judgedHere && turning) judged(false, lastSettled);
+    if (judgedHere && turning) {
+      judged(false, lastSettled);
+      polledUs = averaged(polledUs, roundTripUs);
+    } else if (pausedHere && roundTripUs < ms * 1000) sampledPaused(roundTripUs, lastSettled);
     begun = undefined;
     start();
   };
@@ -193,6 +242,7 @@ export function spinsUntilSettled(task: Promise<unknown>): void {
  */
 export function pollMemory<T>(read: () => T | undefined, ms: number, begun?: () => boolean): Promise<T> {
   due++;
+  windowMs = ms;
   // Judged as pollUntilSettled's windows are (a task that spins waiting for requests takes one within µs if it has a core).
   let judging = begun !== undefined && due === 1;
   return new Promise<T>((resolve, reject) => {
@@ -210,7 +260,10 @@ export function pollMemory<T>(read: () => T | undefined, ms: number, begun?: () 
       if (value !== undefined) {
         due--;
         lastSettled = now;
-        if (judging && now - started < ms) judged(false, now);
+        if (judging && now - started < ms) {
+          judged(false, now);
+          polledUs = averaged(polledUs, (now - started) * 1000);
+        }
         resolve(value);
       } else if (now - started < ms) setImmediate(check);
       else {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   allowPollingPauses,
   inBackground,
+  lostShareToPause,
   pollForRequests,
   pollUntilSettled,
   spinsUntilSettled,
@@ -207,5 +208,25 @@ describe("options.busyPollMs", () => {
         expect(await prefix.call({ export: "twice", args: [i] })).toMatchObject({ ok: true, value: i * 2 });
       }
     }
+  });
+});
+
+describe("when polling pauses: the lost share it tolerates", () => {
+  it("is 1 in 16 until a pause has measured what polling saves, or when it saves little", () => {
+    expect(lostShareToPause(Number.NaN, Number.NaN, 1)).toBe(1 / 16);
+    expect(lostShareToPause(40, Number.NaN, 1)).toBe(1 / 16);
+    // 60 µs saved against a 1 ms window: below 1 in 16, the floor holds.
+    expect(lostShareToPause(40, 100, 1)).toBe(1 / 16);
+    // Paused answers as fast as polled ones (or faster): polling saves nothing.
+    expect(lostShareToPause(100, 80, 1)).toBe(1 / 16);
+    expect(lostShareToPause(40, 400, 0)).toBe(1 / 16);
+  });
+
+  it("rises with what an answer saves, as a share of what a lost window costs, up to one half", () => {
+    // Dear wake-ups (a KVM guest without halt polling): ~470 µs paused, ~60 polled.
+    expect(lostShareToPause(60, 470, 1)).toBeCloseTo(0.41, 5);
+    // The same saving against a 2 ms window: a lost window costs twice as much.
+    expect(lostShareToPause(60, 470, 2)).toBeCloseTo(0.205, 5);
+    expect(lostShareToPause(10, 5000, 1)).toBe(1 / 2);
   });
 });
