@@ -198,7 +198,7 @@ export function pollUntilSettled<T>(answer: Promise<T>, ms: number, fromProcess 
   if (now - lastSettled <= ms) until = now + ms;
   const judgedHere = begun !== undefined && until > now;
   // Alone, of a kind that is judged, and not polled for: what an answer costs while paused.
-  const pausedHere = begun !== undefined && pausesAllowed && pollingPaused();
+  const pausedHere = begun !== undefined && pollingPaused();
   start();
   const settled = () => {
     due--;

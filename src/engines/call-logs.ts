@@ -1,6 +1,6 @@
 import type { ResolvedLimits } from "../core/limits.js";
-import type { LogEntry, LogLevel } from "../core/types.js";
 import { msSince } from "../core/milliseconds.js";
+import type { LogEntry, LogLevel } from "../core/types.js";
 
 const LOG_LEVELS = new Set<LogLevel>(["log", "info", "warn", "error", "debug"]);
 
