@@ -2,8 +2,8 @@
  * The spawner process (spawner.ts): starts child processes for the host, so the host's event
  * loop never waits for a fork of the host. It runs no guest code and holds no child's pipes: it
  * hands each piped descriptor to the host over the IPC channel (closing its own copy) and
- * reports the child's exit. When the host goes (its channel closes), it kills every child it
- * started and exits.
+ * reports the child's exit. When the host goes (its channel closes, or this process gets a new
+ * parent), it kills every child it started and exits.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeInheritedDescriptors } from "./inherited-fds.js";
@@ -64,11 +64,22 @@ process.on("message", (message: ToSpawner) => {
   else if (message?.t === "kill") children.get(message.id)?.kill("SIGKILL");
 });
 
-// The host is gone (or done with it): so are the children, at once.
-process.on("disconnect", () => {
+/** The host is gone (or done with it): so are the children, at once. */
+function hostGone(): void {
   for (const child of children.values()) child.kill("SIGKILL");
   process.exit(0);
-});
+}
+process.on("disconnect", hostGone);
+
+// Node emits no 'disconnect' when the channel ends while a handle this process sent still waits
+// for the host's acknowledgement (it puts the disconnect off until its handle queue drains, which
+// a gone host never lets happen): a host that exited right after asking for a child left this
+// process and the child running for good. So the channel's state and this process's parent
+// (a new one once the host is gone) are also checked, a few times a second.
+const host = process.ppid;
+setInterval(() => {
+  if (!process.connected || process.ppid !== host) hostGone();
+}, 200).unref();
 
 tell({ t: "ready" });
 

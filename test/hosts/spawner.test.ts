@@ -154,6 +154,41 @@ describe("the spawner process", () => {
     }
   }, 60_000);
 
+  it("goes with the child it was starting when the host exits right after asking for it", async () => {
+    // The helper hands each child's pipes to the host, and Node holds back the channel's
+    // 'disconnect' until the host acknowledges every handle: a host gone before it did left the
+    // helper and the child running for good (found after a test run: a Deno process and its
+    // helper, parent 1, 20 minutes on). A sleep with a number of its own marks the child.
+    const seconds = `${900 + Math.floor(Math.random() * 99)}.25`;
+    const dist = (path: string) => JSON.stringify(fileURLToPath(new URL(`../../dist/${path}`, import.meta.url)));
+    const script = `const { useSpawner, spawnChild, spawnerReady } = await import(${dist("core/spawner.js")});
+      useSpawner();
+      setInterval(() => {}, 1000);
+      const helper = await spawnerReady();
+      process.stdout.write(helper + "\\n", () => {
+        spawnChild("sleep", ["${seconds}"], { cwd: "/", env: {}, stdio: ["pipe", "pipe", "pipe"] });
+        process.exit(0);
+      });`;
+    const host = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    host.stdout.on("data", (d) => {
+      out += d;
+    });
+    await new Promise((resolve) => host.once("exit", resolve));
+    const helper = Number(out.trim());
+    expect(helper).toBeGreaterThan(0);
+    const sleeping = () =>
+      readdirSync("/proc")
+        .filter((name) => /^\d+$/.test(name))
+        .map(Number)
+        .filter((pid) => commandLine(pid) === `sleep\0${seconds}\0` && running(pid));
+    try {
+      await until(() => !running(helper) && sleeping().length === 0, 5000);
+    } finally {
+      for (const pid of [helper, ...sleeping()].filter(running)) process.kill(pid, "SIGKILL");
+    }
+  }, 30_000);
+
   it("goes with its workers when the host is killed with SIGKILL, a spinning guest's included", async () => {
     const dist = (path: string) => JSON.stringify(fileURLToPath(new URL(`../../dist/${path}`, import.meta.url)));
     const script = `const { createSandbox } = await import(${dist("index.js")});
