@@ -68,7 +68,8 @@ describe.each([
   it("kills a command past its time", async () => {
     await run(async () => {
       const started = performance.now();
-      const outcome = await runCommand(SH, ["-c", "sleep 30"], { env: {}, timeoutMs: 200 });
+      // exec: the shell becomes the sleep, so the kill leaves no orphaned sleep behind for 30 s.
+      const outcome = await runCommand(SH, ["-c", "exec sleep 30"], { env: {}, timeoutMs: 200 });
       expect(outcome.code).toBeNull();
       expect(outcome.signal).toBe("SIGKILL");
       expect(performance.now() - started).toBeLessThan(10_000);
