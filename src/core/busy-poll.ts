@@ -130,10 +130,17 @@ export function lostShareToPause(polledRoundTripUs: number, pausedRoundTripUs: n
   return Math.min(MOST_LOST_SHARE_TO_PAUSE, Math.max(LOST_SHARE_TO_PAUSE, saved / (windowOfMs * 1000)));
 }
 
+/**
+ * The paused round trip's average, or NaN when its latest sample is too old to speak for now: a
+ * stale average would keep polling on the word of a machine that has changed since.
+ */
+function freshPausedUs(now: number): number {
+  return now - pausedSampledAt <= PAUSED_SAMPLE_TTL_MS ? pausedUs : Number.NaN;
+}
+
 /** A paused answer's round trip (µs), `now` the time it settled. */
 function sampledPaused(roundTripUs: number, now: number): void {
-  // A stale average would keep polling on the word of a machine that has changed since.
-  pausedUs = now - pausedSampledAt > PAUSED_SAMPLE_TTL_MS ? roundTripUs : averaged(pausedUs, roundTripUs);
+  pausedUs = averaged(freshPausedUs(now), roundTripUs);
   pausedSampledAt = now;
 }
 
@@ -147,8 +154,7 @@ function judged(lost: boolean, now: number): void {
   if (!lost) return;
   lostCoreCount++;
   lostSincePause++;
-  const fresh = now - pausedSampledAt <= PAUSED_SAMPLE_TTL_MS;
-  if (lostShare <= lostShareToPause(polledUs, fresh ? pausedUs : Number.NaN, windowMs)) return;
+  if (lostShare <= lostShareToPause(polledUs, freshPausedUs(now), windowMs)) return;
   // Back under the threshold, but close: three more lost windows in a row pause again.
   lostShare = LOST_SHARE_TO_PAUSE / 2;
   // Still losing since the last pause (within 8 windows, or a quarter of them or more): the core
