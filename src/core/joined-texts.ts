@@ -11,6 +11,11 @@ export function joinTexts(texts: string[]): string {
   return texts.length === 1 ? texts[0] : texts.join(TEXT_SEPARATOR);
 }
 
+/** `joined` with each of its texts replaced by `map`'s answer for it. */
+export function mapTexts(joined: string, map: (text: string) => string): string {
+  return joined.split(TEXT_SEPARATOR).map(map).join(TEXT_SEPARATOR);
+}
+
 /**
  * `joined`'s texts, or undefined when there are not exactly `count` of them (a peer's frame that
  * does not add up: even one text is split, so a raw separator in it is caught).

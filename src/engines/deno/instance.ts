@@ -1,6 +1,6 @@
 import { type BindingsLike, sharedCodec } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
-import { joinTexts, TEXT_SEPARATOR } from "../../core/joined-texts.js";
+import { joinTexts, mapTexts } from "../../core/joined-texts.js";
 import type { LineMap } from "../../core/source-map.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
 import { DEFAULT_DISK_MB, DiskWatch } from "./disk-watch.js";
@@ -174,10 +174,7 @@ export class DenoInstance implements EngineInstance {
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
     return value.includes(this.process.dir) || value.includes(", <anonymous>:")
-      ? value
-          .split(TEXT_SEPARATOR)
-          .map((outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
-          .join(TEXT_SEPARATOR)
+      ? mapTexts(value, (outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
       : value;
   }
 

@@ -1,7 +1,7 @@
 import { type BindingsLike, EMPTY_BINDINGS_TEXT, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
-import { joinTexts, TEXT_SEPARATOR } from "../../core/joined-texts.js";
+import { joinTexts, mapTexts } from "../../core/joined-texts.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
 import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
@@ -284,8 +284,5 @@ function untagged(text: string): string {
 
 /** `untagged` for the thrown outcomes among a call crossing's joined outcomes. */
 function untaggedOutcomes(joined: string): string {
-  return joined
-    .split(TEXT_SEPARATOR)
-    .map((outcome) => (outcome[0] === "t" ? untagged(outcome) : outcome))
-    .join(TEXT_SEPARATOR);
+  return mapTexts(joined, (outcome) => (outcome[0] === "t" ? untagged(outcome) : outcome));
 }
