@@ -28,16 +28,26 @@ export function memorySnapshots() {
     return true;
   }
 
+  function zeroPage(b: Int32Array, page: number): boolean {
+    const from = (page * PAGE) >> 2;
+    const to = from + (PAGE >> 2);
+    for (let i = from; i < to; i++) if (b[i] !== 0) return false;
+    return true;
+  }
+
   return {
-    /** The pages of `after` that differ from `before` (a fresh module's memory). */
+    /**
+     * The pages of `after` that differ from `before` (a fresh module's memory). Where `after` has
+     * grown past `before`, a fresh memory of its size holds zeros: only pages with data are kept.
+     */
     diff(before: ArrayBuffer, after: ArrayBuffer): MemoryPages {
       const a = new Int32Array(before, 0, Math.min(before.byteLength, after.byteLength) >> 2);
-      const b = new Int32Array(after, 0, a.length);
+      const b = new Int32Array(after);
       const bytes = new Uint8Array(after);
       const runs: MemoryPages["runs"] = [];
       const pages = after.byteLength / PAGE;
       for (let page = 0; page < pages; page++) {
-        const differs = page * PAGE >= before.byteLength || !samePage(a, b, page);
+        const differs = page * PAGE >= before.byteLength ? !zeroPage(b, page) : !samePage(a, b, page);
         if (!differs) continue;
         const last = runs[runs.length - 1];
         if (last && last.offset + last.bytes.length === page * PAGE) {
@@ -50,7 +60,10 @@ export function memorySnapshots() {
       return { runs, byteLength: after.byteLength };
     },
 
-    /** Write the pages over a memory (that of a freshly instantiated module, as `before` was). */
+    /**
+     * Write the pages over a memory (that of a freshly instantiated module, as `before` was, at
+     * least `pages.byteLength` long).
+     */
     apply(pages: MemoryPages, memory: { buffer: ArrayBuffer }): void {
       const view = new Uint8Array(memory.buffer);
       for (const run of pages.runs) view.set(run.bytes, run.offset);

@@ -10,6 +10,7 @@ import { warmUpModulesJson } from "../warm-up-modules.js";
 import type { FromWorker, ToWorker } from "./protocol.js";
 import { memorySnapshots } from "./memory-snapshot.js";
 import { installSeededRandom } from "./seeded-random.js";
+import { readQuickJSWasm } from "./wasm-memory-minimum.js";
 import { quickjsCrossings } from "./worker-crossing.js";
 import { type QuickJSTemplate, quickjsInstances } from "./worker-instances.js";
 import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
@@ -261,7 +262,7 @@ async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
   return {
     corePath: require.resolve("quickjs-emscripten-core"),
     variantPath: require.resolve("@jitl/quickjs-wasmfile-release-sync"),
-    wasmPath: require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm"),
+    wasm: readQuickJSWasm(require.resolve("@jitl/quickjs-wasmfile-release-sync/wasm")),
     runtimeScript: await compactGuestRuntimeScript(),
     hostServicesSource: createHostServices.toString(),
     seededRandomSource: installSeededRandom.toString(),

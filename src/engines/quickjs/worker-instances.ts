@@ -37,7 +37,6 @@ export interface InstancesContext {
 }
 
 export function quickjsInstances({ req, workerData, post, instances, crossings, release }: InstancesContext) {
-  const { readFileSync } = req("node:fs");
   const core = req(workerData.corePath);
   const variantModule = req(workerData.variantPath);
   const variant = variantModule.default ?? variantModule;
@@ -50,9 +49,12 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
    * that leaves QuickJS unusable (out of memory in C, a failed assertion) ends only that instance.
    */
   const Wasm = (globalThis as Any).WebAssembly;
-  const wasmModule: Promise<unknown> = Wasm.compile(readFileSync(workerData.wasmPath));
+  const wasmModule: Promise<unknown> = Wasm.compile(workerData.wasm.bytes);
   const PAGE = 65536;
-  const BASE_PAGES = 256; // the 16 MB QuickJS starts with: the runtime, its atoms and the guest runtime
+  // What a memory's cap allows QuickJS beyond the guest's memory limit: its static data, its 5 MB
+  // stack, the runtime, its atoms and the guest runtime (the module once declared this much as its
+  // minimum; a memory now starts at what the static data and stack need, and grows).
+  const BASE_PAGES = 256;
   const snapshots = new Function(`return (${workerData.memorySnapshotsSource})()`)() as ReturnType<typeof memorySnapshots>;
 
   // The host's own services, evaluated from the source the host sent (this thread cannot import).
@@ -62,10 +64,16 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     randomBytes(n: unknown): Uint8Array;
   };
 
-  /** A fresh WebAssembly instance of QuickJS whose memory is capped for `memoryMb`. */
-  async function newModule(memoryMb: number): Promise<{ module: Any; memory: Any; maxPages: number }> {
+  /**
+   * A fresh WebAssembly instance of QuickJS whose memory is capped for `memoryMb`, starting at
+   * `initialPages` (a copy starts at its template's size, so the pages fit).
+   */
+  async function newModule(
+    memoryMb: number,
+    initialPages = workerData.wasm.minimumPages,
+  ): Promise<{ module: Any; memory: Any; maxPages: number }> {
     const maxPages = BASE_PAGES + Math.ceil((memoryMb * 1024 * 1024) / PAGE);
-    const memory = new Wasm.Memory({ initial: BASE_PAGES, maximum: maxPages });
+    const memory = new Wasm.Memory({ initial: Math.min(initialPages, maxPages), maximum: maxPages });
     const module = await core.newQuickJSWASMModuleFromVariant(
       core.newVariant(variant, { wasmModule: await wasmModule, wasmMemory: memory }),
     );
@@ -276,7 +284,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
 
   /**
    * Boot one instance (warmed up) and keep the pages where its memory differs from a fresh
-   * module's: ~0.5 s of this thread here, most of it page faults reading three 16 MB memories.
+   * module's: most of its time page faults reading the three memories.
    */
   async function bootTemplate(): Promise<QuickJSTemplate | undefined> {
     const [a, b] = [await newModule(64), await newModule(64)];
@@ -302,7 +310,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
 
   /** An instance copied from the template's memory: ~2 ms here, against ~13 ms to boot one. */
   async function copy(from: QuickJSTemplate, id: number, memoryMb: number, controlBuffer: SharedArrayBuffer): Promise<Instance> {
-    const { module, memory, maxPages } = await newModule(memoryMb);
+    const { module, memory, maxPages } = await newModule(memoryMb, Math.ceil(from.pages.byteLength / PAGE));
     snapshots.apply(from.pages, memory);
     // quickjs-emscripten 0.32's runtime and context objects, wrapped around the template's
     // pointers (its own API makes them only for a new runtime; `contextPointer` is its hook).

@@ -21,11 +21,13 @@
 import type { ToWorker } from "./protocol.js";
 import type { Instance, quickjsCrossings } from "./worker-crossing.js";
 import type { QuickJSTemplate, quickjsInstances } from "./worker-instances.js";
+import type { QuickJSWasm } from "./wasm-memory-minimum.js";
 
 export interface QuickJSWorkerData {
   corePath: string;
   variantPath: string;
-  wasmPath: string;
+  /** The module's bytes, its memory's declared minimum lowered (wasm-memory-minimum.ts). */
+  wasm: QuickJSWasm;
   runtimeScript: string;
   /** `createHostServices.toString()`: URL parsing and random bytes, the same code the v8 engine uses. */
   hostServicesSource: string;
