@@ -25,6 +25,7 @@ import { compileFactory, evaluableInIsolate } from "./large-script.js";
 import { loadIsolatedVm } from "./load.js";
 import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
+import { fromShallowStack } from "./shallow-stack.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
@@ -404,14 +405,15 @@ export class V8Instance implements EngineInstance {
   private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
     // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
     this.channel?.close();
+    const ref = this.refs[name];
     if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
-      return guestRunning(this.refs[name].apply(undefined, args));
+      return guestRunning(fromShallowStack(() => ref.apply(undefined, args)));
     }
     // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
     // wall time while one runs): unchanged when a window ends, the thread never got a core.
     const before = this.isolate.cpuTime;
     const begun = () => this.isolate.isDisposed || this.isolate.cpuTime !== before;
-    const crossing = guestRunning(this.refs[name].apply(undefined, args));
+    const crossing = guestRunning(fromShallowStack(() => ref.apply(undefined, args)));
     return pollUntilSettled(crossing, this.busyPollMs, false, begun);
   }
 
