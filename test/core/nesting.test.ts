@@ -62,8 +62,10 @@ describe("the nesting scan", () => {
       "const h = (a + b) / 2, q = total / count / 3, r = x++ / 2, s = f() / g();",
       `if (a) /"/.test(b); else b = c / d;`,
       "// it's a comment with a ` backtick and a ( bracket",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: guest source text that holds a template literal
       '/* a "quoted" ( { [ block */ const t = `a${b ? `c${d}` : "}"}e`;',
       'const u = "// not a comment /* nor this", v = \'/"/\';',
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: guest source text that holds a template literal
       "const w = `line\n${[1, 2].map((x) => x / 2)}\nmore`;",
       "export default function (x: number): number { return x / 2 }",
       'switch (x) { case 1: y = /"/; break; default: y = 2 / 3; }',

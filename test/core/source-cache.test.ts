@@ -14,6 +14,7 @@ const heap = () => {
 
 describe("normalized sources", () => {
   it("keep line maps encoded, and look positions up as the decoded map did", async () => {
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: guest source text that holds a template literal
     const code = "const a: number = 1;\nexport function f() {\n  return [a, `x${a}`].map((v) => v / 2);\n}\nexport default f;";
     const out = await normalizeSource(code, "enc.ts");
     expect(Array.isArray(out.lineMap)).toBe(false);
