@@ -103,6 +103,11 @@ export interface EngineInstance {
    */
   stalled?(): boolean;
   /**
+   * Where the instance runs, when an engine fixes that at creation (quickjs: its worker thread).
+   * A warm pool spreads a prefix's instances over sites, so their calls use every core.
+   */
+  readonly site?: object;
+  /**
    * The guest has finished the current crossing and its outcome waits for this thread to read
    * it (v8's shared-memory calls): no limit may fire for time spent waiting on the host.
    */

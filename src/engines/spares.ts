@@ -47,11 +47,14 @@ export class Spares<I extends EngineInstance = EngineInstance> {
     return this.ready[this.ready.length - 1];
   }
 
-  /** A bootstrapped instance with no bindings: a spare when one fits, else a new one. */
-  async take(memoryMb: number): Promise<I> {
+  /**
+   * A bootstrapped instance with no bindings: a spare when one fits, else a new one. A spare on
+   * none of the `occupied` sites (EngineInstance.site) comes first.
+   */
+  async take(memoryMb: number, occupied?: ReadonlySet<object>): Promise<I> {
     if (this.disposed) throw disposedError();
     if (memoryMb === this.memoryMb) {
-      const spare = this.takeReady();
+      const spare = this.takeReady(occupied);
       if (spare) {
         // Refill after the run that took it is under way: creating an isolate blocks this
         // thread (`new Isolate`: 2.3-2.4 ms measured on a quiet machine, 2026-12-02), which must
@@ -82,7 +85,14 @@ export class Spares<I extends EngineInstance = EngineInstance> {
    * dropped: a run on it hung until its wall time. One on a stalled thread stays for later: a
    * run on it waited for the stuck guest and failed with the thread (ERR_INSTANCE_RESET).
    */
-  private takeReady(): I | undefined {
+  private takeReady(occupied?: ReadonlySet<object>): I | undefined {
+    if (occupied && occupied.size > 0) {
+      for (let i = this.ready.length - 1; i >= 0; i--) {
+        const spare = this.ready[i];
+        const site = spare.site;
+        if (!spare.disposed && !spare.stalled?.() && site !== undefined && !occupied.has(site)) return this.ready.splice(i, 1)[0];
+      }
+    }
     for (let i = this.ready.length - 1; i >= 0; i--) {
       const spare = this.ready[i];
       if (spare.disposed) this.ready.splice(i, 1);

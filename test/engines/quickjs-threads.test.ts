@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { QuickJSInstance } from "../../src/engines/quickjs/instance.js";
 import { CONTROL_BYTES } from "../../src/engines/quickjs/protocol.js";
 import { type QuickJSThread, QuickJSThreads } from "../../src/engines/quickjs/threads.js";
 import { type Sandbox, createSandbox } from "../../src/index.js";
@@ -167,14 +168,17 @@ describe("quickjs: one template per engine", () => {
       const first = await threads.pick();
       const firstRun = runOn(first, 1, "Math.random()");
       expect(first.makingTemplate).toBe(true);
-      // Not a second thread making a second template meanwhile.
-      expect(await threads.pick()).toBe(first);
-      expect(threads.count).toBe(1);
+      // Not a second thread making a second template meanwhile: the next instance waits for the
+      // template, then goes to a thread started with it (not onto the first thread: an engine's
+      // first two spares, and a prefix's two warm instances taken from them, would share a core).
+      const secondPick = threads.pick().then((thread) => ({ thread, afterTemplate: !first.makingTemplate }));
       const drawn = [Number(await firstRun)];
       expect(first.makingTemplate).toBe(false);
-      const second = await threads.pick();
+      const { thread: second, afterTemplate } = await secondPick;
+      expect(afterTemplate).toBe(true);
       expect(second).not.toBe(first);
       expect(second.startedWithTemplate).toBe(true);
+      expect(threads.count).toBe(2);
       // Copies on both threads run guest code and draw numbers of their own.
       for (let id = 2; id < 6; id++) drawn.push(Number(await runOn(id % 2 ? first : second, id, "Math.random()")));
       expect(drawn.every((n) => n >= 0 && n < 1)).toBe(true);
@@ -186,4 +190,41 @@ describe("quickjs: one template per engine", () => {
       await threads.dispose();
     }
   }, 20_000);
+});
+
+describe("quickjs: a prefix's warm instances", () => {
+  // why: a prefix's two instances both took spares on one thread, and every call ran on one core
+  // while the other thread idled (events, 64 in flight: 21-25k/s, that thread at 100%).
+  it("go to different threads when spares are ready on both, so their calls use both cores", async () => {
+    const served = new Map<QuickJSInstance, number>();
+    const call = QuickJSInstance.prototype.call;
+    QuickJSInstance.prototype.call = function (this: QuickJSInstance, ...args: Parameters<typeof call>) {
+      served.set(this, (served.get(this) ?? 0) + 1);
+      return call.apply(this, args);
+    };
+    const sandbox = await createSandbox({ engine: "quickjs", host: "inprocess", spareInstances: 3 });
+    const spares = async (count: number) => {
+      const deadline = performance.now() + 10_000;
+      while ((sandbox.stats().spareInstances ?? 0) < count && performance.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
+      expect(sandbox.stats().spareInstances).toBe(count);
+    };
+    try {
+      // Spares on both threads (the first thread makes the template; the next instance waits for
+      // it, then goes to a second thread), the prefix takes one, and its refill is made: the newest
+      // spare is then on the prefix's own thread, and its second instance must not take that one.
+      await spares(3);
+      const prefix = await sandbox.prepare({
+        code: "export function f(n) { let s = 0; for (let i = 0; i < 20000; i++) s += i; return s + n }",
+      });
+      await spares(3);
+      const results = await Promise.all(Array.from({ length: 400 }, (_, i) => prefix.call({ export: "f", args: [i] })));
+      expect(results.every((r) => r.ok)).toBe(true);
+      expect(served.size).toBe(2);
+      expect(new Set([...served.keys()].map((instance) => instance.site)).size).toBe(2);
+    } finally {
+      QuickJSInstance.prototype.call = call;
+      await sandbox.dispose();
+    }
+  }, 30_000);
 });

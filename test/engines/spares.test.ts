@@ -55,6 +55,24 @@ describe("Spares", () => {
     spares.dispose();
   });
 
+  it("a take prefers a spare on a site its caller does not occupy (a QuickJS thread), else takes the newest", async () => {
+    const sites = [{ thread: 0 }, { thread: 1 }];
+    const { create } = maker(1);
+    const onSites = async (memoryMb: number, ahead: boolean) => {
+      const instance = await create(memoryMb, ahead);
+      return Object.assign(instance, { site: sites[instance.id % 2] });
+    };
+    const spares = new Spares(3, 64, onSites);
+    await until(() => spares.count === 3);
+    const id = (instance: EngineInstance) => (instance as EngineInstance & { id: number }).id;
+    // Ready: 0 and 2 on thread 0, 1 on thread 1. A caller on thread 0 gets the one on thread 1.
+    expect(id(await spares.take(64, new Set([sites[0]])))).toBe(1);
+    // Every site occupied, or none named: the newest ready, as before.
+    expect(id(await spares.take(64, new Set(sites)))).toBe(2);
+    expect(id(await spares.take(64))).toBe(0);
+    spares.dispose();
+  });
+
   it("more runs than spares in the making: the rest make their own, inline", async () => {
     const { made, create } = maker(30);
     const spares = new Spares(1, 64, create);

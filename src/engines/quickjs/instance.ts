@@ -57,6 +57,11 @@ export class QuickJSInstance implements EngineInstance {
     private readonly cpu: Float64Array,
   ) {}
 
+  /** Its worker thread (EngineInstance.site). */
+  get site(): object {
+    return this.thread;
+  }
+
   static async create(memoryMb: number, threads: QuickJSThreads, warmUp = false): Promise<QuickJSInstance> {
     const thread = await threads.pick();
     const id = ++nextId;

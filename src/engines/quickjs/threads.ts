@@ -51,6 +51,11 @@ export class QuickJSThread {
   private replied = false;
   /** Whether it was started with the template an earlier thread made. */
   readonly startedWithTemplate: boolean;
+  private settleFirstReply: () => void = () => {};
+  /** Its first reply (its template, if it makes one, came before it), or its end. */
+  readonly firstReply = new Promise<void>((resolve) => {
+    this.settleFirstReply = resolve;
+  });
 
   constructor(
     data: QuickJSWorkerData,
@@ -168,6 +173,7 @@ export class QuickJSThread {
     }
     if (message.t === "reply") {
       this.replied = true;
+      this.settleFirstReply();
       const waiting = this.replies.get(message.seq);
       if (!waiting) return;
       this.replies.delete(message.seq);
@@ -181,6 +187,7 @@ export class QuickJSThread {
   private lost(reason: string): void {
     if (this.dead && this.listeners.size === 0 && this.replies.size === 0) return;
     this.dead = true;
+    this.settleFirstReply();
     for (const waiting of this.replies.values()) waiting.reject(new CordonError("ERR_INSTANCE_RESET", reason));
     this.replies.clear();
     for (const listener of this.listeners.values()) listener.onLost(reason);
@@ -214,9 +221,16 @@ export class QuickJSThreads {
     const usable = this.threads.filter((t) => t.usable);
     // While a thread makes the first template, another would make its own (measured: ~0.5 s of a
     // core each, both slower for it): instances wait for that one instead, and threads started
-    // once it exists are given it (their first instance then takes ~50 ms, not ~0.5 s).
-    const waitForTemplate = this.template === undefined && usable.some((t) => t.makingTemplate);
-    if (usable.length < this.size && !waitForTemplate) {
+    // once it exists are given it (their first instance then takes ~50 ms, not ~0.5 s). They wait
+    // for the template, not on its thread: put there, the engine's first two spares shared one
+    // thread, and so did the two warm instances a prefix took from them, whose calls then ran on
+    // one core while the other thread idled (QuickJS events 21-25k/s, one thread at 100%).
+    const making = this.template === undefined ? usable.find((t) => t.makingTemplate) : undefined;
+    if (making && usable.length < this.size) {
+      await making.firstReply;
+      return this.pick();
+    }
+    if (usable.length < this.size) {
       const data = this.template ? { ...this.data, template: this.template } : this.data;
       const thread = new QuickJSThread(data, this.events, this.busyPollMs);
       this.threads.push(thread);
