@@ -108,14 +108,16 @@ describe("process host: quick calls on the worker's thread", () => {
     for (let i = 0; i < 4; i++) {
       // A call to another prefix in the same worker (workers.max 1) while the slow one runs: it
       // waits for the slow call only if that one holds the worker's thread.
-      const slow = prefix.call({ export: "slow", args: [60], limits });
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      // 90 ms of spinning, the ping 15 ms after it was sent: held, the ping waits ~75 ms; not, a
+      // few. (With 60 and 5 ms, a loaded CI machine once delivered the ping first.)
+      const slow = prefix.call({ export: "slow", args: [90], limits });
+      await new Promise((resolve) => setTimeout(resolve, 15));
       const started = performance.now();
       await other.call({ export: "ping", limits });
       blocked.push(performance.now() - started > 40);
-      expect(await slow).toMatchObject({ ok: true, value: 60 });
+      expect(await slow).toMatchObject({ ok: true, value: 90 });
     }
-    // Its first two 60 ms calls still found it quick (one of the last two crossings was), and the
+    // Its first two 90 ms calls still found it quick (one of the last two crossings was), and the
     // budget had room; after that its CPU readings say it is not quick. On a loaded machine a quick
     // call can read past its allowance and add to the debt, so the second may already cross the
     // usual way: never a third blocking one.
