@@ -81,24 +81,22 @@ export class Spares<I extends EngineInstance = EngineInstance> {
   }
 
   /**
-   * The newest spare that can run now. One lost while waiting (its QuickJS thread ended) is
-   * dropped: a run on it hung until its wall time. One on a stalled thread stays for later: a
-   * run on it waited for the stuck guest and failed with the thread (ERR_INSTANCE_RESET).
+   * The newest spare that can run now, on none of the `occupied` sites if one is ready, else on
+   * any. One lost while waiting (its QuickJS thread ended) is dropped: a run on it hung until its
+   * wall time. One on a stalled thread stays for later: a run on it waited for the stuck guest and
+   * failed with the thread (ERR_INSTANCE_RESET).
    */
   private takeReady(occupied?: ReadonlySet<object>): I | undefined {
-    if (occupied && occupied.size > 0) {
-      for (let i = this.ready.length - 1; i >= 0; i--) {
-        const spare = this.ready[i];
-        const site = spare.site;
-        if (!spare.disposed && !spare.stalled?.() && site !== undefined && !occupied.has(site)) return this.ready.splice(i, 1)[0];
-      }
-    }
+    let newestOccupied: I | undefined;
     for (let i = this.ready.length - 1; i >= 0; i--) {
       const spare = this.ready[i];
       if (spare.disposed) this.ready.splice(i, 1);
-      else if (!spare.stalled?.()) return this.ready.splice(i, 1)[0];
+      else if (spare.stalled?.()) continue;
+      else if (spare.site === undefined || !occupied?.has(spare.site)) return this.ready.splice(i, 1)[0];
+      else newestOccupied ??= spare;
     }
-    return undefined;
+    if (newestOccupied) this.ready.splice(this.ready.indexOf(newestOccupied), 1);
+    return newestOccupied;
   }
 
   /** A one-off run is starting: until one ends, a refill waits while a spare is still ready. */
