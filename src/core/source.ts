@@ -2,7 +2,7 @@ import type { TransformOptions } from "esbuild";
 import { type CompileBound, DEFAULT_BOUND, firstErrorText, withEsbuild } from "./esbuild-calls.js";
 import { CordonError } from "./errors.js";
 import { MAX_NESTING, scanNesting } from "./nesting.js";
-import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "./script-helpers.js";
+import { EXPORTS_NAME, scriptFactory } from "./script-helpers.js";
 import type { EncodedLineMap, LineMap } from "./source-map.js";
 import { nulSpecifierRefusal } from "./specifiers.js";
 
@@ -165,8 +165,7 @@ async function asScript(code: string, limit: Limit): Promise<{ code: string; lin
     if (/\brequire\s*\(|\bimport\s*\(|import\.meta/.test(out.code)) return undefined;
     // The wrapper takes a line of its own: the map gets an empty first line to match. The guest
     // runtime passes esbuild's helpers in (see script-helpers.ts).
-    const wrapped = `(function (${HELPERS_PARAM}) {"use strict";\n${shareHelpers(out.code)}\nreturn ${EXPORTS_NAME};\n})`;
-    return { code: wrapped, lineMap: { mappings: `;${mappingsOf(out.map)}` } };
+    return { code: scriptFactory(out.code), lineMap: { mappings: `;${mappingsOf(out.map)}` } };
   } catch (error) {
     if (error instanceof CordonError) throw error;
     return undefined;

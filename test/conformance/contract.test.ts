@@ -56,6 +56,17 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.value).toBe(7);
     });
 
+    it("runs a module's top level as a module's in both forms: no `arguments`, `this` undefined", async () => {
+      // Without imports or top-level await a module runs in its script form (a function, see
+      // core/script-helpers.ts), where `arguments` was the wrapper's and held the runtime's helpers.
+      const top = "[typeof arguments, this === undefined, (() => typeof arguments)()]";
+      for (const code of [`export default ${top}`, `await null;\nexport default ${top}`]) {
+        expect(completed(await sandbox.run({ code })).value).toEqual(["undefined", true, "undefined"]);
+      }
+      const thrown = failed(await sandbox.run({ code: "export default arguments[0]" }));
+      expect(thrown.error.message).toMatch(/arguments/);
+    });
+
     it("crosses the design's value set both ways", async () => {
       const input = {
         date: new Date(1000),

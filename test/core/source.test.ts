@@ -111,7 +111,10 @@ describe("guest source", () => {
   it("the script form takes esbuild's helpers from the runtime, line for line (this esbuild prints them as expected)", async () => {
     const out = await normalizeSource("export const a = 1;\nexport default function f() { return a }");
     const script = out.script?.code ?? "";
-    expect(script.startsWith(`(function (${HELPERS_PARAM}) {`)).toBe(true);
+    // An arrow (a module's top level has no `arguments`) whose body is the IIFE's: no IIFE of its own.
+    expect(script.startsWith(`((${HELPERS_PARAM}) => {`)).toBe(true);
+    expect(script).not.toContain(EXPORTS_NAME);
+    expect(script.endsWith("  return __toCommonJS(guest_exports);\n})")).toBe(true);
     // Only the helpers the module uses are declared.
     expect(script).toContain(`var __export = ${HELPERS_PARAM}.__export, __toCommonJS = ${HELPERS_PARAM}.__toCommonJS;\n`);
     expect(script).not.toContain("__getOwnPropDesc");
