@@ -1,4 +1,5 @@
 import type { BindingsLike } from "../core/bindings.js";
+import { mapTexts } from "../core/joined-texts.js";
 import type { RunMode } from "../core/engine.js";
 import type { LineMap } from "../core/source-map.js";
 import type { CompileBound } from "../core/esbuild-calls.js";
@@ -37,6 +38,28 @@ export class FailedAfterReturning extends Error {
 
 /** Caps the guest runtime enforces itself: maxOutputBytes, maxLogEntries, maxLogBytes, maxBridgeCallBytes. */
 export type RuntimeCaps = [number, number, number, number];
+
+/**
+ * Are these the caps an instance's previous crossing sent? A call sends its caps only when they
+ * changed: every argument costs on the host's thread, and a stream of calls repeats them.
+ */
+export function sameCaps(previous: RuntimeCaps | undefined, caps: RuntimeCaps): boolean {
+  return (
+    previous !== undefined &&
+    previous[0] === caps[0] &&
+    previous[1] === caps[1] &&
+    previous[2] === caps[2] &&
+    previous[3] === caps[3]
+  );
+}
+
+/**
+ * Joined call outcomes (core/joined-texts.ts) with only the thrown ones ("t…") renamed: a
+ * value comes back exactly as the guest made it, a stack may name the engine's own files.
+ */
+export function renameThrownOutcomes(joined: string, rename: (thrown: string) => string): string {
+  return mapTexts(joined, (outcome) => (outcome[0] === "t" ? rename(outcome) : outcome));
+}
 
 export interface EvaluateRequest {
   /** Installed on a fresh instance; undefined on a warm one (it keeps its prefix's bindings). */

@@ -1,8 +1,15 @@
 import { type BindingsLike, sharedCodec } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
-import { joinTexts, mapTexts } from "../../core/joined-texts.js";
+import { joinTexts } from "../../core/joined-texts.js";
 import type { LineMap } from "../../core/source-map.js";
-import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import {
+  type EngineInstance,
+  type EvaluateRequest,
+  type InstanceListener,
+  type RuntimeCaps,
+  renameThrownOutcomes,
+  sameCaps,
+} from "../instance.js";
 import { DEFAULT_DISK_MB, DiskWatch } from "./disk-watch.js";
 import { frameProblem } from "./frames.js";
 import { writeGraph } from "./modules.js";
@@ -167,14 +174,14 @@ export class DenoInstance implements EngineInstance {
   }
 
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
-    const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
+    const same = sameCaps(this.lastCaps, caps);
     this.lastCaps = caps;
     const message = { t: "call", work: ++this.work, path, joined: joinTexts(argsTexts), caps: same ? undefined : caps };
     const value = await this.request(message, true);
     if (typeof value !== "string") return "";
     // Only thrown outcomes are renamed: a value comes back exactly as the guest made it.
     return value.includes(this.process.dir) || value.includes(", <anonymous>:")
-      ? mapTexts(value, (outcome) => (outcome[0] === "t" ? this.guestNames(outcome) : outcome))
+      ? renameThrownOutcomes(value, (thrown) => this.guestNames(thrown))
       : value;
   }
 

@@ -1,10 +1,17 @@
 import { type BindingsLike, EMPTY_BINDINGS_TEXT, hostModuleSources, moduleNotFound } from "../../core/bindings.js";
 import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
-import { joinTexts, mapTexts } from "../../core/joined-texts.js";
+import { joinTexts } from "../../core/joined-texts.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
-import type { EngineInstance, EvaluateRequest, InstanceListener, RuntimeCaps } from "../instance.js";
+import {
+  type EngineInstance,
+  type EvaluateRequest,
+  type InstanceListener,
+  type RuntimeCaps,
+  renameThrownOutcomes,
+  sameCaps,
+} from "../instance.js";
 import { CONTROL_BYTES, type FromWorker } from "./protocol.js";
 import type { QuickJSThread, QuickJSThreads } from "./threads.js";
 
@@ -135,7 +142,7 @@ export class QuickJSInstance implements EngineInstance {
   }
 
   async call(path: string, argsTexts: string[], caps: RuntimeCaps): Promise<string> {
-    const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
+    const same = sameCaps(this.lastCaps, caps);
     this.lastCaps = caps;
     const joined = joinTexts(argsTexts);
     const value = await this.thread.request(
@@ -145,7 +152,7 @@ export class QuickJSInstance implements EngineInstance {
     // A call whose crossing threw (an interrupt, an uncaught error) reports it through onFailure.
     if (typeof value !== "string") return "";
     // Thrown outcomes ("t…") may name a module-form prefix's frames: their tag goes.
-    return value.includes("\u2063") ? untaggedOutcomes(value) : value;
+    return value.includes("\u2063") ? renameThrownOutcomes(value, untagged) : value;
   }
 
   async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
@@ -285,9 +292,4 @@ export class QuickJSInstance implements EngineInstance {
  */
 function untagged(text: string): string {
   return text.includes("\u2063") ? text.replace(/\d+\u2063/g, "") : text;
-}
-
-/** `untagged` for the thrown outcomes among a call crossing's joined outcomes. */
-function untaggedOutcomes(joined: string): string {
-  return mapTexts(joined, (outcome) => (outcome[0] === "t" ? untagged(outcome) : outcome));
 }

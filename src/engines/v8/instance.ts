@@ -16,6 +16,7 @@ import {
   FailedAfterReturning,
   type InstanceListener,
   type RuntimeCaps,
+  sameCaps,
 } from "../instance.js";
 import { CallChannel } from "./channel.js";
 import { flat, hasPending, intoIsolate, renameLostThrow } from "./crossing-text.js";
@@ -288,7 +289,7 @@ export class V8Instance implements EngineInstance {
    */
   call(path: string, argsTexts: string[], caps: RuntimeCaps, blockForMs?: number): Promise<string> {
     // Caps cross only when they changed: every argument costs on the host's thread.
-    const same = this.lastCaps?.every((v, i) => v === caps[i]) === true;
+    const same = sameCaps(this.lastCaps, caps);
     this.lastCaps = caps;
     // One joined string (core/joined-texts.ts) crosses cheaper than an array.
     const joined = flat(joinTexts(argsTexts));
