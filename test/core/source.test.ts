@@ -1,6 +1,7 @@
+import { runInNewContext } from "node:vm";
 import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
-import { EXPORTS_NAME, HELPERS_PARAM, shareHelpers } from "../../src/core/script-helpers.js";
+import { EXPORTS_NAME, HELPERS_PARAM, scriptFactory, shareHelpers } from "../../src/core/script-helpers.js";
 import { nestsDeeperThan } from "../../src/core/nesting.js";
 import { remapStack } from "../../src/core/source-map.js";
 import { normalizeSource } from "../../src/core/source.js";
@@ -130,6 +131,17 @@ describe("guest source", () => {
     const lineMap = out.script?.lineMap;
     const mapped = Array.isArray(lineMap) ? lineMap.length : (lineMap?.mappings.split(";").length ?? 0);
     expect(script.split("\n").length).toBeGreaterThanOrEqual(mapped);
+  });
+
+  it("makes the script form's arrow of an IIFE it does not recognise too: that IIFE runs inside it as written", () => {
+    const evaluate = (code: string) => runInNewContext(code) as (helpers: object) => unknown;
+    const odd = `var ${EXPORTS_NAME} = (() => {\n  return { a: 1, args: typeof arguments };\n})();\n// trailing\n`;
+    expect(scriptFactory(odd)).toContain(odd);
+    expect(evaluate(scriptFactory(odd))({})).toEqual({ a: 1, args: "undefined" });
+    const usual = `var ${EXPORTS_NAME} = (() => {\n  return { a: 2, args: typeof arguments };\n})();\n`;
+    expect(scriptFactory(usual)).not.toContain(EXPORTS_NAME);
+    expect(scriptFactory(usual).split("\n").length).toBe(usual.split("\n").length);
+    expect(evaluate(scriptFactory(usual))({})).toEqual({ a: 2, args: "undefined" });
   });
 
   it("leaves text it does not recognise exactly as esbuild wrote it", () => {
