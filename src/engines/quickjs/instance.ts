@@ -172,10 +172,11 @@ export class QuickJSInstance implements EngineInstance {
    * here (a MessagePort ping after 20 ms idle; 43-60 µs the other way, to a core that is awake).
    * Woken while the host prepares the run, it is still awake when the run arrives.
    *
-   * Where the kernel puts the woken thread decides whether this helps. On this 2-vCPU VM it put
-   * it on the host thread's own vCPU 94–99 times in 100 (2026-12-03, /proc/thread-self/stat), and
-   * a thread that had just run (a spare made after the last run) did not preempt the host: the
-   * wake was handled ~470 µs into a paced one-off, after the run was posted at ~350 µs. With or
+   * Where the kernel puts the woken thread decides whether this helps. On this 2-vCPU VM, in a
+   * raw worker-thread test (2026-12-03, /proc/thread-self/stat), it put a woken thread on the
+   * waking thread's vCPU 94–99 times in 100, and a thread that had just run for a few ms did not
+   * preempt the waker. In cordon (the thread makes a spare after each run) the wake was handled
+   * ~470 µs into a paced one-off, after the run was posted at ~350 µs. With or
    * without the wake, paced p50 was the same there (1110–1219 µs, four alternated pairs); where an
    * idle core takes the woken thread, it is awake before the run is posted.
    */
