@@ -211,8 +211,12 @@ export function validateRules(rules: unknown, where: string): asserts rules is N
 export function hostMatches(pattern: HostPattern, host: string): boolean {
   if (pattern.kind === "any") return true;
   if (pattern.kind === "exact") return pattern.host === host;
-  // Subdomains only: `*.cdn.io` is not `cdn.io`, and never an address literal.
-  return host.endsWith(`.${pattern.of}`) && !host.startsWith("[") && !/^[0-9.]+$/.test(host);
+  // Subdomains only: `*.cdn.io` is not `cdn.io`, and never an address literal. Every label of
+  // the part before it is non-empty: WHATWG URL keeps `a..cdn.io` and `.cdn.io`, which only a
+  // resolver that refuses empty labels (c-ares does) kept from a custom `resolve`.
+  if (!host.endsWith(`.${pattern.of}`) || host.startsWith("[") || /^[0-9.]+$/.test(host)) return false;
+  const sub = host.slice(0, -pattern.of.length - 1);
+  return sub !== "" && !sub.startsWith(".") && !sub.endsWith(".") && !sub.includes("..");
 }
 
 /** Does a rule's port match? A rule without a port matches only the scheme's default port. */

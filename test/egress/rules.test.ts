@@ -91,6 +91,16 @@ describe("matchRule: hosts", () => {
     expect(allowed(rules, "https://cdn.io.evil.test/")).toBe(false);
   });
 
+  it("refuses a wildcard's subdomain with an empty label (WHATWG URL keeps them; a custom resolve may not refuse them)", () => {
+    const rules = ["*.cdn.io"];
+    for (const host of [".cdn.io", "..cdn.io", "a..cdn.io", ".a.cdn.io", "a...cdn.io"]) {
+      expect(new URL(`https://${host}/`).hostname).toBe(host);
+      expect(allowed(rules, `https://${host}/`), host).toBe(false);
+    }
+    expect(reason(rules, "https://a..cdn.io/")).toBe('host "a..cdn.io" is not in the allow list');
+    expect(allowed(rules, "https://a.b.cdn.io./")).toBe(true);
+  });
+
   it("compares address literals in their normalized form", () => {
     expect(allowed(["127.0.0.1:3000"], "http://2130706433:3000/")).toBe(true);
     expect(allowed(["[::1]:3000"], "http://[0:0::1]:3000/")).toBe(true);
