@@ -93,8 +93,10 @@ export async function brokeredFetch(
       return response;
     } catch (error) {
       // The guest gets a plain TypeError it can catch, with the code and the check that refused.
+      // Where the detail would map the host's network for the guest, what it is shown instead.
       if (error instanceof egress.EgressError) {
-        throw Object.assign(new TypeError(error.message), { code: error.code, check: error.check });
+        const shown = error.forGuest ?? error;
+        throw Object.assign(new TypeError(shown.message), { code: error.code, check: shown.check });
       }
       if (signal?.aborted) throw new TypeError("fetch aborted");
       // redirect: "error" met a redirect: the guest asked for this rejection, and its message is the guest's own URL.

@@ -20,11 +20,44 @@ export type EgressCheck =
 export class EgressError extends TypeError {
   readonly code = "ERR_CAPABILITY_DENIED" as const;
   readonly check: EgressCheck;
-  constructor(check: EgressCheck, message: string, options?: { cause?: unknown }) {
+  /**
+   * What a guest is shown instead, where `check` and `message` would tell it about the host's
+   * network: a name that does not resolve and one that resolves to a private address read the
+   * same to it (see concealName). The caller of createSafeFetch, the operator, keeps the detail.
+   */
+  readonly forGuest: { check: EgressCheck; message: string } | undefined;
+  constructor(
+    check: EgressCheck,
+    message: string,
+    options?: { cause?: unknown; forGuest?: { check: EgressCheck; message: string } },
+  ) {
     super(`egress refused: ${message}`, options);
     this.name = "EgressError";
     this.check = check;
+    this.forGuest = options?.forGuest && {
+      check: options.forGuest.check,
+      message: `egress refused: ${options.forGuest.message}`,
+    };
   }
+
+  /** Add where the refusal happened (a redirect's origin) to both messages. */
+  addContext(text: string): void {
+    this.message += text;
+    if (this.forGuest) this.forGuest.message += text;
+  }
+}
+
+/**
+ * The same refusal for every way a name can fail to give a public address (no such name, no A or
+ * AAAA records, a resolver's error, a record that is no address, a special-purpose address): told
+ * apart, they let a guest allowed a wildcard (`"*"` for an agent browsing the web) map the host's
+ * internal DNS — which names exist inside, and which range each resolves to.
+ */
+export function concealName(host: string, origin: string): { check: EgressCheck; message: string } {
+  return {
+    check: "address",
+    message: `"${host}" has no public address: it does not resolve, or resolves to an address that is not public (${origin} is not in internalOrigins)`,
+  };
 }
 
 /**

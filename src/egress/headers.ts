@@ -46,10 +46,25 @@ export function checkRawHeaders(headers: unknown): void {
   for (const [name, value] of Object.entries(headers)) check(name, value);
 }
 
-/** The headers to send: the request's own, minus the connection-level ones. */
+/**
+ * Control characters other than HTAB: `Headers` lets them into a value (fetch forbids only NUL,
+ * CR and LF there), HTTP's field-value grammar does not, and undici refused them only as it sent
+ * (`fetch failed (UND_ERR_INVALID_ARG)`, a network failure rather than a refusal).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point.
+const CONTROL_CHAR = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/** The headers to send: the request's own, minus the connection-level ones; a control character in a value is refused. */
 export function outgoingHeaders(headers: Headers): [string, string][] {
   const result: [string, string][] = [];
-  for (const [name, value] of headers) if (!CONNECTION_HEADERS.has(name)) result.push([name, value]);
+  for (const [name, value] of headers) {
+    const bad = CONTROL_CHAR.exec(value);
+    if (bad !== null) {
+      const code = bad[0].charCodeAt(0).toString(16).padStart(2, "0");
+      throw new EgressError("headers", `header ${JSON.stringify(name)} has a control character (0x${code}) in its value`);
+    }
+    if (!CONNECTION_HEADERS.has(name)) result.push([name, value]);
+  }
   return result;
 }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
-import { EgressError } from "./errors.js";
+import { concealName, EgressError } from "./errors.js";
 import { createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
 import { effectivePort, ruleHostOf } from "./rules.js";
 import { isExempt, originOf, parseInternalOrigins } from "./target.js";
@@ -298,18 +298,21 @@ export class ImportProxy {
     const port = effectivePort(url);
     if (port < 1) throw new Refusal(400, `port ${port} is not a port to fetch from`, host);
     if (!grant.allows(host, port)) throw new Refusal(403, `${host}:${port} is not in capabilities.import`, host);
+    // As fetch's refusals (concealName): the tenant reads these (the import's error), and told
+    // apart they would map the host's internal DNS for it.
+    const exempt = isExempt(this.internal, url);
+    const forGuest = exempt ? undefined : concealName(url.hostname, originOf(url));
     let addresses: ResolvedAddress[];
     try {
-      addresses = await resolveHost(url.hostname, this.resolve, this.dnsTimeoutMs);
+      addresses = await resolveHost(url.hostname, this.resolve, this.dnsTimeoutMs, forGuest);
     } catch (error) {
+      if (error instanceof EgressError && error.forGuest && forGuest) throw new Refusal(403, forGuest.message, host);
       throw new Refusal(502, error instanceof EgressError ? error.message : `resolving "${host}" failed`, host);
     }
     for (const { address, verdict } of addresses) {
-      if (verdict !== "public" && !isExempt(this.internal, url)) {
-        // As fetch's refusal: a name's address is not given. The tenant reads this (the import's
-        // error), and the host's view of internal names would be its oracle for private addresses.
-        const what = url.hostname.replace(/^\[|\]$/g, "") === address ? address : `${host} resolves to an address that`;
-        throw new Refusal(403, `${what} is ${verdict}, not a public address`, host);
+      if (verdict !== "public" && !exempt) {
+        if (url.hostname.replace(/^\[|\]$/g, "") !== address && forGuest) throw new Refusal(403, forGuest.message, host);
+        throw new Refusal(403, `${address} is ${verdict}, not a public address`, host);
       }
     }
     return addresses;

@@ -1,6 +1,6 @@
 import { promises as dns } from "node:dns";
 import { type AddressClass, canonicalAddress, classifyAddress } from "./addresses.js";
-import { EgressError } from "./errors.js";
+import { type EgressCheck, EgressError } from "./errors.js";
 
 /** Resolve a host name to every address it has (A and AAAA). Injectable for tests and operators. */
 export type Resolve = (host: string) => Promise<string[]>;
@@ -58,9 +58,15 @@ function literal(hostname: string): string | null {
 /**
  * Every address `hostname` (a WHATWG URL hostname) stands for, each classified. An address literal
  * is classified as written, never resolved. Fails closed: a resolver error, a timeout, an empty
- * answer or a record that is not an address is an EgressError (`check: "dns"`).
+ * answer or a record that is not an address is an EgressError (`check: "dns"`); all but the
+ * timeout carry `forGuest` when given (EgressError.forGuest: what the name's failure shows a guest).
  */
-export async function resolveHost(hostname: string, resolve: Resolve, timeoutMs: number): Promise<ResolvedAddress[]> {
+export async function resolveHost(
+  hostname: string,
+  resolve: Resolve,
+  timeoutMs: number,
+  forGuest?: { check: EgressCheck; message: string },
+): Promise<ResolvedAddress[]> {
   const host = hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
   const ip = literal(host);
   let records: string[];
@@ -76,17 +82,19 @@ export async function resolveHost(hostname: string, resolve: Resolve, timeoutMs:
     } catch (error) {
       if (error instanceof EgressError) throw error;
       const detail = (error as NodeJS.ErrnoException)?.code ?? (error as Error)?.message ?? String(error);
-      throw new EgressError("dns", `resolving "${host}" failed (${detail})`, { cause: error });
+      throw new EgressError("dns", `resolving "${host}" failed (${detail})`, { cause: error, forGuest });
     } finally {
       clearTimeout(timer);
     }
-    if (!Array.isArray(records) || records.length === 0) throw new EgressError("dns", `"${host}" has no A or AAAA records`);
+    if (!Array.isArray(records) || records.length === 0) {
+      throw new EgressError("dns", `"${host}" has no A or AAAA records`, { forGuest });
+    }
   }
   const seen = new Map<string, ResolvedAddress>();
   for (const record of records) {
     const canonical = typeof record === "string" ? canonicalAddress(record) : null;
     if (canonical === null) {
-      throw new EgressError("dns", `resolving "${host}" answered ${JSON.stringify(record)}, not an address`);
+      throw new EgressError("dns", `resolving "${host}" answered ${JSON.stringify(record)}, not an address`, { forGuest });
     }
     if (!seen.has(canonical.address)) seen.set(canonical.address, { ...canonical, verdict: classifyAddress(canonical.address) });
   }

@@ -282,6 +282,8 @@ export function matchRule(rules: readonly NetRule[] | CompiledRules, url: URL, m
   let closeness = 0;
   /** The first segment a route must not judge (ambiguousSegment), once a rule with routes needs it. */
   let ambiguous: string | undefined;
+  /** The first rule whose routes allow the request. */
+  let restricted: CompiledRule | undefined;
   for (const rule of compiled) {
     if (!hostMatches(rule.host, host)) continue;
     if (!portMatches(rule.port, url)) {
@@ -303,16 +305,50 @@ export function matchRule(rules: readonly NetRule[] | CompiledRules, url: URL, m
     }
     for (const route of rule.routes) {
       if (!pathMatches(route.segments, path)) continue;
-      if (route.methods === null || route.methods.has(verb)) return { ok: true, rule };
+      if (route.methods === null || route.methods.has(verb)) {
+        // A later rule without routes may allow the request too: it is the one that decides
+        // whether headers that rewrite the method or path may go (routeOverrideRefusal).
+        restricted ??= rule;
+        break;
+      }
       if (closeness < 3) {
         closeness = 3;
         reason = `method ${verb} is not allowed for ${JSON.stringify(url.pathname)} on host ${JSON.stringify(host)} (rule ${describe(rule.source)})`;
       }
     }
+    if (restricted === rule) continue;
     if (closeness < 2) {
       closeness = 2;
       reason = `path ${JSON.stringify(url.pathname)} is not allowed on host ${JSON.stringify(host)} (rule ${describe(rule.source)})`;
     }
   }
-  return { ok: false, reason };
+  return restricted ? { ok: true, rule: restricted } : { ok: false, reason };
+}
+
+/**
+ * Request headers some servers and frameworks read as the request's real method or path (Express's
+ * method-override, Google APIs, OData and ASP.NET for the method; IIS URL Rewrite and Symfony for
+ * the path). A rule's routes judge the request line only: sent to such a server, these would run
+ * a method or path the routes never allowed.
+ */
+const ROUTE_OVERRIDE_HEADERS = [
+  "x-http-method-override",
+  "x-http-method",
+  "x-method-override",
+  "x-original-url",
+  "x-rewrite-url",
+];
+
+/**
+ * Why `rule`, which allowed a request, refuses it with `headers` (lowercase names): a rule with
+ * routes takes no header that can override the method or path. Undefined when it takes them all.
+ */
+export function routeOverrideRefusal(rule: CompiledRule, headers: readonly (readonly [string, string])[]): string | undefined {
+  if (rule.routes === null) return undefined;
+  for (const [name] of headers) {
+    if (ROUTE_OVERRIDE_HEADERS.includes(name)) {
+      return `header "${name}" can make a server run another method or path than the request's, and rule ${describe(rule.source)} allows only its routes`;
+    }
+  }
+  return undefined;
 }

@@ -1,11 +1,11 @@
 import { fetch as undiciFetch } from "undici";
 import { cappedBody, readRequestBody } from "./body.js";
-import { EgressError, RedirectModeError } from "./errors.js";
+import { concealName, EgressError, RedirectModeError } from "./errors.js";
 import { checkRawHeaders, dropBodyHeaders, dropCredentials, outgoingHeaders } from "./headers.js";
 import { narrowAllowList } from "./narrow.js";
 import { pinnedAgent } from "./pinned.js";
 import { createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
-import { type CompiledRules, compileRules, matchRule, type NetRule, normalizeMethod } from "./rules.js";
+import { type CompiledRules, compileRules, matchRule, type NetRule, normalizeMethod, routeOverrideRefusal } from "./rules.js";
 import { isExempt, originOf, parseInternalOrigins, parseTarget } from "./target.js";
 import { onAbort } from "../core/abort-listeners.js";
 
@@ -93,23 +93,32 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
   const dnsTimeoutMs = integerOption(options, "dnsTimeoutMs", 5000, 1, 2 ** 31 - 1);
   const resolve = options.resolve ?? createSystemResolve({ timeoutMs: dnsTimeoutMs });
 
-  function checkRules(url: URL, method: string): void {
+  /** `headers`: those to send (once known), which a rule with routes may refuse (routeOverrideRefusal). */
+  function checkRules(url: URL, method: string, headers?: readonly [string, string][]): void {
     for (const list of ceiling === null ? [rules] : [ceiling, rules]) {
       const match = matchRule(list, url, method);
       if (!match.ok) throw new EgressError("rule", `${match.reason} (${method} ${originOf(url)})`);
+      const refusal = headers === undefined ? undefined : routeOverrideRefusal(match.rule, headers);
+      if (refusal !== undefined) throw new EgressError("rule", `${refusal} (${method} ${originOf(url)})`);
     }
   }
 
   async function checkAddresses(url: URL, remainingMs: number): Promise<ResolvedAddress[]> {
-    const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)));
+    const exempt = isExempt(internal, url);
+    // A name's failures read the same to a guest (concealName); an address literal's are its own.
+    const forGuest = exempt ? undefined : concealName(url.hostname, originOf(url));
+    const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)), forGuest);
     for (const { address, verdict } of addresses) {
-      if (verdict !== "public" && !isExempt(internal, url)) {
-        // A name's address is not given: the guest reads this message, and the host's view of
-        // internal names (split-horizon DNS) would be its oracle for private addresses.
-        const what = url.hostname.replace(/^\[|\]$/g, "") === address ? address : `"${url.hostname}" resolves to an address that`;
+      if (verdict !== "public" && !exempt) {
+        const literal = url.hostname.replace(/^\[|\]$/g, "") === address;
+        // A name's address is not given even to the operator: the message may reach a guest.
+        const what = literal ? address : `"${url.hostname}" resolves to an address that`;
         throw new EgressError(
           "address",
           `${what} is ${verdict}, not a public address (${originOf(url)} is not in internalOrigins)`,
+          {
+            forGuest: literal ? undefined : forGuest,
+          },
         );
       }
     }
@@ -130,17 +139,18 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
       const request = new Request(input instanceof Request ? input : url.href, { duplex: "half", ...init } as RequestInit);
       exchange.follow(init?.signal ?? (input instanceof Request ? input.signal : undefined));
       const signal = exchange.signal;
-      checkRules(url, request.method);
+      const headers = outgoingHeaders(request.headers);
+      checkRules(url, request.method, headers);
       let hop: Hop = {
         url,
         method: request.method,
-        headers: outgoingHeaders(request.headers),
+        headers,
         body: await readRequestBody(request.body, maxRequestBytes, signal),
       };
       let from: URL | null = null;
       for (let hops = 0; ; hops++) {
         const addresses = await checkAddresses(hop.url, exchange.remaining()).catch((error: unknown) => {
-          if (from !== null && error instanceof EgressError) error.message += ` (redirect from ${originOf(from)})`;
+          if (from !== null && error instanceof EgressError) error.addContext(` (redirect from ${originOf(from)})`);
           throw error;
         });
         if (signal.aborted) throw signal.reason;
@@ -166,16 +176,16 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
         await response.body?.cancel().catch(() => {});
         exchange.release(true);
         if (hops >= maxRedirects) throw new EgressError("redirect", `more than maxRedirects (${maxRedirects}) redirects`);
-        let next: URL;
+        let next: Hop;
         try {
-          next = parseTarget(location, hop.url);
-          checkRules(next, redirectMethod(response.status, hop.method));
+          next = redirected(hop, parseTarget(location, hop.url), response.status);
+          checkRules(next.url, next.method, next.headers);
         } catch (error) {
-          if (error instanceof EgressError) error.message += ` (redirect from ${originOf(hop.url)})`;
+          if (error instanceof EgressError) error.addContext(` (redirect from ${originOf(hop.url)})`);
           throw error;
         }
         from = hop.url;
-        hop = redirected(hop, next, response.status);
+        hop = next;
       }
     } catch (error) {
       exchange.finish(error);

@@ -103,6 +103,32 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
     expect(connections).toBe(before);
   });
 
+  it("refuses a header with a control character, and one that overrides a route under a rule with routes, before connecting", async () => {
+    const before = connections;
+    const port = new URL(origin).port;
+    const code = `export default async () => {
+      const out = [];
+      const tries = [
+        [${JSON.stringify(`${origin}/open`)}, { headers: { "x-a": "v\x7fw" } }],
+        [${JSON.stringify(`${origin}/public/x`)}, { headers: { "x-http-method-override": "DELETE" } }],
+        [${JSON.stringify(`${origin}/public/x`)}, { method: "POST", headers: { "X-Original-URL": "/admin" } }],
+      ];
+      for (const [url, init] of tries) {
+        try { await fetch(url, init); out.push("fetched") } catch (e) { out.push(e.code + " " + e.check) }
+      }
+      return out;
+    }`;
+    const rule = { host: "127.0.0.1", port: Number(port), routes: [{ path: "/public/**", methods: ["GET", "POST"] }] };
+    const result = completed(
+      await sandbox.run({
+        code,
+        capabilities: { net: [rule, { host: "127.0.0.1", port: Number(port), routes: [{ path: "/open" }] }] },
+      }),
+    );
+    expect(result.value).toEqual(["ERR_CAPABILITY_DENIED headers", "ERR_CAPABILITY_DENIED rule", "ERR_CAPABILITY_DENIED rule"]);
+    expect(connections).toBe(before);
+  });
+
   it("an AbortSignal aborts the guest's fetch; an aborted one never crosses", async () => {
     const rule = origin.replace("http://", "");
     const before = seen.length;

@@ -64,6 +64,47 @@ describe("policy.net.dnsServers", () => {
     }
   });
 
+  it("shows a guest one refusal for every way a name has no public address, so it cannot map internal DNS", async () => {
+    const dns = await dnsServer({
+      "inside.corp.test": { A: ["10.0.0.7"] },
+      "meta.corp.test": { A: ["169.254.169.254"] },
+      "loop.corp.test": { AAAA: ["::ffff:127.0.0.1"] },
+      "gone.corp.test": { rcode: 3 },
+      "broken.corp.test": { rcode: 2 },
+      "empty.corp.test": {},
+    });
+    try {
+      await using sandbox = await createSandbox({
+        engine: "v8",
+        host: "inprocess",
+        spareInstances: 0,
+        policy: { net: { dnsServers: [dns.server] } },
+      });
+      const code = `export default async (names) => {
+        const out = [];
+        for (const name of names) {
+          try { await fetch("http://" + name + "/"); out.push("fetched") } catch (e) { out.push([e.code, e.check, e.message.replaceAll(name, "NAME")]) }
+        }
+        return out;
+      }`;
+      const names = ["inside", "meta", "loop", "gone", "broken", "empty"].map((n) => `${n}.corp.test`);
+      const result = await sandbox.run({ code, input: names, capabilities: { net: ["*.corp.test"] } });
+      expect(result.ok).toBe(true);
+      const shown = result.ok ? (result.value as unknown[]) : [];
+      expect(shown[0]).toEqual([
+        "ERR_CAPABILITY_DENIED",
+        "address",
+        'egress refused: "NAME" has no public address: it does not resolve, or resolves to an address that is not public (http://NAME is not in internalOrigins)',
+      ]);
+      for (let i = 1; i < names.length; i++) expect(shown[i], names[i]).toEqual(shown[0]);
+      // The run's log lines (the guest's own fetch logs its refusals) say no more than that.
+      const logged = result.logs.map((l) => names.reduce((m, n) => m.replaceAll(n, "NAME"), l.message));
+      expect(new Set(logged).size).toBe(1);
+    } finally {
+      dns.close();
+    }
+  });
+
   it("refuses what is not a list of server addresses", async () => {
     for (const dnsServers of [[], ["not a server"], "127.0.0.1", [53]]) {
       await expect(

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { matchRule, type NetRule, validateRules } from "../../src/egress/index.js";
+import { routeOverrideRefusal } from "../../src/egress/rules.js";
 
 const allowed = (rules: NetRule[], url: string, method = "GET") => matchRule(rules, new URL(url), method).ok;
 const reason = (rules: NetRule[], url: string, method = "GET") => {
@@ -230,5 +231,52 @@ describe("matchRule: routes", () => {
   it("falls through to another rule for the same host", () => {
     const both: NetRule[] = [{ host: "api.test", routes: [{ path: "/a" }] }, "api.test"];
     expect(allowed(both, "https://api.test/b")).toBe(true);
+  });
+
+  it("answers with a rule without routes when one allows the request too, whatever the order", () => {
+    const routed: NetRule = { host: "api.test", routes: [{ path: "/a", methods: ["GET"] }] };
+    for (const list of [
+      [routed, "api.test"],
+      ["api.test", routed],
+    ] as NetRule[][]) {
+      const match = matchRule(list, new URL("https://api.test/a"), "GET");
+      expect(match.ok && match.rule.routes).toBe(null);
+    }
+    const only = matchRule([routed, "other.test"], new URL("https://api.test/a"), "GET");
+    expect(only.ok && only.rule.source).toBe(routed);
+  });
+});
+
+describe("routeOverrideRefusal", () => {
+  const routed: NetRule = { host: "api.test", routes: [{ path: "/public/**", methods: ["GET"] }] };
+  const ruleFor = (rules: NetRule[], url: string) => {
+    const match = matchRule(rules, new URL(url), "GET");
+    if (!match.ok) throw new Error(match.reason);
+    return match.rule;
+  };
+
+  it.each(["x-http-method-override", "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url"])(
+    "refuses %s under a rule with routes, and names both",
+    (name) => {
+      const refusal = routeOverrideRefusal(ruleFor([routed], "https://api.test/public/x"), [
+        ["accept", "*/*"],
+        [name, "DELETE"],
+      ]);
+      expect(refusal).toBe(
+        `header "${name}" can make a server run another method or path than the request's, and rule "api.test" allows only its routes`,
+      );
+    },
+  );
+
+  it("takes them under a rule without routes, and takes other headers under any", () => {
+    expect(
+      routeOverrideRefusal(ruleFor(["api.test"], "https://api.test/x"), [["x-http-method-override", "DELETE"]]),
+    ).toBeUndefined();
+    expect(
+      routeOverrideRefusal(ruleFor([routed], "https://api.test/public/x"), [
+        ["x-forwarded-for", "1.2.3.4"],
+        ["x-request-id", "7"],
+      ]),
+    ).toBeUndefined();
   });
 });

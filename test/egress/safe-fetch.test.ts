@@ -186,6 +186,26 @@ describe("redirects", () => {
     expect(calls).toEqual(["api.test", "other.test"]);
   });
 
+  it("refuse a hop whose rule has routes when the request carries a header that overrides them", async () => {
+    const { safeFetch } = safeFetchFor({
+      maxRedirects: 2,
+      rules: [`api.test:${local.port}`, { host: "other.test", port: other.port, routes: [{ path: "/echo", methods: ["GET"] }] }],
+    });
+    const before = other.connections;
+    const { error } = await refusal(
+      safeFetch(`http://api.test:${local.port}${to(`http://other.test:${other.port}/echo`)}`, {
+        headers: { "x-http-method-override": "DELETE" },
+      }),
+    );
+    expect([error.check, error.message]).toEqual([
+      "rule",
+      expect.stringMatching(
+        /header "x-http-method-override" .* rule "other.test" allows only its routes .*\(redirect from http:\/\/api\.test:\d+\)$/,
+      ),
+    ]);
+    expect(other.connections).toBe(before);
+  });
+
   it("turn a POST into a GET without body on 303, and keep it on 307", async () => {
     const { safeFetch } = safeFetchFor({ maxRedirects: 1 });
     const see = await echoOf(await safeFetch(`http://api.test:${local.port}${to("/echo", 303)}`, { method: "POST", body: "x" }));
@@ -302,6 +322,8 @@ describe("caps", () => {
     const { error, ms } = await refusal(safeFetch("http://slow.test/"));
     expect(error.check).toBe("dns");
     expect(ms).toBeLessThan(1000);
+    // A time-out tells a guest nothing the time it took did not: it is shown as it is.
+    expect(error.forGuest).toBeUndefined();
   });
 
   it("leave the caller's own abort signal working", async () => {
@@ -379,6 +401,70 @@ describe("an upstream's status line", () => {
   });
 });
 
+describe("what a guest is shown of a name's refusal (forGuest)", () => {
+  const shown = (host: string) =>
+    `egress refused: "${host}" has no public address: it does not resolve, or resolves to an address that is not public (http://${host} is not in internalOrigins)`;
+
+  it("is one refusal for a missing name, an empty answer, a resolver's error and a special address; the caller keeps the detail", async () => {
+    const { resolve } = tableResolver({ "inside.test": ["10.0.0.7"], "empty.test": [], "odd.test": ["not-an-address"] });
+    const failing = async (host: string) =>
+      host === "broken.test" ? Promise.reject(Object.assign(new Error("x"), { code: "ESERVFAIL" })) : resolve(host);
+    const safeFetch = createSafeFetch({ rules: ["*"], resolve: failing });
+    const details: Record<string, RegExp> = {
+      "inside.test": /"inside\.test" resolves to an address that is private/,
+      "gone.test": /resolving "gone\.test" failed \(ENOTFOUND\)/,
+      "empty.test": /no A or AAAA records/,
+      "odd.test": /answered "not-an-address"/,
+      "broken.test": /ESERVFAIL/,
+    };
+    for (const [host, detail] of Object.entries(details)) {
+      const { error } = await refusal(safeFetch(`http://${host}/`));
+      expect(error.message, host).toMatch(detail);
+      expect(error.forGuest, host).toEqual({ check: "address", message: shown(host) });
+    }
+  });
+
+  it("is the detail itself for an address literal (the guest wrote it) and for an exempt origin (the deployment's own)", async () => {
+    const { resolve } = tableResolver({});
+    const safeFetch = createSafeFetch({ rules: ["*"], resolve, internalOrigins: ["http://gone.test"] });
+    const literal = await refusal(safeFetch("http://10.0.0.7/"));
+    expect([literal.error.message, literal.error.forGuest]).toEqual([expect.stringContaining("10.0.0.7 is private"), undefined]);
+    const exempt = await refusal(safeFetch("http://gone.test/"));
+    expect([exempt.error.message, exempt.error.forGuest]).toEqual([expect.stringContaining("ENOTFOUND"), undefined]);
+  });
+});
+
+describe("headers that override a route", () => {
+  const routed = () => [{ host: "api.test", port: local.port, routes: [{ path: "/echo", methods: ["GET"] }] }];
+
+  it.each(["x-http-method-override", "X-HTTP-Method", "x-method-override", "x-original-url", "x-rewrite-url"])(
+    "refuse %s under a rule with routes, before connecting",
+    async (name) => {
+      const { safeFetch } = safeFetchFor({ rules: routed() });
+      const before = local.connections;
+      const { error } = await refusal(safeFetch(`http://api.test:${local.port}/echo`, { headers: { [name]: "/admin" } }));
+      expect([error.check, error.message]).toEqual([
+        "rule",
+        expect.stringContaining(`header "${name.toLowerCase()}" can make a server`),
+      ]);
+      expect(local.connections).toBe(before);
+    },
+  );
+
+  it("go where the host's rule has no routes, and other headers go under routes", async () => {
+    const open = safeFetchFor();
+    const sent = await echoOf(
+      await open.safeFetch(`http://api.test:${local.port}/echo`, { headers: { "x-http-method-override": "DELETE" } }),
+    );
+    expect(sent.headers["x-http-method-override"]).toBe("DELETE");
+    const { safeFetch } = safeFetchFor({ rules: routed() });
+    const other = await echoOf(
+      await safeFetch(`http://api.test:${local.port}/echo`, { headers: { "x-forwarded-for": "1.2.3.4" } }),
+    );
+    expect(other.headers["x-forwarded-for"]).toBe("1.2.3.4");
+  });
+});
+
 describe("header hygiene", () => {
   it.each([
     ["CRLF in a value", [["x-a", "b\r\nInjected: 1"]]],
@@ -393,6 +479,28 @@ describe("header hygiene", () => {
     );
     expect(error.check).toBe("headers");
     expect(local.connections).toBe(before);
+  });
+
+  it.each([
+    ["DEL", "v\x7fw", "0x7f"],
+    ["SOH", "v\x01w", "0x01"],
+    ["ESC", "\x1b[31m", "0x1b"],
+  ])("refuse a value with %s (Headers lets it in; undici failed as it sent) before connecting", async (_, value, code) => {
+    const { safeFetch } = safeFetchFor();
+    const before = local.connections;
+    // Headers itself takes these: the refusal is the egress's, not the caller's own Headers.
+    expect(new Headers({ "x-a": value }).get("x-a")).toBe(value);
+    const { error } = await refusal(safeFetch(`http://api.test:${local.port}/echo`, { headers: new Headers({ "x-a": value }) }));
+    expect([error.check, error.message]).toEqual(["headers", expect.stringContaining(`"x-a" has a control character (${code})`)]);
+    expect(local.connections).toBe(before);
+  });
+
+  it("sends a value with a tab and obs-text as it is", async () => {
+    const { safeFetch } = safeFetchFor();
+    const response = await safeFetch(`http://api.test:${local.port}/echo`, { headers: { "x-a": "a\tb", "x-b": "caf\u00e9" } });
+    const seen = await echoOf(response);
+    expect(seen.headers["x-a"]).toBe("a\tb");
+    expect(seen.headers["x-b"]).toBe("caf\u00e9");
   });
 });
 
