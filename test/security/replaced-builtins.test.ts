@@ -205,6 +205,28 @@ export default () => ({ res, req, hdrs });
     expect(result.logs.map((log) => log.message)).toEqual(Array(20).fill("a"));
   });
 
+  it("cannot stand in for the typed arrays crypto's random bytes are made with", async () => {
+    // QuickJS's worker made them with "(buffer) => new Uint8Array(buffer)" in the guest's context,
+    // which read the global when called: a replacement saw the host's random bytes, chose what
+    // crypto.randomUUID returned, and what it threw reached the guest as the host library's error.
+    const code = `export default () => {
+      const Real = Uint8Array, seen = [];
+      const forged = new Real(16).fill(7);
+      globalThis.Uint8Array = function (buffer) { seen.push(String(buffer)); return forged };
+      const uuids = [crypto.randomUUID(), crypto.randomUUID()];
+      const values = crypto.getRandomValues(new Real(8));
+      globalThis.Uint8Array = function () { throw new Error("guest throw inside a host callback") };
+      let after; try { after = typeof crypto.randomUUID() } catch (e) { after = e.name + ": " + e.message }
+      globalThis.Uint8Array = Real;
+      return { seen, same: uuids[0] === uuids[1], forged: uuids.includes("07070707-0707-4707-8707-070707070707"), nonZero: values.some((b) => b !== 0), after };
+    }`;
+    const result = await sandbox.run({ code, limits: LIMITS });
+    expect(result).toMatchObject({
+      status: "completed",
+      value: { seen: [], same: false, forged: false, nonZero: true, after: "string" },
+    });
+  });
+
   it("cannot write the outcome the host reads: a user throw never becomes a limit's code", async () => {
     // The outcome's text starts with its kind: "o" ok, "t" thrown, "f" a refusal whose code the
     // host keeps (ERR_MEMORY_LIMIT among them). A concat that rewrote the runtime's own texts

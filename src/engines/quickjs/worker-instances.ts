@@ -202,7 +202,9 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
       vm.setProp(vm.global, name, handle);
       handle.dispose();
     }
-    inst.toBytes = vm.unwrapResult(vm.evalCode("(buffer) => new Uint8Array(buffer)", "<cordon>"));
+    // Uint8Array is taken now, before any guest code: read when called, the global was the guest's
+    // to replace, and its function then ran inside this host function with the host's random bytes.
+    inst.toBytes = vm.unwrapResult(vm.evalCode("((Bytes) => (buffer) => new Bytes(buffer))(Uint8Array)", "<cordon>"));
     instances.set(id, inst);
     // Before anything else runs in the context: Math.random with a sequence of its own.
     inst.reseed = vm.unwrapResult(
