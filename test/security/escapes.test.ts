@@ -550,6 +550,32 @@ describe.each(COMBINATIONS)("escapes on $name", (combo) => {
       expect(value.r).toBe(differs(combo, "node-builtins") ? "imported" : "rejected");
     });
 
+    it("a guest that throws a refused import()'s message throws its own error, not a missing module", async () => {
+      // QuickJS kept the loader's last refusal on the instance and called any later failure with
+      // that message a missing module: ERR_MODULE_NOT_FOUND, the guest's error name dropped,
+      // for the rest of the instance's life (a prefix's later runs too).
+      const refused = "let m; try { await import('nope') } catch (e) { m = e.message }";
+      const bodies = [
+        `${refused}\nthrow new TypeError(m);`,
+        "import('nope').catch(() => {});\nthrow new Error(globalThis.m ?? 'x');",
+        `export default async () => { ${refused}; return new Promise(() => setTimeout(() => { throw new Error(m) }, 1)) };`,
+      ];
+      for (const code of bodies) {
+        const result = failed(await sandbox.run({ code, limits: { wallTimeMs: 5000 } }));
+        expect(result.error.code, code).toBe("ERR_USER_CODE");
+      }
+      expect(failed(await sandbox.run({ code: `${refused}\nthrow new TypeError(m);` })).error.name).toBe("TypeError");
+      await using prefix = await sandbox.prepare({ code: "export const x = 1;" });
+      const first = await prefix.run({ code: `${refused}\nglobalThis.m = m;\nexport default () => typeof m;` });
+      expect(completed(first).value).toBe("string");
+      const later = failed(await prefix.run({ code: "await null;\nthrow new Error(globalThis.m);" }));
+      expect(later.error.code).toBe("ERR_USER_CODE");
+      // A static import that is refused stays what it is.
+      expect(failed(await sandbox.run({ code: "import x from 'nope';\nexport default x;" })).error.code).toBe(
+        "ERR_MODULE_NOT_FOUND",
+      );
+    });
+
     it("static imports of node: builtins and require lookalikes are ERR_MODULE_NOT_FOUND", async () => {
       // Each binding is used: TypeScript's transform drops unused imports.
       for (const [head, main] of [

@@ -236,7 +236,8 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     return inst.memory.buffer.byteLength >= inst.memoryMaxBytes - 4 * 1024 * 1024;
   }
 
-  function threw(inst: Instance, error: Described): void {
+  /** `linking`: the failure of evaluating a module's text, where its static imports are loaded. */
+  function threw(inst: Instance, error: Described, linking = false): void {
     if (error.tooLarge) {
       // What the guest runtime reports for a call's throw past the limit (runtime.ts, thrownOutcome).
       const message = `the error the guest threw is larger than the limit of ${inst.maxOutputChars} bytes`;
@@ -250,8 +251,9 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     if (error.message === "out of memory" || error.message === "interrupted" || error.message === "stack overflow")
       inst.broken = true;
     inst.reported = true;
-    // Only the loader's own refusal is a missing module: a guest may throw the same message.
-    const notFound = inst.notFound !== undefined && error.message === inst.notFound;
+    // Only the loader's own refusal of a static import is a missing module: a guest may catch a
+    // refused import() and throw the same message later (its own error, ERR_USER_CODE).
+    const notFound = linking && inst.notFound !== undefined && error.message === inst.notFound;
     post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0, notFound });
   }
 

@@ -118,6 +118,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     const module = message.module;
     if (!module) return;
     const vm = inst.vm;
+    inst.notFound = undefined;
     const tag = `${++inst.evaluations}\u2063`;
     const entry = `${tag}${module.filename}`;
     // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against
@@ -144,7 +145,8 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     if (result.error) {
       const error = describeError(inst, result.error);
       release(result.error);
-      threw(inst, error);
+      // Static imports are loaded here, before any of the module's code runs.
+      threw(inst, error, true);
       return;
     }
     // Top-level await: the module's promise settles as jobs run (settleEvaluation, after them).
