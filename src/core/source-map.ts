@@ -162,14 +162,34 @@ function encodedLine(map: EncodedLineMap, line: number): number[] | undefined {
   return segments;
 }
 
-/** 1-based line and column in, 1-based line and column out; undefined when nothing maps there. */
-export function originalPosition(map: LineMap, line: number, column: number): { line: number; column: number } | undefined {
-  const segments = Array.isArray(map) ? map[line - 1] : encodedLine(map, line - 1);
+/**
+ * 1-based line and column in, 1-based line and column out; undefined when nothing maps there.
+ * `decoded` keeps an encoded map's lines decoded for the caller's next positions (remapStack).
+ */
+export function originalPosition(
+  map: LineMap,
+  line: number,
+  column: number,
+  decoded?: Map<number, number[] | undefined>,
+): { line: number; column: number } | undefined {
+  let segments: number[] | undefined;
+  if (Array.isArray(map)) segments = map[line - 1];
+  else if (decoded?.has(line)) segments = decoded.get(line);
+  else {
+    segments = encodedLine(map, line - 1);
+    decoded?.set(line, segments);
+  }
   if (!segments || segments.length === 0) return undefined;
+  // The last segment at or before the column (binary search: a minified line has thousands).
+  let low = 0;
+  let high = segments.length / 3 - 1;
   let best = 0;
-  for (let i = 0; i < segments.length; i += 3) {
-    if (segments[i] <= column - 1) best = i;
-    else break;
+  while (low <= high) {
+    const mid = (low + high) >> 1;
+    if (segments[3 * mid] <= column - 1) {
+      best = 3 * mid;
+      low = mid + 1;
+    } else high = mid - 1;
   }
   return { line: segments[best + 1] + 1, column: segments[best + 2] + 1 };
 }
@@ -186,10 +206,13 @@ export function remapStack(stack: string, filename: string, map: LineMap): strin
   const position = new RegExp(`(?<![\\w$./-])${escaped}:(\\d+)(?::(\\d+))?`, "g");
   const lines = stack.split("\n");
   const out: string[] = [];
+  // Each generated line decoded once: a guest that repeated one frame on a long minified line
+  // 5,000 times had the host decode that line 5,000 times (its event loop held 5.5 s).
+  const decoded = new Map<number, number[] | undefined>();
   for (const line of lines) {
     let unmapped = false;
     const mapped = line.replace(position, (whole, lineText: string, column?: string) => {
-      const found = originalPosition(map, Number(lineText), Number(column ?? 1));
+      const found = originalPosition(map, Number(lineText), Number(column ?? 1), decoded);
       if (!found) {
         unmapped = true;
         return whole;

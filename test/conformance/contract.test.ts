@@ -274,6 +274,14 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       const thrown = failed(await sandbox.run({ code, filename: "tenant.js", input: "throw" }));
       expectClean(thrown.error.stack, "TypeError: boom");
       expectClean((thrown.error.fields?.cause as Error | undefined)?.stack, "RangeError: under");
+      // An AggregateError's errors (not enumerable on the host's copy) were left as they came.
+      const aggregate = `// line 1
+        const made = () => new TypeError("boom");
+        export default (input) => { const agg = new AggregateError([made()], "all"); if (input === "throw") throw agg; return agg }`;
+      const returnedAggregate = completed(await sandbox.run({ code: aggregate, filename: "tenant.js" })).value as AggregateError;
+      expectClean(returnedAggregate.errors[0].stack, "TypeError: boom");
+      const thrownAggregate = failed(await sandbox.run({ code: aggregate, filename: "tenant.js", input: "throw" }));
+      expectClean((thrownAggregate.error.fields?.errors as Error[] | undefined)?.[0]?.stack, "TypeError: boom");
     });
 
     it("an error's `errors` list crosses, returned or thrown, AggregateError or not", async () => {
