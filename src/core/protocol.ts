@@ -105,7 +105,12 @@ export type HostEvent =
   | { t: "bridge-call"; id: number; cid: number; fnId: number; argsText: string; maxBytes?: number }
   /** The run or call that made bridge call `cid` has ended: the host stops what it still does. */
   | { t: "bridge-cancel"; cid: number }
-  | { t: "stats"; id: number; stats: EngineStats };
+  | { t: "stats"; id: number; stats: EngineStats }
+  /**
+   * A guest this worker disposed for a fired limit runs on (a builtin no limit interrupts): its
+   * thread and memory stay taken until it returns. The host gives the worker no new work.
+   */
+  | { t: "unsound"; reason: string };
 
 /**
  * Where an executor calls back for a request's host bindings (the remote host): POST

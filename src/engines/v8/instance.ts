@@ -189,7 +189,7 @@ export class V8Instance implements EngineInstance {
     const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
     const driver = await this.link(source, sourceImports, bound);
     startCpu();
-    await guestRunning(driver.evaluate()).catch(renameLostThrow);
+    await guestRunning(driver.evaluate(), this.isolate).catch(renameLostThrow);
   }
 
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
@@ -380,7 +380,7 @@ export class V8Instance implements EngineInstance {
     const opening = !channel.serving;
     if (opening) {
       if (!CallChannel.canOpen()) return undefined;
-      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, guestRunning);
+      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => guestRunning(work, this.isolate));
     }
     const started = performance.now();
     return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
@@ -408,13 +408,19 @@ export class V8Instance implements EngineInstance {
     this.channel?.close();
     const ref = this.refs[name];
     if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
-      return guestRunning(fromShallowStack(() => ref.apply(undefined, args)));
+      return guestRunning(
+        fromShallowStack(() => ref.apply(undefined, args)),
+        this.isolate,
+      );
     }
     // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
     // wall time while one runs): unchanged when a window ends, the thread never got a core.
     const before = this.isolate.cpuTime;
     const begun = () => this.isolate.isDisposed || this.isolate.cpuTime !== before;
-    const crossing = guestRunning(fromShallowStack(() => ref.apply(undefined, args)));
+    const crossing = guestRunning(
+      fromShallowStack(() => ref.apply(undefined, args)),
+      this.isolate,
+    );
     return pollUntilSettled(crossing, this.busyPollMs, false, begun);
   }
 

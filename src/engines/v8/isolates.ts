@@ -12,6 +12,25 @@ let exitHookInstalled = false;
 
 /** How many crossings that run guest code are in flight, in every isolate (see `guestRunning`). */
 let guestCrossings = 0;
+/** The same, per isolate: one disposed with crossings in flight may hold a guest no limit can stop. */
+const crossingsOf = new WeakMap<IVM.Isolate, number>();
+
+/**
+ * How long a disposed isolate's crossings may take to unwind before its guest counts as one that
+ * cannot be stopped. Disposing terminates the isolate's JavaScript, which unwinds at once; some
+ * builtins check for it only when they end (`Object.keys` of a 10⁷-element array near the heap
+ * limit ran on for 13 s, its thread at 100% and this process growing by hundreds of MB).
+ */
+export const UNSTOPPABLE_AFTER_MS = 250;
+let unstoppableListener: ((message: string) => void) | undefined;
+
+/**
+ * Be told when a disposed isolate's guest runs on past UNSTOPPABLE_AFTER_MS: its thread and
+ * memory stay taken until it returns, whatever limit ended its run (a process worker is retired).
+ */
+export function onUnstoppableGuest(listener: ((message: string) => void) | undefined): void {
+  unstoppableListener = listener;
+}
 
 export function trackIsolate(isolate: IVM.Isolate): void {
   if (!exitHookInstalled) {
@@ -25,13 +44,40 @@ export function trackIsolate(isolate: IVM.Isolate): void {
  * `work`, a crossing that runs guest code on the isolate's own thread, counted while in flight: an
  * exit meanwhile may find that thread inside a synchronous host callback (see exit-watchdog.ts).
  */
-export function guestRunning<T>(work: Promise<T>): Promise<T> {
+export function guestRunning<T>(work: Promise<T>, isolate?: IVM.Isolate): Promise<T> {
   guestCrossings++;
+  if (isolate) crossingsOf.set(isolate, (crossingsOf.get(isolate) ?? 0) + 1);
   const done = () => {
     guestCrossings--;
+    if (!isolate) return;
+    const left = (crossingsOf.get(isolate) ?? 1) - 1;
+    crossingsOf.set(isolate, left);
+    if (left === 0) unwound(isolate);
   };
   work.then(done, done);
   return work;
+}
+
+/** Disposed isolates whose crossings have not returned yet, for at most UNSTOPPABLE_AFTER_MS each. */
+const unwinding = new Set<IVM.Isolate>();
+let waitingForUnwinding: (() => void)[] = [];
+
+function unwound(isolate: IVM.Isolate): void {
+  if (!unwinding.delete(isolate) || unwinding.size > 0) return;
+  const waiting = waitingForUnwinding;
+  waitingForUnwinding = [];
+  for (const resolve of waiting) resolve();
+}
+
+/**
+ * Resolves once every disposed isolate's guest has stopped, or has been reported to the
+ * onUnstoppableGuest listener (at most UNSTOPPABLE_AFTER_MS): a process worker answers a run that
+ * a limit ended after this, so the host hears that the worker is unsound before it can send the
+ * next run there.
+ */
+export function disposedGuestsStopped(): Promise<void> {
+  if (unwinding.size === 0) return Promise.resolve();
+  return new Promise((resolve) => waitingForUnwinding.push(resolve));
 }
 
 export function disposeIsolate(isolate: IVM.Isolate): void {
@@ -39,6 +85,16 @@ export function disposeIsolate(isolate: IVM.Isolate): void {
   try {
     if (!isolate.isDisposed) isolate.dispose();
   } catch {}
+  if ((crossingsOf.get(isolate) ?? 0) === 0 || unwinding.has(isolate)) return;
+  unwinding.add(isolate);
+  const timer = setTimeout(() => {
+    if (!unwinding.has(isolate)) return;
+    unstoppableListener?.(
+      `a disposed isolate's guest was still running ${UNSTOPPABLE_AFTER_MS} ms later: a builtin that cannot be interrupted`,
+    );
+    unwound(isolate);
+  }, UNSTOPPABLE_AFTER_MS);
+  timer.unref();
 }
 
 /** How long the exit waits for disposed isolates' threads to unwind (measured: 10 ms was enough). */

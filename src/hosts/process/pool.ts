@@ -221,7 +221,8 @@ export class WorkerPool {
       if (!worker.alive) continue;
       if (worker.pid) worker.pollStats();
       this.retireIfWornOut(worker);
-      if (worker.retiring && worker.busy === 0) worker.kill("ERR_INSTANCE_RESET", "recycled after its maximum number of runs");
+      if (worker.retiring && worker.busy === 0)
+        worker.kill("ERR_INSTANCE_RESET", worker.unsound ?? "recycled after its maximum number of runs");
     }
     // Replacements that could not start earlier (backing off) are tried again here.
     for (let n = this.count(""); n < this.options.min; n++) if (!this.spawn("")) break;

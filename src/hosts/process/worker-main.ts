@@ -17,6 +17,7 @@ import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { failedResult, isEmptyRecord } from "../../core/results.js";
+import { LIMIT_CODES } from "../../core/errors.js";
 import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
 import { esbuildOnThreads } from "../../core/esbuild-process.js";
 import { AfterAnswers } from "./after-answers.js";
@@ -86,6 +87,23 @@ async function main(): Promise<void> {
         (await import("../../engines/v8/engine.js")).createV8Engine({ ...config.engineOptions, syncCalls: true }, () =>
           afterAnswers.wait(),
         );
+
+  // Before a run that a limit ended is answered, its disposed guest has stopped, or the host has
+  // been told it cannot be (v8 only): the host then gives this worker no new work, the next run
+  // included, and ends it when its runs are done.
+  let guestsStopped = (): Promise<void> => Promise.resolve();
+  if (config.engine === "v8") {
+    const isolates = await import("../../engines/v8/isolates.js");
+    guestsStopped = async () => {
+      // The instance is disposed as its run settles: after this turn, not before.
+      await new Promise((resolve) => setImmediate(resolve));
+      await isolates.disposedGuestsStopped();
+    };
+    isolates.onUnstoppableGuest((reason) => {
+      isolates.onUnstoppableGuest(undefined);
+      send({ t: "unsound", reason });
+    });
+  }
 
   const { budgetBytes, maxInstances } = config.engineOptions;
   const shedder = new Shedder(engine, { rule: config.rss, budgetBytes, maxInstances });
@@ -220,6 +238,7 @@ async function main(): Promise<void> {
     let event: Extract<HostEvent, { t: "value" | "result" }>;
     try {
       const result = await work(controller?.signal).catch(internalFailure);
+      if (!result.ok && LIMIT_CODES.has(result.error.code)) await guestsStopped();
       // A guest's value that cannot be encoded here fails its own request, never the worker,
       // which other tenants' requests share.
       event = await answerEvent(id, result).catch((error: unknown) => answerEvent(id, unencodable(error)));

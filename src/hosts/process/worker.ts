@@ -352,6 +352,11 @@ export class WorkerProcess {
    */
   killForMemory(cause: string): void {
     if (this.dead || this.killed) return;
+    // The guest that cannot be stopped holds the memory, not a run still in progress here.
+    if (this.unsound !== undefined) {
+      this.kill("ERR_INSTANCE_RESET", `${cause}; ${this.unsound}`);
+      return;
+    }
     let most = -1;
     for (const [id, pending] of this.pending) {
       if (pending.memoryMb < most) continue;
@@ -377,6 +382,21 @@ export class WorkerProcess {
   /** A protocol error or an unreadable answer: the worker is not trusted with more work. */
   retire(code: ErrorCode, cause: string): void {
     this.kill(code, cause);
+  }
+
+  /**
+   * Why this worker holds a guest no limit could stop (its "unsound" event), once it said so. It
+   * takes no new work: runs sent to it after one such guest failed, innocent, when the guest's
+   * growth had the RSS watchdog kill the worker (ERR_MEMORY_LIMIT for a run sleeping 1 s).
+   */
+  unsound: string | undefined;
+
+  private retireUnsound(reason: string): void {
+    if (this.unsound !== undefined) return;
+    this.unsound = `a guest of an earlier run that no limit could stop still ran in this worker (${reason})`;
+    this.retiring = true;
+    // Nothing else of it to finish: ended now, before the guest grows further (the pool starts another).
+    if (this.busy === 0) this.kill("ERR_INSTANCE_RESET", this.unsound);
   }
 
   /**
@@ -473,6 +493,9 @@ export class WorkerProcess {
       }
       case "ready":
         this.retire("ERR_INSTANCE_RESET", "protocol error: a second ready");
+        return;
+      case "unsound":
+        this.retireUnsound(typeof event.reason === "string" ? event.reason.slice(0, 200) : "");
         return;
       default:
         this.retire("ERR_INSTANCE_RESET", `protocol error: unknown event ${JSON.stringify((event as { t?: unknown }).t)}`);
