@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
 import { COMBINATIONS } from "../conformance/matrix.js";
+import { completed } from "../conformance/results.js";
 
 /**
  * Resource bombs. Each ends with its own code within its limit plus one second, the host's event
@@ -313,6 +314,28 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
     if (elapsed > 200) expect(ticks, JSON.stringify({ elapsed, longestGap, ...result.stats })).toBeGreaterThanOrEqual(2);
     const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
     expect(next.ok && next.value).toBe(2);
+  });
+
+  it("a guest that caught an allocation failure and let go of what it held keeps its own outcomes", async () => {
+    // QuickJS's linear memory never shrinks: once grown to its cap, every later thrown string and
+    // every wait for a timer was reported as out of memory, for the instance's life.
+    const grow = `let held = []; let got = 0;
+      try { for (let i = 0; i < 64; i++) { held.push(new ArrayBuffer(2 * 1024 * 1024)); got++; } } catch {}
+      held = null;`;
+    const limits = { memoryMb: 32, wallTimeMs: 10_000, cpuTimeMs: 5000 };
+    const thrown = await sandbox.run({ code: `export default () => { ${grow} throw "mine" }`, limits });
+    expect(outcome(thrown), JSON.stringify(thrown.ok || thrown.error)).toBe("ERR_USER_CODE");
+    const waited = await sandbox.run({
+      code: `export default async () => { ${grow} await new Promise((r) => setTimeout(r, 10)); return "waited" }`,
+      limits,
+    });
+    expect(waited.ok && waited.value, JSON.stringify(waited.ok || waited.error)).toBe("waited");
+    await using prefix = await sandbox.prepare({
+      code: `export function grow() { ${grow} return "grown" }\nexport async function later() { await null; throw "later" }`,
+      limits,
+    });
+    expect(completed(await prefix.call({ export: "grow", args: [], limits })).value).toBe("grown");
+    expect(outcome(await prefix.call({ export: "later", args: [], limits }))).toBe("ERR_USER_CODE");
   });
 
   it("abort ends a synchronous loop promptly as aborted", async () => {

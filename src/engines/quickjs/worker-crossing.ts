@@ -229,11 +229,40 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
   }
 
   /**
-   * Did QuickJS run out of memory? Asked of the capped linear memory, not of QuickJS: a runtime
-   * at its limit cannot allocate the objects its own memory report needs.
+   * Is QuickJS out of memory now? Asked of the capped linear memory, not of QuickJS: a runtime at
+   * its limit cannot allocate the objects its own memory report needs (and this build's malloc
+   * counts no sizes). Grown to its cap is not enough: linear memory never shrinks, so after a
+   * guest caught an allocation failure and dropped what it held, every later bare throw, and
+   * every wait for a timer, was reported as out of memory, for the instance's life (a prefix's
+   * later calls too). So the allocator is asked for EXHAUSTED_PROBE_BYTES, given back at once.
    */
   function exhausted(inst: Instance): boolean {
+    // Free memory that tells a guest that recovered from an allocation failure from one at its limit.
+    const EXHAUSTED_PROBE_BYTES = 1024 * 1024;
+    if (!atCap(inst)) return false;
+    const module = inst.vm?.module as { _malloc(n: number): number; _free(p: number): void } | undefined;
+    if (!module) return true;
+    const probe = module._malloc(EXHAUSTED_PROBE_BYTES);
+    if (probe === 0) return true;
+    module._free(probe);
+    return false;
+  }
+
+  /** Has the linear memory grown to its cap (at some time: it never shrinks)? */
+  function atCap(inst: Instance): boolean {
     return inst.memory.buffer.byteLength >= inst.memoryMaxBytes - 4 * 1024 * 1024;
+  }
+
+  /**
+   * What QuickJS throws when it cannot allocate even the error for running out of memory: null,
+   * or a value the runtime cannot read. A guest's own throw of anything else (a string after it
+   * caught an allocation failure and let go of what it held) stays its own, whatever the memory's
+   * size; only its own `throw null` at the cap reads as out of memory.
+   */
+  function bareOutOfMemory(message: string, inst: Instance): boolean {
+    const bare =
+      message === "Uncaught null" || message === "Uncaught undefined" || message.includes("the thrown value could not be read");
+    return bare && atCap(inst);
   }
 
   /** `linking`: the failure of evaluating a module's text, where its static imports are loaded. */
@@ -247,7 +276,7 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     }
     // At its limit QuickJS may throw a bare value instead of an error: tell that apart from a
     // guest's own `throw null` by asking how much memory is in use.
-    if (error.message.startsWith("Uncaught ") && exhausted(inst)) error = { name: "InternalError", message: "out of memory" };
+    if (bareOutOfMemory(error.message, inst)) error = { name: "InternalError", message: "out of memory" };
     if (error.message === "out of memory" || error.message === "interrupted" || error.message === "stack overflow")
       inst.broken = true;
     inst.reported = true;
@@ -290,5 +319,5 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     }
   }
 
-  return { describeError, publish, enter, leave, inVm, pump, exhausted, threw, callInternal };
+  return { describeError, publish, enter, leave, inVm, pump, atCap, threw, callInternal };
 }
