@@ -50,7 +50,7 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   },
   "module-throw-object": {
     "v8/inprocess":
-      'An object that is no Error, thrown by a module-form module\'s top level (one with imports or top-level await) or rejecting a promise nothing handled, reaches the host only through isolated-vm, which copies primitives and Errors and replaces any other object with a text of its own: no guest code can catch such a throw to report it first. cordon says so ("Uncaught object (not an Error: …)"); its contents are lost. Script-form modules, calls and timers name the value as the other engines do.',
+      'An object that is no Error, thrown by a module-form module\'s top level (one with imports or top-level await) or rejecting a promise nothing handled, reaches the host only through isolated-vm, which copies primitives and Errors and replaces any other object with a text of its own: no guest code can catch such a throw to report it first. cordon says so ("Uncaught object (not an Error: …)"); its contents are lost, whatever the form of the run (the rejection of a call that nothing handles too). What a script-form module, a call or a timer throws is named as the other engines name it.',
   },
   "clone-transfer": {
     "v8/inprocess":

@@ -402,7 +402,11 @@ export class V8Instance implements EngineInstance {
     });
   }
 
-  /** Call into the isolate; the loop turns until the answer is back (core/busy-poll.ts). */
+  /**
+   * Call into the isolate; the loop turns until the answer is back (core/busy-poll.ts). A task's
+   * failure for a promise rejected with a non-Error that nothing handled says so in cordon's
+   * terms (renameLostThrow), on every crossing: script-form runs and calls showed isolated-vm's text.
+   */
   private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
     // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
     this.channel?.close();
@@ -411,7 +415,7 @@ export class V8Instance implements EngineInstance {
       return guestRunning(
         fromShallowStack(() => ref.apply(undefined, args)),
         this.isolate,
-      );
+      ).catch(renameLostThrow);
     }
     // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
     // wall time while one runs): unchanged when a window ends, the thread never got a core.
@@ -421,7 +425,7 @@ export class V8Instance implements EngineInstance {
       fromShallowStack(() => ref.apply(undefined, args)),
       this.isolate,
     );
-    return pollUntilSettled(crossing, this.busyPollMs, false, begun);
+    return pollUntilSettled(crossing, this.busyPollMs, false, begun).catch(renameLostThrow);
   }
 
   answerReady(): boolean {
