@@ -97,6 +97,19 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
     expect(extra).toEqual(expected);
   });
 
+  it("URL reads a text with a NUL in it whole, as Node does (QuickJS handed the host a C string, cut at the NUL)", async () => {
+    await same(`const out = [];
+      for (const input of ["http://a.example\\0.evil.test/p", "http://a.example/p\\0q?x=1"]) {
+        try { out.push(new URL(input).href) } catch (e) { out.push(e.name) }
+      }
+      const url = new URL("http://a.example/keep");
+      url.pathname = "/keep\\0/more";
+      out.push(url.href);
+      return out;`);
+    const logged = await sandbox.run({ code: "export default () => { console.log('before\\0after'); return 1 }" });
+    expect(logged.logs.map((l) => l.message)).toEqual(["before\0after"]);
+  });
+
   it("AbortSignal: dispatchEvent, once, and a listener removed when its signal aborts", async () => {
     await same(`
       const calls = [];

@@ -21,7 +21,11 @@ export interface Instance {
   rt: Any;
   vm: Any;
   fns: Record<string, Any>;
-  toBytes: Any;
+  /**
+   * The realm's builtins the worker needs, taken at boot before any guest code: `(0, buffer)` a
+   * Uint8Array over it, `(1, text)` the text as JSON (no NUL, which a C string would end at).
+   */
+  helper: Any;
   /** Seeds Math.random again (seeded-random.ts): a copied instance gets a sequence of its own. */
   reseed: Any;
   /** [stop flag, version of `cpu`]: shared with the host (protocol.ts, CONTROL_BYTES). */

@@ -23,7 +23,7 @@ export interface QuickJSTemplate {
   rt: number;
   ctx: number;
   fns: Record<string, number>;
-  toBytes: number;
+  helper: number;
   reseed: number;
 }
 
@@ -101,7 +101,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
       rt,
       vm: undefined,
       fns: {},
-      toBytes: undefined,
+      helper: undefined,
       reseed: undefined,
       control,
       cpu,
@@ -124,9 +124,34 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
   function hostFunctions(inst: Instance): [string, (...args: Any[]) => Any][] {
     const { id, vm } = inst;
     const str = (h: Any) => (h === undefined ? undefined : vm.getString(h));
+    /**
+     * A guest's text whole: QuickJS hands a string over as a C string, which ends at its first NUL
+     * (a log line "a\0b" read "a"; "http://a.test\0.evil.test/" parsed as "http://a.test/",
+     * where v8 refuses it). Codec texts never hold a raw NUL; log lines and URLs may.
+     */
+    const text = (h: Any) => {
+      if (h === undefined) return undefined;
+      const read = vm.getString(h);
+      const length = vm.getProp(h, "length");
+      const whole = vm.typeof(length) !== "number" || vm.getNumber(length) === read.length;
+      length.dispose();
+      if (whole) return read;
+      const kind = vm.newNumber(1);
+      try {
+        const quoted = vm.unwrapResult(vm.callFunction(inst.helper, vm.undefined, kind, h));
+        const json = vm.getString(quoted);
+        quoted.dispose();
+        return JSON.parse(json) as string;
+      } finally {
+        kind.dispose();
+      }
+    };
     const num = (h: Any) => (h === undefined ? undefined : vm.getNumber(h));
     return [
-      [names.log, (level, message, index) => post({ t: "log", id, level: str(level), message: str(message), index: num(index) })],
+      [
+        names.log,
+        (level, message, index) => post({ t: "log", id, level: str(level), message: text(message), index: num(index) }),
+      ],
       [
         names.call,
         (callId, fnId, argsText) => post({ t: "call", id, callId: num(callId), fnId: num(fnId), argsText: str(argsText) }),
@@ -172,15 +197,17 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
         names.parseUrl,
         (input, base) =>
           vm.newString(
-            services.parseUrl(str(input), base === undefined || vm.typeof(base) === "undefined" ? undefined : str(base)),
+            services.parseUrl(text(input), base === undefined || vm.typeof(base) === "undefined" ? undefined : text(base)),
           ),
       ],
-      [names.setUrlPart, (href, part, value) => vm.newString(services.setUrlPart(str(href), str(part), str(value)))],
+      [names.setUrlPart, (href, part, value) => vm.newString(services.setUrlPart(text(href), text(part), text(value)))],
       [
         names.randomBytes,
         (n) => {
           const buffer = vm.newArrayBuffer(services.randomBytes(num(n)).buffer);
-          const bytes = vm.unwrapResult(vm.callFunction(inst.toBytes, vm.undefined, buffer));
+          const kind = vm.newNumber(0);
+          const bytes = vm.unwrapResult(vm.callFunction(inst.helper, vm.undefined, kind, buffer));
+          kind.dispose();
           buffer.dispose();
           return bytes;
         },
@@ -209,7 +236,12 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     }
     // Uint8Array is taken now, before any guest code: read when called, the global was the guest's
     // to replace, and its function then ran inside this host function with the host's random bytes.
-    inst.toBytes = vm.unwrapResult(vm.evalCode("((Bytes) => (buffer) => new Bytes(buffer))(Uint8Array)", "<cordon>"));
+    inst.helper = vm.unwrapResult(
+      vm.evalCode(
+        "((Bytes, stringify) => (kind, value) => (kind === 0 ? new Bytes(value) : stringify(value)))(Uint8Array, JSON.stringify)",
+        "<cordon>",
+      ),
+    );
     instances.set(id, inst);
     // Before anything else runs in the context: Math.random with a sequence of its own.
     inst.reseed = vm.unwrapResult(
@@ -310,7 +342,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
       rt: inst.rt.rt.value,
       ctx: inst.vm.ctx.value,
       fns,
-      toBytes: inst.toBytes.value,
+      helper: inst.helper.value,
       reseed: inst.reseed.value,
     };
   }
@@ -332,7 +364,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     inst.vm = vm;
     for (const [, fn] of hostFunctions(inst)) rt.hostRefs.put(fn);
     for (const name of INTERNALS) inst.fns[name] = vm.memory.heapValueHandle(from.fns[name]);
-    inst.toBytes = vm.memory.heapValueHandle(from.toBytes);
+    inst.helper = vm.memory.heapValueHandle(from.helper);
     inst.reseed = vm.memory.heapValueHandle(from.reseed);
     const seed = freshSeed().map((n) => vm.newNumber(n));
     vm.unwrapResult(vm.callFunction(inst.reseed, vm.undefined, ...seed)).dispose();
@@ -355,7 +387,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     try {
       inst.evaluation?.dispose();
       for (const handle of Object.values(inst.fns)) handle.dispose();
-      inst.toBytes?.dispose();
+      inst.helper?.dispose();
       inst.reseed?.dispose();
       inst.vm.dispose();
       inst.rt.dispose();
