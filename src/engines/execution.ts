@@ -381,9 +381,18 @@ export class Execution implements InstanceListener, Watched {
       }
       if (kind === "f") {
         const { code, message } = JSON.parse(text) as { code: ErrorCode; message: string };
-        const safe: ErrorCode = code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT" ? code : "ERR_NOT_SERIALIZABLE";
+        // The codes the runtime reports itself: past the output limit, a copy the memory cannot
+        // hold, a script form the engine does not parse.
+        const safe: ErrorCode =
+          code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT" || code === "ERR_COMPILE"
+            ? code
+            : "ERR_NOT_SERIALIZABLE";
         this.fail(
-          { code: safe, name: safe === "ERR_MEMORY_LIMIT" ? "CordonError" : "TypeError", message: String(message) },
+          {
+            code: safe,
+            name: safe === "ERR_OUTPUT_TOO_LARGE" || safe === "ERR_NOT_SERIALIZABLE" ? "TypeError" : "CordonError",
+            message: String(message),
+          },
           index,
         );
         return;

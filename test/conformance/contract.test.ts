@@ -520,6 +520,28 @@ export default log`;
       expect(result.error.message).toMatch(/<guest>:\d+:\d+/);
     });
 
+    it("a module esbuild passes but the engine does not parse is ERR_COMPILE; a SyntaxError its code throws is its own", async () => {
+      // Decorators esbuild leaves as written: the v8 and QuickJS engines here have none, and a
+      // script form's parse error came back as the guest's throw (ERR_USER_CODE).
+      const decorated = failed(await sandbox.run({ code: "@dec class C {}\nfunction dec() {}\nexport default () => typeof C" }));
+      const prefix = await sandbox.prepare({ code: "export const x = 1;" });
+      const postfix = failed(
+        await prefix.run({ code: "@dec class C {}\nfunction dec() {}\nexport default 1", filename: "post.js" }),
+      );
+      await prefix.dispose();
+      if (differs(combo, "engine-syntax-error")) {
+        // The documented difference (matrix.ts): Deno loads the module itself.
+        expect([decorated.error.code, postfix.error.code]).toEqual(["ERR_USER_CODE", "ERR_USER_CODE"]);
+      } else {
+        expect(decorated.error).toMatchObject({ code: "ERR_COMPILE", message: expect.stringMatching(/^<guest>: /) });
+        expect(postfix.error).toMatchObject({ code: "ERR_COMPILE", message: expect.stringMatching(/^post\.js: /) });
+      }
+      const thrown = failed(await sandbox.run({ code: "export default () => JSON.parse('{')" }));
+      expect(thrown.error).toMatchObject({ code: "ERR_USER_CODE", name: "SyntaxError" });
+      const atTop = failed(await sandbox.run({ code: "JSON.parse('{');\nexport default 1" }));
+      expect(atTop.error).toMatchObject({ code: "ERR_USER_CODE", name: "SyntaxError" });
+    });
+
     it("a result that cannot cross is ERR_NOT_SERIALIZABLE naming the path", async () => {
       const result = failed(
         await sandbox.run({ code: "class Owner {}\nexport default () => ({ items: [1, { owner: new Owner() }] })" }),

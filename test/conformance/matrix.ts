@@ -44,6 +44,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "The guest's fetch answers with a Response built in the guest from what the host fetched (`new Response`), and Deno keeps a Response's header guard internal: a fetched Response's headers stay mutable.",
   },
+  "engine-syntax-error": {
+    "deno/inprocess":
+      "Deno loads a guest module itself, by import: a syntax its parser refuses that esbuild passed (decorators) rejects that import as the module's top-level throws do, and cordon cannot tell the two apart there, so the run fails with ERR_USER_CODE (a SyntaxError) where the v8 and QuickJS engines, which evaluate a script form that only makes its function, report ERR_COMPILE.",
+  },
   "unhandled-rejection": {
     "quickjs/inprocess":
       "quickjs-emscripten does not expose QuickJS's promise rejection tracker (promiseRejectionHandler is unimplemented in its API), so a rejection nobody handles cannot be seen: the run completes with its value. An exception thrown in a timer callback still fails the run.",

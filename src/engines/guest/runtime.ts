@@ -203,6 +203,7 @@ export function installRuntime(
   const inherits = callOf.bind(Object.prototype.isPrototypeOf) as (proto: object, value: unknown) => boolean;
   const ErrorProto = Error.prototype;
   const isError = (value: unknown) => inherits(ErrorProto, value);
+  const SyntaxErrorProto = SyntaxError.prototype;
   // Read once, now: absent (v8, quickjs), a later read would find one a guest put on Object.prototype.
   const readBodies = config.readBodies;
   /** Split parts, in an object without a prototype: storing into it meets no index setter a guest put on Array.prototype. */
@@ -863,7 +864,20 @@ export function installRuntime(
   /** Evaluate a guest module in script form (see GuestSource.script) and hand its exports to the entry. */
   function runScript(code: string, filename: string): void {
     const name = sourceName(filename);
-    const factory = indirectEval(code + "\n//# sourceURL=" + name) as (h: typeof helpers) => Record<string, unknown>;
+    let factory: (h: typeof helpers) => Record<string, unknown>;
+    try {
+      factory = indirectEval(code + "\n//# sourceURL=" + name) as typeof factory;
+    } catch (error) {
+      // Evaluating the script form only makes its function, so a SyntaxError here is the engine
+      // refusing to parse what esbuild passed (decorators, a regexp's duplicate group names):
+      // the module does not parse, ERR_COMPILE, as a module-form module's compile says.
+      if (!inherits(SyntaxErrorProto, error)) throw error;
+      const message = (error as Error).message;
+      reportOutcome(
+        "f" + stringify({ code: "ERR_COMPILE", message: filename + ": " + (typeof message === "string" ? message : "") }),
+      );
+      return;
+    }
     entry(factory(helpers));
   }
 

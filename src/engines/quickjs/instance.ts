@@ -276,6 +276,10 @@ export class QuickJSInstance implements EngineInstance {
           listener?.onFailure?.(new CordonError("ERR_MODULE_NOT_FOUND", message.error.message));
           return;
         }
+        if (message.unparsed) {
+          listener?.onFailure?.(new CordonError("ERR_COMPILE", message.error.message));
+          return;
+        }
         listener?.onFailure?.(error);
         return;
       }

@@ -62,6 +62,8 @@ export type FromWorker =
       fatal?: boolean;
       /** The error is the module loader's refusal of a specifier (ERR_MODULE_NOT_FOUND). */
       notFound?: boolean;
+      /** The error is QuickJS's refusal to parse the script form (ERR_COMPILE). */
+      unparsed?: boolean;
     }
   /** The instance's WASM module failed; the instance is gone. */
   | { t: "lost"; id: number };

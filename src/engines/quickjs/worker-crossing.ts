@@ -269,8 +269,11 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     return bare && atCap(inst);
   }
 
-  /** `linking`: the failure of evaluating a module's text, where its static imports are loaded. */
-  function threw(inst: Instance, error: Described, linking = false): void {
+  /**
+   * `phase`: "link", the failure of evaluating a module's text, where its static imports are
+   * loaded; "compile", of evaluating a script form, which only makes its function.
+   */
+  function threw(inst: Instance, error: Described, phase?: "link" | "compile"): void {
     if (error.tooLarge) {
       // What the guest runtime reports for a call's throw past the limit (runtime.ts, thrownOutcome).
       const message = `the error the guest threw is larger than the limit of ${inst.maxOutputChars} bytes`;
@@ -286,8 +289,10 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     inst.reported = true;
     // Only the loader's own refusal of a static import is a missing module: a guest may catch a
     // refused import() and throw the same message later (its own error, ERR_USER_CODE).
-    const notFound = linking && inst.notFound !== undefined && error.message === inst.notFound;
-    post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0, notFound });
+    const notFound = phase === "link" && inst.notFound !== undefined && error.message === inst.notFound;
+    // What the engine would not parse, though esbuild did (decorators, a regexp's duplicate group names).
+    const unparsed = phase === "compile" && error.name === "SyntaxError";
+    post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0, notFound, unparsed });
   }
 
   /** A failure outside the VM's own error handling: this instance's WASM instance is unusable. */

@@ -95,7 +95,10 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     const script = message.script as { code: string; filename: string };
     const compiled = vm.evalCode(script.code, script.filename);
     if (compiled.error) {
-      threw(inst, describeError(inst, compiled.error));
+      const error = describeError(inst, compiled.error);
+      // As the v8 engine words a module it cannot compile: "<filename>: <what the parser said>".
+      if (error.name === "SyntaxError") error.message = `${script.filename}: ${error.message}`;
+      threw(inst, error, "compile");
       release(compiled.error);
       return;
     }
@@ -146,7 +149,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       const error = describeError(inst, result.error);
       release(result.error);
       // Static imports are loaded here, before any of the module's code runs.
-      threw(inst, error, true);
+      threw(inst, error, "link");
       return;
     }
     // Top-level await: the module's promise settles as jobs run (settleEvaluation, after them).
