@@ -31,7 +31,11 @@ export function sanitizeStack(stack: string, guestFiles: ReadonlySet<string>): s
 /** Uncaught guest errors that mean "out of memory" rather than a bug in the guest. */
 function isMemoryExhaustion(name: string, message: string): boolean {
   // QuickJS: its allocator's refusal, and its maximum string length.
-  if (name === "InternalError" && (message === "out of memory" || message === "string too long")) return true;
+  if (
+    name === "InternalError" &&
+    (message === "out of memory" || message === "string too long" || message === "out of memory in regexp execution")
+  )
+    return true;
   return (
     name === "RangeError" &&
     (message === "Array buffer allocation failed" ||

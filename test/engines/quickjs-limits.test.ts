@@ -34,6 +34,16 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s limits and neighbou
   });
 
   // why: a rejection with a value that is not an Error came back with an empty message.
+  it("normalize that cannot allocate is ERR_MEMORY_LIMIT, though what it throws has no JavaScript type", async () => {
+    // QuickJS throws a value whose typeof is "unknown": the run was ERR_USER_CODE, 'Uncaught
+    // "[not serializable: a unknown]"' (v8 completes the same normalize within 32 MB).
+    const result = await sandbox.run({
+      code: "export default () => '\\u1E9B\\u0323'.repeat(3e6).normalize('NFKD').length",
+      limits: { memoryMb: 32, cpuTimeMs: 2000, wallTimeMs: 5000 },
+    });
+    expect(result.ok ? "completed" : result.error.code).toBe("ERR_MEMORY_LIMIT");
+  });
+
   it("a top-level-await rejection with a non-Error value says what the value was", async () => {
     const result = await sandbox.run({ code: "await Promise.reject({ a: 1 });\nexport default 1" });
     expect(result.ok).toBe(false);

@@ -125,6 +125,12 @@ const BOMBS: Bomb[] = [
     expect: "ERR_OUTPUT_TOO_LARGE",
   },
   {
+    // QuickJS's "out of memory in regexp execution" was ERR_USER_CODE.
+    name: "a regexp's backtracking past the memory limit",
+    code: "export default () => ('ab'.repeat(2e6)).replace(/(a|b|ab)*c/g, '').length",
+    expect: ["ERR_MEMORY_LIMIT", "ERR_CPU_TIMEOUT"],
+  },
+  {
     name: "promise flood",
     code: "export default () => { for (;;) Promise.resolve().then(() => {}) }",
     expect: ["ERR_MEMORY_LIMIT", "ERR_CPU_TIMEOUT"],

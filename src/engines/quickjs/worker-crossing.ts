@@ -264,6 +264,9 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
    * size; only its own `throw null` at the cap reads as out of memory.
    */
   function bareOutOfMemory(message: string, inst: Instance): boolean {
+    // What `normalize` throws when it cannot allocate: a value of no JavaScript type (typeof
+    // "unknown"), which no guest code can make, whatever the memory's size.
+    if (message.includes("[not serializable: a unknown]")) return true;
     const bare =
       message === "Uncaught null" || message === "Uncaught undefined" || message.includes("the thrown value could not be read");
     return bare && atCap(inst);

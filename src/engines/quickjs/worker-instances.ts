@@ -173,13 +173,15 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
           let outcome = str(text);
           // Out of memory, QuickJS may throw a bare null the runtime then reports as thrown, or
           // fail to read the error it threw (the runtime then says so): name it. A guest's own
-          // throw of anything else stays its own (crossings.bareOutOfMemory).
+          // throw of anything else stays its own (crossings.bareOutOfMemory). What `normalize`
+          // throws when it cannot allocate is a value of no JavaScript type, which no guest makes.
           const bare =
             outcome === undefined ||
             outcome === "null" ||
             /"m":"Uncaught (?:null|undefined)"/.test(outcome) ||
             outcome.includes("the thrown value could not be read");
-          if (str(kind) === "t" && bare && atCap(inst)) {
+          const untyped = outcome?.includes("[not serializable: a unknown]") === true;
+          if (str(kind) === "t" && ((bare && atCap(inst)) || untyped)) {
             outcome = '{"$":"e","n":"InternalError","m":"out of memory"}';
             inst.broken = true;
           }
