@@ -146,3 +146,10 @@ export function resolveLimits(request: RunLimits, sandboxDefaults: RunLimits, po
 function clamp(value: number, min: number, max: number): number {
   return Math.min(Math.max(value, min), max);
 }
+
+/**
+ * Characters an encoding in a v8 isolate may write, per byte of its heap limit: an eighth, so a
+ * copy of two-byte text takes at most a quarter of the heap (Codec.limitCopies). The guest
+ * bundle reads the heap limit back from it, for resizable ArrayBuffers (resizable-budget.ts).
+ */
+export const COPY_CHARS_PER_HEAP_BYTE = 1 / 8;

@@ -1,5 +1,5 @@
 import { codecSource } from "../../core/codec.js";
-import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
+import { COPY_CHARS_PER_HEAP_BYTE, MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
 import { installDOMException } from "./dom-exception.js";
 import { installFetchTypes } from "./fetch-types.js";
@@ -9,6 +9,7 @@ import { CHANNEL_LAYOUT, createServe } from "./serve.js";
 import { MAX_URL_LENGTH } from "../host-services.js";
 import { createStructuredClone } from "./structured-clone.js";
 import { installWebApis } from "./web-apis.js";
+import { budgetResizableBuffers } from "./resizable-budget.js";
 
 /** The filename guest stack traces show for runtime frames; the host strips these frames. */
 export const RUNTIME_FILENAME = "<cordon>";
@@ -82,6 +83,10 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR},
   fetched: (response) => wire.fetched(response) });
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
+// Engines whose realm shares this process's memory (v8) set the copy limit, from the heap limit:
+// resizable ArrayBuffers, which the heap limit does not count, get as many bytes in all.
+{ const limitCopies = internals.limitCopies;
+  internals.limitCopies = (chars) => { limitCopies(chars); (${budgetResizableBuffers.toString()})(g, chars / ${COPY_CHARS_PER_HEAP_BYTE}); }; }
 (${installAbort.toString()})(g);
 { const Controller = g.AbortController; wire.signals(() => new Controller().signal); }
 // The runtime's own classes, whose state lives in its closures: structuredClone refuses them, as browsers do.

@@ -4,6 +4,7 @@ import type { RunMode } from "../../core/engine.js";
 import { alone, DEFAULT_BUSY_POLL_MS, inBackground, pollingPaused, pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { joinTexts } from "../../core/joined-texts.js";
+import { COPY_CHARS_PER_HEAP_BYTE } from "../../core/limits.js";
 import type { CompileBound } from "../../core/esbuild-calls.js";
 import { normalizeSource } from "../../core/source.js";
 import type { LineMap } from "../../core/source-map.js";
@@ -30,12 +31,6 @@ import { fromShallowStack } from "./shallow-stack.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
-
-/**
- * Characters an encoding in the isolate may write, per byte of its heap limit: an eighth, so a
- * copy of two-byte text takes at most a quarter of the heap.
- */
-const COPY_CHARS_PER_HEAP_BYTE = 1 / 8;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
