@@ -1,5 +1,5 @@
 import { Resolver } from "node:dns";
-import type { ResolvedLimits } from "./core/limits.js";
+import { BRIDGE_BYTES_PER_BODY_BYTE, type ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
 import { takeBody } from "./core/fetch-wire.js";
 import { RedirectModeError } from "./egress/errors.js";
@@ -54,8 +54,9 @@ export async function brokeredFetch(
     timeoutMs: Math.ceil(limits.wallTimeMs),
     // A response must fit one host call once encoded (base64 and framing add about a third): past
     // this it is refused as a catchable error instead of ending the run at the bridge's cap.
-    maxResponseBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
-    maxRequestBytes: Math.floor(limits.maxBridgeCallBytes / 1.5),
+    maxResponseBytes: Math.floor(limits.maxBridgeCallBytes / BRIDGE_BYTES_PER_BODY_BYTE),
+    // The guest's fetch refuses a larger body before it crosses, with this same refusal (runtime.ts).
+    maxRequestBytes: Math.floor(limits.maxBridgeCallBytes / BRIDGE_BYTES_PER_BODY_BYTE),
   });
   const maxBridgeCallBytes = limits.maxBridgeCallBytes;
   // The whole Response must fit the host call that carries it, headers included: encoded, its

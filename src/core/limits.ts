@@ -153,3 +153,9 @@ function clamp(value: number, min: number, max: number): number {
  * bundle reads the heap limit back from it, for resizable ArrayBuffers (resizable-budget.ts).
  */
 export const COPY_CHARS_PER_HEAP_BYTE = 1 / 8;
+
+/**
+ * A fetch's request and response bodies may be at most maxBridgeCallBytes / this: the message that
+ * carries one holds it as base64 (4/3) plus its headers and the wire's tags (capabilities.ts).
+ */
+export const BRIDGE_BYTES_PER_BODY_BYTE = 1.5;

@@ -1,5 +1,11 @@
 import { codecSource } from "../../core/codec.js";
-import { COPY_CHARS_PER_HEAP_BYTE, MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
+import {
+  BRIDGE_BYTES_PER_BODY_BYTE,
+  COPY_CHARS_PER_HEAP_BYTE,
+  MAX_PENDING_HOST_CALLS,
+  MAX_PENDING_TIMERS,
+  PENDING_ARGS_FACTOR,
+} from "../../core/limits.js";
 import { installAbort } from "./abort.js";
 import { installDOMException } from "./dom-exception.js";
 import { installFetchTypes } from "./fetch-types.js";
@@ -81,7 +87,8 @@ codec.extend({
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR},
-  fetched: (response) => wire.fetched(response) });
+  fetched: (response) => wire.fetched(response), bodyLength: (request) => wire.bodyLength(request),
+  bridgeBytesPerBodyByte: ${BRIDGE_BYTES_PER_BODY_BYTE} });
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 // Engines whose realm shares this process's memory (v8) set the copy limit, from the heap limit:
 // resizable ArrayBuffers, which the heap limit does not count, get as many bytes in all.

@@ -52,6 +52,8 @@ export interface FetchWire {
   signals(makeSignal: () => unknown): void;
   /** A Response fetch resolves to: its headers become immutable, as a fetched one's are (a Response made or decoded otherwise keeps mutable ones). */
   fetched(value: unknown): unknown;
+  /** The bytes of a Request's body (0 without one, or for anything else): fetch refuses one past its cap before it crosses. */
+  bodyLength(value: unknown): number;
 }
 
 /** A header as stored: lowercase name, normalized value. Pairs are never mutated once stored. */
@@ -962,6 +964,11 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
         s.headers = copyHeaders(s.headers, true);
       }
       return value;
+    },
+    bodyLength(value) {
+      if (!isObject(value) || !isRequest(value)) return 0;
+      const bytes = requestState(value).bytes;
+      return bytes === null ? 0 : taByteLength(bytes);
     },
   };
 }

@@ -46,6 +46,13 @@ export interface GuestRuntimeConfig {
   readBodies?: (values: unknown[], maxBytes?: number) => Promise<boolean> | undefined;
   /** Makes what fetch resolves to a fetched Response: its headers immutable (v8, quickjs). */
   fetched?: (response: unknown) => unknown;
+  /**
+   * A Request's body's bytes, where bodies are buffered (v8, quickjs): fetch refuses a body past
+   * the egress's cap (maxBridgeCallBytes / bridgeBytesPerBodyByte) as the egress would, before it
+   * crosses. Past the bridge's cap it was ERR_BRIDGE_PAYLOAD_TOO_LARGE instead (a RangeError).
+   */
+  bodyLength?: (request: unknown) => number;
+  bridgeBytesPerBodyByte?: number;
 }
 
 /**
@@ -167,6 +174,7 @@ export function installRuntime(
   const NumberCtor = Number;
   const mathMin = Math.min;
   const mathMax = Math.max;
+  const mathFloor = Math.floor;
   const parse = JSON.parse;
   const ownKeys = Object.keys;
   const defineProperty = Object.defineProperty;
@@ -762,6 +770,8 @@ export function installRuntime(
     const signalGetter = getOwnPropDesc(RequestCtor.prototype, "signal")?.get;
     const signalOf = signalGetter === undefined ? undefined : (callOf.bind(signalGetter) as (request: unknown) => unknown);
     const fetched = config.fetched;
+    const bodyLength = config.bodyLength;
+    const perBodyByte = config.bridgeBytesPerBodyByte ?? 1;
     define(
       g,
       "fetch",
@@ -770,6 +780,17 @@ export function installRuntime(
         const signal = (signalOf?.(request) ?? undefined) as GuestSignal | undefined;
         if (signal?.aborted) throw signal.reason;
         try {
+          if (bodyLength !== undefined) {
+            const max = mathFloor(run.maxBridgeCallChars / perBodyByte);
+            if (bodyLength(request) > max) {
+              const refusal = new TypeErrorCtor(
+                "egress refused: the request body is larger than maxRequestBytes (" + max + " bytes)",
+              );
+              define(refusal, "code", "ERR_CAPABILITY_DENIED", true);
+              define(refusal, "check", "request-too-large", true);
+              throw refusal;
+            }
+          }
           const call = hostCall(fnId, [request], signal);
           // An abort rejects the guest's promise at once, and the host ends the exchange.
           const response = !signal
