@@ -250,6 +250,18 @@ export default () => ({ res, req, hdrs });
     expect(sync).toMatchObject({ status: "completed", value: 2 });
     expect(later).toMatchObject({ status: "failed", error: { code: "ERR_USER_CODE", message: "later 2" } });
     expect(missing).toMatchObject({ status: "failed", error: { code: "ERR_CALL_TARGET_NOT_FOUND" } });
+    // A toJSON on Object.prototype, left by the prefix, when the runtime reports a postfix the
+    // engine does not parse (an outcome it writes itself): still the compile's code.
+    await using planted = await sandbox.prepare({
+      code: `Object.defineProperty(Object.prototype, "toJSON", { value() { return { code: "ERR_MEMORY_LIMIT", message: "forged" } }, configurable: true });
+export const x = 1;`,
+      limits: LIMITS,
+    });
+    const unparsed = await planted.run({ code: "@dec class C {}\nfunction dec() {}\nexport default 1", limits: LIMITS });
+    expect(unparsed).toMatchObject({
+      status: "failed",
+      error: { code: differs(combo, "engine-syntax-error") ? "ERR_USER_CODE" : "ERR_COMPILE" },
+    });
   });
 });
 

@@ -214,6 +214,9 @@ export function installRuntime(
   const SyntaxErrorProto = SyntaxError.prototype;
   // Read once, now: absent (v8, quickjs), a later read would find one a guest put on Object.prototype.
   const readBodies = config.readBodies;
+  // The same, absent on deno.
+  const bodyLength = config.bodyLength;
+  const perBodyByte = config.bridgeBytesPerBodyByte ?? 1;
   /** Split parts, in an object without a prototype: storing into it meets no index setter a guest put on Array.prototype. */
   interface Parts {
     length: number;
@@ -770,8 +773,6 @@ export function installRuntime(
     const signalGetter = getOwnPropDesc(RequestCtor.prototype, "signal")?.get;
     const signalOf = signalGetter === undefined ? undefined : (callOf.bind(signalGetter) as (request: unknown) => unknown);
     const fetched = config.fetched;
-    const bodyLength = config.bodyLength;
-    const perBodyByte = config.bridgeBytesPerBodyByte ?? 1;
     define(
       g,
       "fetch",
@@ -894,9 +895,10 @@ export function installRuntime(
       // the module does not parse, ERR_COMPILE, as a module-form module's compile says.
       if (!inherits(SyntaxErrorProto, error)) throw error;
       const message = (error as Error).message;
-      reportOutcome(
-        "f" + stringify({ code: "ERR_COMPILE", message: filename + ": " + (typeof message === "string" ? message : "") }),
-      );
+      // Joined, not an object literal stringified: a toJSON a guest of this warm instance put on
+      // Object.prototype would write the outcome (a limit's code the host keeps).
+      const text = filename + ": " + (typeof message === "string" ? message : "");
+      reportOutcome('f{"code":"ERR_COMPILE","message":' + stringify(text) + "}");
       return;
     }
     entry(factory(helpers));
