@@ -34,6 +34,19 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s limits and neighbou
   });
 
   // why: a rejection with a value that is not an Error came back with an empty message.
+  it("a host function's answer that no longer fits the memory is refused, never written at address 0", async () => {
+    // quickjs-emscripten copied crypto's bytes into memory it took with _malloc without looking at
+    // the pointer: out of memory it wrote them over the module's static data, and the run ended
+    // in a trap, "out of memory or the engine failed: memory access out of bounds".
+    const result = await sandbox.run({
+      code: "export default () => { const k = []; for (;;) k.push(crypto.getRandomValues(new Uint8Array(65536))) }",
+      limits: { memoryMb: 32, cpuTimeMs: 3000, wallTimeMs: 6000 },
+    });
+    expect(result.ok ? "completed" : [result.error.code, result.error.message]).toEqual(["ERR_MEMORY_LIMIT", "out of memory"]);
+    const next = await sandbox.run({ code: "export default (n) => n + 1", input: 1 });
+    expect(next.ok && next.value).toBe(2);
+  });
+
   it("normalize that cannot allocate is ERR_MEMORY_LIMIT, though what it throws has no JavaScript type", async () => {
     // QuickJS throws a value whose typeof is "unknown": the run was ERR_USER_CODE, 'Uncaught
     // "[not serializable: a unknown]"' (v8 completes the same normalize within 32 MB).

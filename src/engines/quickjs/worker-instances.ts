@@ -77,6 +77,19 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     const module = await core.newQuickJSWASMModuleFromVariant(
       core.newVariant(variant, { wasmModule: await wasmModule, wasmMemory: memory }),
     );
+    // quickjs-emscripten's JavaScript side copies what a host function hands the guest (a string,
+    // an ArrayBuffer) into memory it takes with _malloc, without looking at the pointer: out of
+    // memory it wrote the bytes at address 0, over the module's static data, and the next call
+    // trapped ("memory access out of bounds"). Refused instead, as QuickJS refuses an allocation.
+    const emscripten = (module as Any).module;
+    const malloc = emscripten?._malloc as ((n: number) => number) | undefined;
+    if (malloc) {
+      emscripten._malloc = (n: number) => {
+        const pointer = malloc(n);
+        if (pointer === 0 && n > 0) throw Object.assign(new Error("out of memory"), { name: "InternalError" });
+        return pointer;
+      };
+    }
     return { module, memory, maxPages };
   }
 
