@@ -246,7 +246,13 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     if (!atCap(inst)) return false;
     const module = inst.vm?.module as { _malloc(n: number): number; _free(p: number): void } | undefined;
     if (!module) return true;
-    const probe = module._malloc(EXHAUSTED_PROBE_BYTES);
+    // The worker's _malloc throws where the allocator gives 0 (worker-instances.ts, newModule).
+    let probe = 0;
+    try {
+      probe = module._malloc(EXHAUSTED_PROBE_BYTES);
+    } catch {
+      return true;
+    }
     if (probe === 0) return true;
     module._free(probe);
     return false;
@@ -258,17 +264,21 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
   }
 
   /**
-   * What QuickJS throws when it cannot allocate even the error for running out of memory: null,
-   * or a value the runtime cannot read. A guest's own throw of anything else (a string after it
-   * caught an allocation failure and let go of what it held) stays its own, whatever the memory's
-   * size; only its own `throw null` at the cap reads as out of memory.
+   * Is `text` what QuickJS throws when it cannot allocate even the error for running out of
+   * memory: null, or a value the runtime cannot read? `text` is a thrown error's message (a
+   * crossing's failure), or the codec text of a thrown outcome holding it (the runtime's report;
+   * undefined or "null" when it has nothing to report). A guest's own throw of anything else (a
+   * string after it caught an allocation failure and let go of what it held) stays its own,
+   * whatever the memory's size; only its own `throw null` at the cap reads as out of memory.
    */
-  function bareOutOfMemory(message: string, inst: Instance): boolean {
+  function bareOutOfMemory(text: string | undefined, inst: Instance): boolean {
+    if (text === undefined || text === "null") return atCap(inst);
     // What `normalize` throws when it cannot allocate: a value of no JavaScript type (typeof
     // "unknown"), which no guest code can make, whatever the memory's size.
-    if (message.includes("[not serializable: a unknown]")) return true;
+    if (text.includes("[not serializable: a unknown]")) return true;
     const bare =
-      message === "Uncaught null" || message === "Uncaught undefined" || message.includes("the thrown value could not be read");
+      /^Uncaught (?:null|undefined)$|"m":"Uncaught (?:null|undefined)"/.test(text) ||
+      text.includes("the thrown value could not be read");
     return bare && atCap(inst);
   }
 
@@ -331,5 +341,5 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     }
   }
 
-  return { describeError, publish, enter, leave, inVm, pump, atCap, threw, callInternal };
+  return { describeError, publish, enter, leave, inVm, pump, bareOutOfMemory, threw, callInternal };
 }

@@ -41,7 +41,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
   const variantModule = req(workerData.variantPath);
   const variant = variantModule.default ?? variantModule;
   const names = workerData.callbackNames;
-  const { describeError, publish, enter, leave, pump, atCap, callInternal } = crossings;
+  const { describeError, publish, enter, leave, pump, bareOutOfMemory, callInternal } = crossings;
   /**
    * Every instance gets its own WASM instance of QuickJS (the compiled module is shared), with a
    * linear memory capped at its memory limit plus the runtime's own needs. So the cap is hard:
@@ -185,16 +185,9 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
         (kind, text, index) => {
           let outcome = str(text);
           // Out of memory, QuickJS may throw a bare null the runtime then reports as thrown, or
-          // fail to read the error it threw (the runtime then says so): name it. A guest's own
-          // throw of anything else stays its own (crossings.bareOutOfMemory). What `normalize`
-          // throws when it cannot allocate is a value of no JavaScript type, which no guest makes.
-          const bare =
-            outcome === undefined ||
-            outcome === "null" ||
-            /"m":"Uncaught (?:null|undefined)"/.test(outcome) ||
-            outcome.includes("the thrown value could not be read");
-          const untyped = outcome?.includes("[not serializable: a unknown]") === true;
-          if (str(kind) === "t" && ((bare && atCap(inst)) || untyped)) {
+          // fail to read the error it threw (the runtime then says so): name it, by the rule a
+          // crossing's own failure is read with (crossings.bareOutOfMemory).
+          if (str(kind) === "t" && bareOutOfMemory(outcome, inst)) {
             outcome = '{"$":"e","n":"InternalError","m":"out of memory"}';
             inst.broken = true;
           }
