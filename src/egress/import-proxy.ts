@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
 import { concealName, EgressError } from "./errors.js";
-import { createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
+import { addressLiteral, createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
 import { effectivePort, ruleHostOf } from "./rules.js";
 import { isExempt, originOf, parseInternalOrigins } from "./target.js";
 
@@ -301,17 +301,17 @@ export class ImportProxy {
     // As fetch's refusals (concealName): the tenant reads these (the import's error), and told
     // apart they would map the host's internal DNS for it.
     const exempt = isExempt(this.internal, url);
-    const forGuest = exempt ? undefined : concealName(url.hostname, originOf(url));
+    const forGuest = exempt || addressLiteral(url.hostname) !== null ? undefined : concealName(url.hostname, originOf(url));
     let addresses: ResolvedAddress[];
     try {
       addresses = await resolveHost(url.hostname, this.resolve, this.dnsTimeoutMs, forGuest);
     } catch (error) {
-      if (error instanceof EgressError && error.forGuest && forGuest) throw new Refusal(403, forGuest.message, host);
+      if (forGuest && error instanceof EgressError && error.forGuest) throw new Refusal(403, forGuest.message, host);
       throw new Refusal(502, error instanceof EgressError ? error.message : `resolving "${host}" failed`, host);
     }
     for (const { address, verdict } of addresses) {
       if (verdict !== "public" && !exempt) {
-        if (url.hostname.replace(/^\[|\]$/g, "") !== address && forGuest) throw new Refusal(403, forGuest.message, host);
+        if (forGuest) throw new Refusal(403, forGuest.message, host);
         throw new Refusal(403, `${address} is ${verdict}, not a public address`, host);
       }
     }

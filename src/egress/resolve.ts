@@ -49,10 +49,12 @@ export function isLocalhostName(host: string): boolean {
   return host === "localhost" || host.endsWith(".localhost");
 }
 
-function literal(hostname: string): string | null {
+/** The address a WHATWG URL hostname is written as, or null for a name. */
+export function addressLiteral(hostname: string): string | null {
+  const host = hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
   // URL writes an IPv6 host in brackets and every legacy IPv4 form as dotted decimal.
-  if (hostname.startsWith("[")) return hostname.slice(1, -1);
-  return /^[0-9.]+$/.test(hostname) ? hostname : null;
+  if (host.startsWith("[")) return host.slice(1, -1);
+  return /^[0-9.]+$/.test(host) ? host : null;
 }
 
 /**
@@ -68,7 +70,7 @@ export async function resolveHost(
   forGuest?: { check: EgressCheck; message: string },
 ): Promise<ResolvedAddress[]> {
   const host = hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
-  const ip = literal(host);
+  const ip = addressLiteral(host);
   let records: string[];
   if (ip !== null) records = [ip];
   else if (isLocalhostName(host)) records = ["127.0.0.1", "::1"];

@@ -4,7 +4,7 @@ import { concealName, EgressError, RedirectModeError } from "./errors.js";
 import { checkRawHeaders, dropBodyHeaders, dropCredentials, outgoingHeaders } from "./headers.js";
 import { narrowAllowList } from "./narrow.js";
 import { pinnedAgent } from "./pinned.js";
-import { createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
+import { addressLiteral, createSystemResolve, type Resolve, type ResolvedAddress, resolveHost } from "./resolve.js";
 import { type CompiledRules, compileRules, matchRule, type NetRule, normalizeMethod, routeOverrideRefusal } from "./rules.js";
 import { isExempt, originOf, parseInternalOrigins, parseTarget } from "./target.js";
 import { onAbort } from "../core/abort-listeners.js";
@@ -105,20 +105,18 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
 
   async function checkAddresses(url: URL, remainingMs: number): Promise<ResolvedAddress[]> {
     const exempt = isExempt(internal, url);
+    const literal = addressLiteral(url.hostname) !== null;
     // A name's failures read the same to a guest (concealName); an address literal's are its own.
-    const forGuest = exempt ? undefined : concealName(url.hostname, originOf(url));
+    const forGuest = exempt || literal ? undefined : concealName(url.hostname, originOf(url));
     const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)), forGuest);
     for (const { address, verdict } of addresses) {
       if (verdict !== "public" && !exempt) {
-        const literal = url.hostname.replace(/^\[|\]$/g, "") === address;
         // A name's address is not given even to the operator: the message may reach a guest.
         const what = literal ? address : `"${url.hostname}" resolves to an address that`;
         throw new EgressError(
           "address",
           `${what} is ${verdict}, not a public address (${originOf(url)} is not in internalOrigins)`,
-          {
-            forGuest: literal ? undefined : forGuest,
-          },
+          { forGuest },
         );
       }
     }
