@@ -41,15 +41,15 @@ export function trackIsolate(isolate: IVM.Isolate): void {
 }
 
 /**
- * `work`, a crossing that runs guest code on the isolate's own thread, counted while in flight: an
- * exit meanwhile may find that thread inside a synchronous host callback (see exit-watchdog.ts).
+ * `work`, a crossing that runs guest code on `isolate`'s own thread, counted while in flight: an
+ * exit meanwhile may find that thread inside a synchronous host callback (see exit-watchdog.ts),
+ * and a disposed isolate whose crossing is still in flight holds a guest that may not stop.
  */
-export function guestRunning<T>(work: Promise<T>, isolate?: IVM.Isolate): Promise<T> {
+export function guestRunning<T>(work: Promise<T>, isolate: IVM.Isolate): Promise<T> {
   guestCrossings++;
-  if (isolate) crossingsOf.set(isolate, (crossingsOf.get(isolate) ?? 0) + 1);
+  crossingsOf.set(isolate, (crossingsOf.get(isolate) ?? 0) + 1);
   const done = () => {
     guestCrossings--;
-    if (!isolate) return;
     const left = (crossingsOf.get(isolate) ?? 1) - 1;
     crossingsOf.set(isolate, left);
     if (left === 0) unwound(isolate);
