@@ -18,6 +18,16 @@ import type { QuickJSThread, QuickJSThreads } from "./threads.js";
 let nextId = 0;
 
 /**
+ * What a guest's timer firing costs the machine outside the VM, where the guest's CPU clock
+ * (time inside a crossing) cannot see it: the host's timer, the "fire" message, the worker
+ * thread waking for it, and its timer changes sent back. Measured raw here (2026-12-04): a
+ * setTimeout(0) on the main thread and a message round trip to an idle worker thread, 150-156
+ * µs of the process's CPU a cycle. Uncharged, a guest's setTimeout(0) chain took 3.5-4.3x its
+ * CPU limit out of the machine (charged ~75 µs a timer, ~300 spent).
+ */
+export const TIMER_FIRE_NS = 150_000n;
+
+/**
  * performance.now() plus this is process.hrtime in ms, the clock the worker publishes entry times
  * in (worker-crossing.ts, hrtimeOffset: the first performance.now() is slow, so warmed, then the closest
  * of a few readings). The same lines as there: the worker is evaluated from its own source and
@@ -52,6 +62,8 @@ export class QuickJSInstance implements EngineInstance {
   lastUsed = performance.now();
   readonly lineMaps = new Map<string, LineMap>();
   private gone = false;
+  /** Charged for the timers that fired (TIMER_FIRE_NS each). */
+  private firedNs = 0n;
   private lastCaps: RuntimeCaps | undefined;
   /** Settles the busy-poll wait for this instance's next message (core/busy-poll.ts). */
   private heard: (() => void) | undefined;
@@ -102,10 +114,10 @@ export class QuickJSInstance implements EngineInstance {
       const entered = cpu[1];
       if (Atomics.load(control, 1) !== version) continue;
       const inside = entered === 0 ? 0 : Math.max(0, performance.now() + CLOCK_OFFSET - entered);
-      return BigInt(Math.round((counted + inside) * 1e6));
+      return BigInt(Math.round((counted + inside) * 1e6)) + this.firedNs;
     }
     // The worker is entering and leaving crossings too fast to catch between: what it counted will do.
-    return BigInt(Math.round(cpu[0] * 1e6));
+    return BigInt(Math.round(cpu[0] * 1e6)) + this.firedNs;
   }
 
   async evaluate(request: EvaluateRequest, startCpu: () => void): Promise<void> {
@@ -162,6 +174,7 @@ export class QuickJSInstance implements EngineInstance {
   }
 
   async fire(timerId: number): Promise<unknown> {
+    this.firedNs += TIMER_FIRE_NS;
     this.thread.post({ t: "fire", id: this.id, timerId });
     this.expectMessage();
     return undefined;
