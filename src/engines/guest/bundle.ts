@@ -16,6 +16,7 @@ import { MAX_URL_LENGTH } from "../host-services.js";
 import { createStructuredClone } from "./structured-clone.js";
 import { installWebApis } from "./web-apis.js";
 import { budgetResizableBuffers } from "./resizable-budget.js";
+import { createRandomPool } from "./random-pool.js";
 
 /** The filename guest stack traces show for runtime frames; the host strips these frames. */
 export const RUNTIME_FILENAME = "<cordon>";
@@ -33,6 +34,9 @@ export const HOST_CALLBACK_NAMES = {
   setUrlPart: "__cordon_set_url_part",
   randomBytes: "__cordon_random_bytes",
 } as const;
+
+/** Random bytes the guest realm draws from the host at a time (random-pool.ts). */
+const RANDOM_BLOCK_BYTES = 4096;
 
 /** Globals the runtime defines whose instances hold state no clone could copy. */
 const PLATFORM_CLASSES = [
@@ -77,7 +81,8 @@ const clone = (${createStructuredClone.toString()})((value) => {
   for (let i = 0; i < platformPrototypes.length; i++) if (isPrototypeOf(platformPrototypes[i], value)) return true;
   return false;
 });
-(${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes, clone, maxUrlLength: ${MAX_URL_LENGTH} });
+const randomPool = (${createRandomPool.toString()})(randomBytes, ${RANDOM_BLOCK_BYTES});
+(${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes: randomPool.take, clone, maxUrlLength: ${MAX_URL_LENGTH} });
 const wire = (${installFetchTypes.toString()})(g);
 codec.extend({
   encode: (value) => wire.toWire(value),
@@ -89,6 +94,7 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR},
   fetched: (response) => wire.fetched(response), bodyLength: (request) => wire.bodyLength(request),
   bridgeBytesPerBodyByte: ${BRIDGE_BYTES_PER_BODY_BYTE} });
+internals.drainRandom = randomPool.drain;
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 // Engines whose realm shares this process's memory (v8) set the copy limit, from the heap limit:
 // resizable ArrayBuffers, which the heap limit does not count, get as many bytes in all.

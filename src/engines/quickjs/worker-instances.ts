@@ -223,7 +223,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     ];
   }
 
-  const INTERNALS = ["begin", "start", "runFactory", "settle", "fire", "call", "warmUp"];
+  const INTERNALS = ["begin", "start", "runFactory", "settle", "fire", "call", "warmUp", "drainRandom"];
 
   /** Four 32-bit words from the host's CSPRNG: a Math.random sequence of the instance's own. */
   function freshSeed(): number[] {
@@ -377,6 +377,8 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     const seed = freshSeed().map((n) => vm.newNumber(n));
     vm.unwrapResult(vm.callFunction(inst.reseed, vm.undefined, ...seed)).dispose();
     for (const handle of seed) handle.dispose();
+    // Nor the template's random bytes, had it drawn any (random-pool.ts).
+    vm.unwrapResult(vm.callFunction(inst.fns.drainRandom, vm.undefined)).dispose();
     instances.set(id, inst);
     return inst;
   }
