@@ -85,14 +85,19 @@ function cpuOf(schedstat: string): number {
 function hostThreadCpuMs(host: string): number {
   if (host !== "process") return cpuOf("/proc/thread-self/schedstat");
   let sum = 0;
-  for (const task of readdirSync(`/proc/${process.pid}/task`)) {
-    let children = "";
-    try {
-      children = readFileSync(`/proc/${process.pid}/task/${task}/children`, "utf8");
-    } catch {}
-    for (const child of children.split(" ").filter(Boolean)) sum += cpuOf(`/proc/${child}/task/${child}/schedstat`);
-  }
+  for (const child of childPids()) sum += cpuOf(`/proc/${child}/task/${child}/schedstat`);
   return sum;
+}
+
+/** The pids of this process's children (the process host's workers among them). */
+function childPids(): string[] {
+  const pids: string[] = [];
+  for (const task of readdirSync(`/proc/${process.pid}/task`)) {
+    try {
+      pids.push(...readFileSync(`/proc/${process.pid}/task/${task}/children`, "utf8").split(" ").filter(Boolean));
+    } catch {}
+  }
+  return pids;
 }
 
 /**
@@ -107,18 +112,12 @@ function machineCpuMs(combo: { engine: string; host: string }): number | undefin
     return (user + system) / 1000;
   }
   let sum = 0;
-  for (const task of readdirSync(`/proc/${process.pid}/task`)) {
-    let children = "";
+  for (const child of childPids()) {
     try {
-      children = readFileSync(`/proc/${process.pid}/task/${task}/children`, "utf8");
+      // utime and stime, fields 14 and 15, in clock ticks of 10 ms (after the command's parentheses).
+      const fields = readFileSync(`/proc/${child}/stat`, "utf8").split(") ")[1].split(" ");
+      sum += (Number(fields[11]) + Number(fields[12])) * 10;
     } catch {}
-    for (const child of children.split(" ").filter(Boolean)) {
-      try {
-        // utime and stime, fields 14 and 15, in clock ticks of 10 ms (after the command's parentheses).
-        const fields = readFileSync(`/proc/${child}/stat`, "utf8").split(") ")[1].split(" ");
-        sum += (Number(fields[11]) + Number(fields[12])) * 10;
-      } catch {}
-    }
   }
   return sum;
 }
