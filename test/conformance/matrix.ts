@@ -48,6 +48,10 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "A Request's body is a stream in Deno's realm, its size known only once it is read as the host call is encoded: a body past maxBridgeCallBytes is refused there, as a host call's arguments past it are (RangeError, ERR_BRIDGE_PAYLOAD_TOO_LARGE), and one between the egress's cap and that by the egress (ERR_CAPABILITY_DENIED, request-too-large). The v8 and QuickJS realms buffer bodies and refuse both the egress's way before crossing.",
   },
+  "uncompiled-import": {
+    "deno/inprocess":
+      "Deno loads a run's modules from files cordon writes before the run: every source import is compiled then, so one esbuild refuses fails the run with ERR_COMPILE even when nothing imports it. The v8 and QuickJS engines refuse it only where a module imports it.",
+  },
   "engine-syntax-error": {
     "deno/inprocess":
       "Deno loads a guest module itself, by import: a syntax its parser refuses that esbuild passed (decorators) rejects that import as the module's top-level throws do, and cordon cannot tell the two apart there, so the run fails with ERR_USER_CODE (a SyntaxError) where the v8 and QuickJS engines, which evaluate a script form that only makes its function, report ERR_COMPILE.",

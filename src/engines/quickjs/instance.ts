@@ -140,15 +140,24 @@ export class QuickJSInstance implements EngineInstance {
     // host modules' sources are made here too. The worker's loader serves only these.
     this.lineMaps.set(source.filename, source.lineMap);
     const imports = hostModuleSources(this.bindings?.text ?? "{}");
+    const uncompiled: Record<string, string> = {};
     for (const [specifier, text] of Object.entries(sourceImports)) {
-      const normalized = await normalizeSource(text, specifier, request.compile);
+      let normalized: Awaited<ReturnType<typeof normalizeSource>>;
+      try {
+        normalized = await normalizeSource(text, specifier, request.compile);
+      } catch (error) {
+        // Refused only where something imports it (the worker's loader): so on v8.
+        if (!(error instanceof CordonError && error.code === "ERR_COMPILE")) throw error;
+        uncompiled[specifier] = error.message;
+        continue;
+      }
       this.lineMaps.set(specifier, normalized.lineMap);
       imports[specifier] = normalized.code;
     }
     startCpu();
     this.thread.post({
       ...message,
-      module: { code: source.code, filename: source.filename, imports, notFound: moduleNotFound("%s") },
+      module: { code: source.code, filename: source.filename, imports, notFound: moduleNotFound("%s"), uncompiled },
     });
     this.expectMessage();
   }

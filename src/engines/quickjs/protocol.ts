@@ -29,9 +29,16 @@ export type ToWorker =
       script?: { code: string; filename: string };
       /**
        * Otherwise the module graph: every importable module's source (normalized source imports
-       * and host modules), and the not-found message with "%s" where the specifier goes.
+       * and host modules), the not-found message with "%s" where the specifier goes, and the
+       * source imports esbuild refused, with its message: refused only if something imports them.
        */
-      module?: { code: string; filename: string; imports: Record<string, string>; notFound: string };
+      module?: {
+        code: string;
+        filename: string;
+        imports: Record<string, string>;
+        notFound: string;
+        uncompiled: Record<string, string>;
+      };
     }
   | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: RuntimeCaps }
   | { t: "settle"; id: number; callId: number; ok: boolean; text: string }

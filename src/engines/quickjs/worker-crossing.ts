@@ -36,6 +36,8 @@ export interface Instance {
   cpuMs: number;
   /** The message of the module loader's latest refusal (a specifier it does not serve). */
   notFound?: string;
+  /** The message of the module loader's latest refusal of a source import that did not compile. */
+  uncompiled?: string;
   /** Module-form evaluations so far: the tag of the next one's module names (evaluateModule). */
   evaluations: number;
   /** The current run's output limit (its caps' first): a thrown value past it is not copied out (describeError). */
@@ -303,8 +305,11 @@ export function quickjsCrossings({ post, instances, release }: CrossingContext) 
     // Only the loader's own refusal of a static import is a missing module: a guest may catch a
     // refused import() and throw the same message later (its own error, ERR_USER_CODE).
     const notFound = phase === "link" && inst.notFound !== undefined && error.message === inst.notFound;
-    // What the engine would not parse, though esbuild did (decorators, a regexp's duplicate group names).
-    const unparsed = phase === "compile" && error.name === "SyntaxError";
+    // What the engine would not parse, though esbuild did (decorators, a regexp's duplicate group
+    // names), and a static import esbuild would not compile (evaluateModule).
+    const unparsed =
+      (phase === "compile" && error.name === "SyntaxError") ||
+      (phase === "link" && inst.uncompiled !== undefined && error.message === inst.uncompiled);
     post({ t: "threw", id: inst.id, error, interrupted: Atomics.load(inst.control, 0) !== 0, notFound, unparsed });
   }
 

@@ -122,6 +122,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     if (!module) return;
     const vm = inst.vm;
     inst.notFound = undefined;
+    inst.uncompiled = undefined;
     const tag = `${++inst.evaluations}\u2063`;
     const entry = `${tag}${module.filename}`;
     // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against
@@ -131,6 +132,12 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
         const specifier = name.startsWith(tag) ? name.slice(tag.length) : undefined;
         if (name === entry) return module.code;
         if (specifier !== undefined && Object.hasOwn(module.imports, specifier)) return module.imports[specifier];
+        // A source import esbuild refused fails whatever imports it, as on v8, which compiles
+        // imports as they are linked; one nothing imports costs nothing.
+        if (specifier !== undefined && Object.hasOwn(module.uncompiled, specifier)) {
+          inst.uncompiled = module.uncompiled[specifier];
+          return { error: new SyntaxError(inst.uncompiled) };
+        }
         const shown = specifier ?? name.slice(name.indexOf("\u2063") + 1);
         // The message a guest sees (a dynamic import() it catches) is the refusal alone; the
         // host knows it by this instance's `notFound` flag, not by a prefix in the text.
