@@ -4,6 +4,7 @@ import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { DEFAULT_BUSY_POLL_MS, lostCores, pollingPaused, pollUntilSettled } from "../dist/core/busy-poll.js";
 import { createSandbox } from "../dist/index.js";
+import { benchCrossingCharge } from "./crossing-charge.js";
 import {
   EVENT,
   eventBatch,
@@ -201,6 +202,8 @@ export async function benchV8({ quick }) {
   raw.isolate.dispose();
   await prefix.dispose();
   await sandbox.dispose();
+
+  await benchCrossingCharge({ quick });
 }
 
 /** What a target allows per event in CPU time on `cores` cores. */

@@ -1,0 +1,63 @@
+// What a v8 guest's synchronous crossing costs the machine, beside what cordon charges it
+// (src/engines/v8/host-time.ts, CROSSING_NS). The cost moves with the VM's state (59-114 µs of
+// process CPU a crossing on 2026-12-04): read this section before changing the charge.
+import { createRequire } from "node:module";
+import { createSandbox } from "../dist/index.js";
+import { section } from "./measure.js";
+
+const ivm = createRequire(import.meta.url)("isolated-vm");
+
+function processCpuUs() {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
+/** Raw isolated-vm: a guest calling a do-nothing synchronous Callback for `ms`. */
+async function rawCrossings(ms) {
+  const isolate = new ivm.Isolate({ memoryLimit: 64 });
+  const context = await isolate.createContext();
+  let crossings = 0;
+  context.global.setSync(
+    "cross",
+    new ivm.Callback(() => {
+      crossings++;
+    }),
+  );
+  const cpu = processCpuUs();
+  const isolateCpu = isolate.cpuTime;
+  await context.eval(`{ const end = Date.now() + ${ms}; while (Date.now() < end) cross(); }`);
+  const result = {
+    crossings,
+    processUs: (processCpuUs() - cpu) / crossings,
+    isolateUs: Number(isolate.cpuTime - isolateCpu) / 1000 / crossings,
+  };
+  isolate.dispose();
+  return result;
+}
+
+/** cordon: a guest arming and clearing a timer `n` times (two synchronous crossings each). */
+async function cordonCrossings(sandbox, n) {
+  const cpu = processCpuUs();
+  const result = await sandbox.run({
+    code: `export default () => { for (let i = 0; i < ${n}; i++) clearTimeout(setTimeout(() => {}, 1000)); }`,
+    limits: { cpuTimeMs: 30_000, wallTimeMs: 60_000 },
+  });
+  if (!result.ok) throw new Error(`the timer loop failed: ${result.error.code} ${result.error.message}`);
+  const crossings = 2 * n;
+  return { processUs: (processCpuUs() - cpu) / crossings, chargedUs: (result.stats.cpuMs * 1000) / crossings };
+}
+
+export async function benchCrossingCharge({ quick }) {
+  section("v8: a synchronous crossing, its cost and its charge");
+  const raw = await rawCrossings(quick ? 300 : 1000);
+  console.log(
+    `  raw isolated-vm, a do-nothing Callback: ${raw.processUs.toFixed(1)} us of process CPU a crossing (${raw.crossings.toLocaleString("en-US")} crossings), the isolate's clock sees ${raw.isolateUs.toFixed(1)} us`,
+  );
+  const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
+  await cordonCrossings(sandbox, 200); // warm-up
+  const cordon = await cordonCrossings(sandbox, quick ? 2000 : 10_000);
+  console.log(
+    `  cordon, setTimeout + clearTimeout loop:  ${cordon.processUs.toFixed(1)} us of process CPU a crossing, charged ${cordon.chargedUs.toFixed(1)} us   cost/charge ${(cordon.processUs / cordon.chargedUs).toFixed(2)}x (above 1: the guest gets more than its CPU limit)`,
+  );
+  await sandbox.dispose();
+}
