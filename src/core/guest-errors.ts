@@ -28,6 +28,25 @@ export function sanitizeStack(stack: string, guestFiles: ReadonlySet<string>): s
   return out.join("\n");
 }
 
+/** A frame of the runtime's own file ("<cordon>"), and what follows it on its line. */
+const RUNTIME_FRAME = /^\s+at (?:.*\(<cordon>:\d+(?::\d+)?\)|<cordon>:\d+(?::\d+)?)(.*)$/;
+
+/**
+ * `text` (a log line, which may hold a stack among other text) without the runtime's frames; what
+ * followed a dropped frame on its line (the ` }` closing a logged object) joins the line before.
+ * A logged error showed them (`at outcomeOf (<cordon>:4090:33)`) where a thrown one never did.
+ */
+export function withoutRuntimeFrames(text: string): string {
+  if (!text.includes("<cordon>:")) return text;
+  const out: string[] = [];
+  for (const line of text.split("\n")) {
+    const frame = RUNTIME_FRAME.exec(line);
+    if (!frame) out.push(line);
+    else if (out.length > 0) out[out.length - 1] += frame[1];
+  }
+  return out.join("\n");
+}
+
 /** Uncaught guest errors that mean "out of memory" rather than a bug in the guest. */
 function isMemoryExhaustion(name: string, message: string): boolean {
   // QuickJS: its allocator's refusal, and its maximum string length.

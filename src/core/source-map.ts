@@ -197,9 +197,10 @@ export function originalPosition(
 /**
  * Rewrite `file:line:col` positions of `filename` in a stack through the map. A frame line at a
  * position the map does not cover is dropped: it is code the guest did not write (the script
- * form's wrapper, esbuild's helpers), and its line number (32 for a 4-line module) only misleads.
+ * form's wrapper, esbuild's helpers), and its line number (32 for a 4-line module) only misleads;
+ * `keepUnmapped` keeps it, for text that is not only a stack (a log line).
  */
-export function remapStack(stack: string, filename: string, map: LineMap): string {
+export function remapStack(stack: string, filename: string, map: LineMap, keepUnmapped = false): string {
   const escaped = filename.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   // QuickJS frames may carry a line without a column. Not inside a longer name: frames of
   // "mylib" or "a/lib" are not frames of "lib" (they were remapped through its map twice).
@@ -219,7 +220,7 @@ export function remapStack(stack: string, filename: string, map: LineMap): strin
       }
       return column === undefined ? `${filename}:${found.line}` : `${filename}:${found.line}:${found.column}`;
     });
-    if (unmapped && /^\s+at /.test(line)) continue;
+    if (unmapped && !keepUnmapped && /^\s+at /.test(line)) continue;
     out.push(mapped);
   }
   return out.join("\n");

@@ -2,7 +2,14 @@ import { signalAborted, signalReason } from "../core/abort-reason.js";
 import { type BridgeAnswer, bridgeErrorText, sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
-import { cleanErrorStacks, ERROR_TAG, guestThrown, redefinableError, sanitizeStack } from "../core/guest-errors.js";
+import {
+  cleanErrorStacks,
+  ERROR_TAG,
+  guestThrown,
+  redefinableError,
+  sanitizeStack,
+  withoutRuntimeFrames,
+} from "../core/guest-errors.js";
 import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
 import { TEXT_SEPARATOR } from "../core/joined-texts.js";
 import { msSince, roundToUs } from "../core/milliseconds.js";
@@ -214,7 +221,20 @@ export class Execution implements InstanceListener, Watched {
   // ---- callbacks from the guest (synchronous) -------------------------------------------------
   onLog(level: string, message: string, index = 0): void {
     if (this.settled || typeof message !== "string") return;
-    this.logs.add(level, message, index);
+    this.logs.add(level, this.remapLog(message), index);
+  }
+
+  /**
+   * A log line as a thrown error's stack would read: without the runtime's frames, and the
+   * positions of the guest's files at the lines the caller wrote (a logged error printed
+   * `<guest>:25:12` for line 1 of a module, the compiled script form's line).
+   */
+  private remapLog(message: string): string {
+    let mapped = withoutRuntimeFrames(message);
+    for (const [file, map] of this.instance.lineMaps) {
+      if (mapped.includes(`${file}:`)) mapped = remapStack(mapped, file, map, true);
+    }
+    return mapped;
   }
 
   /**

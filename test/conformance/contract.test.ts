@@ -807,6 +807,29 @@ export default log`;
       expect(result.logs[0].message.length).toBeLessThanOrEqual(1000);
     });
 
+    it("a logged error's stack reads as a thrown one's: the guest's frames at the lines it wrote, no runtime frames", async () => {
+      // why: logs printed the runtime's frames (`at outcomeOf (<cordon>:4090:33)`) and the compiled
+      // script form's lines (`<guest>:25:12` for line 1), where a thrown error's stack shows neither.
+      const result = completed(
+        await sandbox.run({
+          code: [
+            'import { make } from "./lib.js";',
+            "export default async () => {",
+            "  console.log(make());",
+            "  await null;",
+            '  console.log({ e: new Error("inline") }, "after");',
+            "  return 1;",
+            "};",
+          ].join("\n"),
+          imports: { "./lib.js": '\n\nexport function make() {\n  return new TypeError("deep");\n}' },
+        }),
+      );
+      const [deep, inline] = result.logs.map((l) => l.message);
+      expect(deep).toMatch(/^TypeError: deep\n {4}at make \(\.\/lib\.js:4:\d+\)\n {4}at \S+ \(<guest>:3:\d+\)$/);
+      expect(inline).toMatch(/^\{ e: Error: inline\n {4}at \S+ \(<guest>:5:\d+\) \} after$/);
+      for (const message of [deep, inline]) expect(message).not.toContain("<cordon>");
+    });
+
     it("caps truncate and say so, never fail the run", async () => {
       const result = completed(
         await sandbox.run({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { boundedStack, cleanErrorStacks, MAX_STACK_LINES } from "../../src/core/guest-errors.js";
+import { boundedStack, cleanErrorStacks, MAX_STACK_LINES, withoutRuntimeFrames } from "../../src/core/guest-errors.js";
 import { type EncodedLineMap, originalPosition, remapStack } from "../../src/core/source-map.js";
 
 /** Base64 VLQ of one value, as source maps write it. */
@@ -77,5 +77,31 @@ describe("guest stacks on the host", () => {
     // 3 MB each: two fit the 4 MiB budget (the walk takes the last first), the others do not.
     expect(cleaned).toBe(2);
     expect(errors.map((e) => e.stack === "Error: e0" || e.stack === "Error: e1")).toEqual([true, true, false, false]);
+  });
+});
+
+describe("withoutRuntimeFrames (log lines)", () => {
+  it("drops the runtime's frames of either form and keeps every other line, and what followed a frame", () => {
+    const logged = [
+      "{ e: Error: x",
+      "    at inner (<guest>:1:2)",
+      "    at outcomeOf (<cordon>:4090:33)",
+      "    at <cordon>:4280:49",
+      "    at async run (<cordon>:12) } after",
+      "a line of the guest's own, naming <cordon>:1:2 in passing",
+    ].join("\n");
+    expect(withoutRuntimeFrames(logged)).toBe(
+      ["{ e: Error: x", "    at inner (<guest>:1:2) } after", "a line of the guest's own, naming <cordon>:1:2 in passing"].join(
+        "\n",
+      ),
+    );
+  });
+
+  it("leaves text without a runtime frame as it is, and a frame with nothing before it goes whole", () => {
+    const text = "plain\n    at f (<guest>:3:4)";
+    expect(withoutRuntimeFrames(text)).toBe(text);
+    expect(withoutRuntimeFrames("    at x (<cordon>:1:2) tail\nend")).toBe("end");
+    // A file merely named like the runtime's is the guest's: "my<cordon>" is not "<cordon>".
+    expect(withoutRuntimeFrames("    at f (lib<cordon>.js:1:2)")).toBe("    at f (lib<cordon>.js:1:2)");
   });
 });

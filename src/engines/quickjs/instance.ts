@@ -267,7 +267,8 @@ export class QuickJSInstance implements EngineInstance {
     const listener = this.listener;
     switch (message.t) {
       case "log":
-        listener?.onLog(message.level, message.message, message.index);
+        // A logged error's frames name the guest's modules as its thrown errors' do.
+        listener?.onLog(message.level, untagged(message.message), message.index);
         return;
       case "call":
         listener?.onCall(message.callId, message.fnId, message.argsText);
