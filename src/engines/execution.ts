@@ -230,9 +230,14 @@ export class Execution implements InstanceListener, Watched {
    * `<guest>:25:12` for line 1 of a module, the compiled script form's line).
    */
   private remapLog(message: string): string {
-    let mapped = withoutRuntimeFrames(message);
+    return this.atCallersLines(withoutRuntimeFrames(message), true);
+  }
+
+  /** `text` with the positions of the guest's files through their line maps (remapStack). */
+  private atCallersLines(text: string, keepUnmapped = false): string {
+    let mapped = text;
     for (const [file, map] of this.instance.lineMaps) {
-      if (mapped.includes(`${file}:`)) mapped = remapStack(mapped, file, map, true);
+      if (mapped.includes(`${file}:`)) mapped = remapStack(mapped, file, map, keepUnmapped);
     }
     return mapped;
   }
@@ -498,9 +503,7 @@ export class Execution implements InstanceListener, Watched {
 
   /** A guest stack as a caller may see it: the guest's own frames, at the lines the caller wrote. */
   private readonly cleanStack = (stack: string): string => {
-    let cleaned = sanitizeStack(this.instance.guestNames?.(stack) ?? stack, this.options.guestFiles);
-    for (const [file, map] of this.instance.lineMaps) cleaned = remapStack(cleaned, file, map);
-    return cleaned;
+    return this.atCallersLines(sanitizeStack(this.instance.guestNames?.(stack) ?? stack, this.options.guestFiles));
   };
 
   /** An outcome over maxOutputBytes: `what` it was, for the message. */

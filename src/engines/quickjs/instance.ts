@@ -142,17 +142,15 @@ export class QuickJSInstance implements EngineInstance {
     const imports = hostModuleSources(this.bindings?.text ?? "{}");
     const uncompiled: Record<string, string> = {};
     for (const [specifier, text] of Object.entries(sourceImports)) {
-      let normalized: Awaited<ReturnType<typeof normalizeSource>>;
       try {
-        normalized = await normalizeSource(text, specifier, request.compile);
+        const normalized = await normalizeSource(text, specifier, request.compile);
+        this.lineMaps.set(specifier, normalized.lineMap);
+        imports[specifier] = normalized.code;
       } catch (error) {
         // Refused only where something imports it (the worker's loader): so on v8.
         if (!(error instanceof CordonError && error.code === "ERR_COMPILE")) throw error;
         uncompiled[specifier] = error.message;
-        continue;
       }
-      this.lineMaps.set(specifier, normalized.lineMap);
-      imports[specifier] = normalized.code;
     }
     startCpu();
     this.thread.post({

@@ -7,10 +7,11 @@
  * clock in the host's JavaScript sees. Measured with raw isolated-vm here (2026-12-04, a loop of
  * synchronous callbacks that do nothing, the host's loop otherwise idle): 59-66 µs of the
  * process's CPU per crossing (the host's thread ~33, the isolate's ~26), 104-114 µs in a slower
- * hour of the same VM, of which the isolate's CPU clock sees ~2.4 µs. Charged 10 µs until then, a guest looping such crossings got ~3.4x its
- * CPU limit out of the process until its wall time ended it. With the host's loop busy the
- * hand-off costs less (~40 µs a crossing in all, the loop's own work included), so a guest
- * crossing then is charged somewhat more than it costs: the limit errs towards the host.
+ * hour of the same VM, of which the isolate's CPU clock sees ~2.4 µs. Charged 10 µs until then,
+ * a guest looping such crossings got ~3.4x its CPU limit out of the process until its wall time
+ * ended it. With the host's loop busy the hand-off costs less (~40 µs a crossing in all, the
+ * loop's own work included), so a guest crossing then is charged somewhat more than it costs: the
+ * limit errs towards the host (bench/crossing-charge.js prints both on the machine at hand).
  */
 export const CROSSING_NS = 50_000n;
 
