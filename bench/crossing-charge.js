@@ -3,7 +3,7 @@
 // process CPU a crossing on 2026-12-04): read this section before changing the charge.
 import { createRequire } from "node:module";
 import { createSandbox } from "../dist/index.js";
-import { percentile, report, section } from "./measure.js";
+import { percentile, report, sample, section, warmStream } from "./measure.js";
 
 const ivm = createRequire(import.meta.url)("isolated-vm");
 
@@ -75,19 +75,16 @@ export async function benchCrossingCharge({ quick }) {
   await sandbox.dispose();
 }
 
-/** `n` sequential calls of `name` (after a warm-up): sorted times (ms) and the median charge (us). */
+/** `n` sequential calls of `name` after a warmed stream: sorted times (ms) and the median charge (us). */
 async function backToBack(prefix, name, n) {
-  for (let i = 0; i < 200; i++) await prefix.call({ export: name, args: [i] });
-  const times = [];
   const charges = [];
-  for (let i = 0; i < n; i++) {
-    const started = performance.now();
-    const result = await prefix.call({ export: name, args: [i] });
-    times.push(performance.now() - started);
+  const call = async () => {
+    const result = await prefix.call({ export: name, args: [1] });
     if (!result.ok) throw new Error(`${name} failed: ${result.error.code} ${result.error.message}`);
     charges.push(result.stats.cpuMs);
-  }
-  times.sort((a, b) => a - b);
-  charges.sort((a, b) => a - b);
-  return { times, chargedUs: percentile(charges, 0.5) * 1000 };
+  };
+  await warmStream(call);
+  const times = await sample(n, call);
+  const measured = charges.slice(-n).sort((a, b) => a - b);
+  return { times, chargedUs: percentile(measured, 0.5) * 1000 };
 }
