@@ -14,6 +14,7 @@ export class CallLogs {
   private readonly bytes: number[] = [];
   /** Which log limit cut each call's logs first, if one did. */
   private readonly cut: ("entries" | "bytes" | undefined)[] = [];
+  private lastAtMs = 0;
 
   constructor(
     private readonly size: number,
@@ -33,8 +34,11 @@ export class CallLogs {
     return this.lists[index];
   }
 
-  /** A line the guest logged for call `index` (anything else: call 0). */
-  add(level: string, message: string, index: number): void {
+  /**
+   * A line the guest logged for call `index` (anything else: call 0), `atMs` into the run
+   * (default: now).
+   */
+  add(level: string, message: string, index: number, atMs?: number): void {
     const at = Number.isInteger(index) && index >= 0 && index < this.size ? index : 0;
     const { maxLogEntries, maxLogBytes } = this.limits;
     if (this.lists[at].length >= maxLogEntries || this.bytes[at] >= maxLogBytes) {
@@ -48,7 +52,9 @@ export class CallLogs {
     if (kept !== message) this.cut[at] ??= "bytes";
     this.bytes[at] += kept.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
-    this.lists[at].push({ level: safeLevel, message: kept, atMs: msSince(this.started) });
+    // Never before an earlier line: a line from the log ring carries the guest's whole milliseconds.
+    this.lastAtMs = Math.max(this.lastAtMs, atMs ?? msSince(this.started));
+    this.lists[at].push({ level: safeLevel, message: kept, atMs: this.lastAtMs });
   }
 
   /** When a limit cut call `index`'s logs: a last line in `logs` saying which. Returns whether one did. */

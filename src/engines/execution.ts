@@ -221,8 +221,21 @@ export class Execution implements InstanceListener, Watched {
   // ---- callbacks from the guest (synchronous) -------------------------------------------------
   onLog(level: string, message: string, index = 0): void {
     if (this.settled || typeof message !== "string") return;
+    // Lines the guest wrote without crossing came first (log-ring.ts).
+    this.drainLogs();
     this.logs.add(level, this.remapLog(message), index);
   }
+
+  /** Take the lines the instance holds that did not cross (v8's log ring), timed as the guest logged them. */
+  private drainLogs(): void {
+    this.instance.drainLogs?.(this.drainedLine);
+  }
+
+  private readonly drainedLine = (level: string, message: string, index: number, epochMs: number): void => {
+    // The guest's Date.now(): whole milliseconds, so never before the run began nor after now.
+    const atMs = roundToUs(Math.min(msSince(this.started), Math.max(0, epochMs - (performance.timeOrigin + this.started))));
+    this.logs.add(level, this.remapLog(message), index, atMs);
+  };
 
   /**
    * A log line as a thrown error's stack would read: without the runtime's frames, and the
@@ -544,6 +557,9 @@ export class Execution implements InstanceListener, Watched {
 
   private settleOne(index: number, result: RunResult): void {
     if (this.settled || this.results[index]) return;
+    // Into the list `result.logs` is (CallLogs.of): a line logged before the guest stopped stands,
+    // a limit's kill included.
+    this.drainLogs();
     if (this.logs.noteCut(index, result.logs)) result.stats.logsTruncated = true;
     this.results[index] = result;
     if (--this.pending > 0) return;

@@ -21,6 +21,9 @@ export interface InstanceListener {
   onFailure?(error: unknown): void;
 }
 
+/** Where an instance's buffered log lines go (drainLogs): `epochMs` is when the guest logged it (Date.now). */
+export type LogSink = (level: string, message: string, index: number, epochMs: number) => void;
+
 /**
  * A call crossing whose task failed as it ended, after the call had returned `outcomes`
  * (joined by U+0001, "p" for each still to come): isolated-vm throws what rejected a promise
@@ -118,6 +121,11 @@ export interface EngineInstance {
   /** Resolves once the instance has finished everything queued before it. */
   ping(): Promise<unknown>;
   measureHeap(): Promise<number>;
+  /**
+   * Hand `sink` the log lines the guest wrote without crossing (v8's log ring), in order. An
+   * execution reads them before a line that crosses and before a call settles.
+   */
+  drainLogs?(sink: LogSink): void;
   /** Wake the thread this instance runs on, if it has one of its own that may be asleep. */
   wake?(): void;
   /**

@@ -16,6 +16,7 @@ import {
   type EvaluateRequest,
   FailedAfterReturning,
   type InstanceListener,
+  type LogSink,
   type RuntimeCaps,
   sameCaps,
 } from "../instance.js";
@@ -28,6 +29,7 @@ import { loadIsolatedVm } from "./load.js";
 import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
 import { fromShallowStack } from "./shallow-stack.js";
+import { LogRing } from "./log-ring.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
@@ -97,6 +99,8 @@ export class V8Instance implements EngineInstance {
     /** Quick calls may run on this thread with applySync (process workers: ./sync-call.ts). */
     private readonly syncCalls: boolean,
     private readonly refs: Record<RefName, Ref>,
+    /** The lines the guest logged without crossing (log-ring.ts). */
+    private readonly logRing: LogRing,
   ) {}
 
   /** A new isolate, its runtime bootstrapped (and warmed up when made ahead). */
@@ -140,9 +144,11 @@ export class V8Instance implements EngineInstance {
       // One allocation past the heap limit is a V8 fatal error, which ends this whole process:
       // no encoding in the isolate may copy more than COPY_CHARS_PER_HEAP_BYTE (Codec.limitCopies).
       await get("limitCopies").apply(undefined, [Math.floor(memoryMb * 1024 * 1024 * COPY_CHARS_PER_HEAP_BYTE)]);
+      const logRing = new LogRing();
+      await get("attachLogRing").apply(undefined, [new ivm.ExternalCopy(logRing.memory).copyInto({ release: true })]);
       const refs = Object.fromEntries(REF_NAMES.map((name) => [name, get(name)])) as Record<RefName, Ref>;
       const busyPollMs = options.busyPollMs ?? DEFAULT_BUSY_POLL_MS;
-      const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs);
+      const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs, logRing);
       if (options.warmUp) {
         await warmUp(refs);
         await recacheRuntime(isolate);
@@ -157,6 +163,10 @@ export class V8Instance implements EngineInstance {
 
   get disposed(): boolean {
     return this.isolate.isDisposed;
+  }
+
+  drainLogs(sink: LogSink): void {
+    this.logRing.drain(sink);
   }
 
   /** The isolate's CPU time, and the host's own on the guest's behalf (see `hostNs`). */
