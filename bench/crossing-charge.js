@@ -60,17 +60,32 @@ export async function benchCrossingCharge({ quick }) {
     `  cordon, setTimeout + clearTimeout loop:  ${cordon.processUs.toFixed(1)} us of process CPU a crossing, charged ${cordon.chargedUs.toFixed(1)} us   cost/charge ${(cordon.processUs / cordon.chargedUs).toFixed(2)}x (above 1: the guest gets more than its CPU limit)`,
   );
 
-  // Where it shows: each console.* line of a v8 guest is such a crossing (2026-12-04: a warm
-  // call's p50 10.8 µs quiet, 42.9 µs with one line, 69.2 µs with three).
+  // Where it showed: each console.* line of a v8 guest was such a crossing (2026-12-04: a warm
+  // call's p50 10.8 µs quiet, 42.9 µs with one line, 69.2 µs with three). Lines now go through
+  // the log ring (engines/v8/log-ring.ts); a line over 2,048 characters still crosses.
   const prefix = await sandbox.prepare({
-    code: "export const quiet = (n) => n + 1;\nexport const loud = (n) => { console.log('call', n); return n + 1 };",
+    code: [
+      "export const quiet = (n) => n + 1;",
+      "export const loud = (n) => { console.log('call', n); return n + 1 };",
+      "export const three = (n) => { console.log('a', n); console.info('b', n); console.warn('c', n); return n + 1 };",
+      "const long = 'x'.repeat(3000);",
+      "export const crossing = (n) => { console.log(long, n); return n + 1 };",
+    ].join("\n"),
   });
   const n = quick ? 1000 : 5000;
+  // The first stream after the timer loop reads slow (its polling pauses left behind): a spare one first.
+  await backToBack(prefix, "quiet", n);
   const quiet = await backToBack(prefix, "quiet", n);
   const loud = await backToBack(prefix, "loud", n);
+  const three = await backToBack(prefix, "three", n);
+  const crossing = await backToBack(prefix, "crossing", n);
   report("cordon prefix.call, back to back, quiet", quiet.times);
   report("  the same handler logging one line", loud.times, quiet.times, { vs: "quiet" });
-  console.log(`  charged a call: quiet ${quiet.chargedUs.toFixed(1)} us, logging one line ${loud.chargedUs.toFixed(1)} us`);
+  report("  logging three lines", three.times, quiet.times, { vs: "quiet" });
+  report("  logging one 3,000-character line (crosses)", crossing.times, quiet.times, { vs: "quiet" });
+  console.log(
+    `  charged a call: quiet ${quiet.chargedUs.toFixed(1)} us, one line ${loud.chargedUs.toFixed(1)} us, three ${three.chargedUs.toFixed(1)} us, one crossing line ${crossing.chargedUs.toFixed(1)} us`,
+  );
   await prefix.dispose();
   await sandbox.dispose();
 }
