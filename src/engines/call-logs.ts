@@ -52,7 +52,7 @@ export class CallLogs {
     if (kept !== message) this.cut[at] ??= "bytes";
     this.bytes[at] += kept.length;
     const safeLevel = LOG_LEVELS.has(level as LogLevel) ? (level as LogLevel) : "log";
-    // Never before an earlier line: a line from the log ring carries the guest's whole milliseconds.
+    // Never before an earlier line: a line from v8's outbox carries the guest's whole milliseconds.
     this.lastAtMs = Math.max(this.lastAtMs, atMs ?? msSince(this.started));
     this.lists[at].push({ level: safeLevel, message: kept, atMs: this.lastAtMs });
   }

@@ -10,20 +10,24 @@ import {
   sanitizeStack,
   withoutRuntimeFrames,
 } from "../core/guest-errors.js";
-import { MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
+import { PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
 import { TEXT_SEPARATOR } from "../core/joined-texts.js";
 import { msSince, roundToUs } from "../core/milliseconds.js";
 import { isEmptyRecord } from "../core/results.js";
 import { remapStack } from "../core/source-map.js";
 import type { EngineName, HostName, RunResult } from "../core/types.js";
 import { CallLogs } from "./call-logs.js";
+import { GuestTimers } from "./guest-timers.js";
 import { CANCEL_CALL } from "./guest/runtime.js";
-import { type EngineInstance, type EvaluateRequest, FailedAfterReturning, type InstanceListener } from "./instance.js";
+import {
+  type EngineInstance,
+  type EvaluateRequest,
+  FailedAfterReturning,
+  type InstanceListener,
+  type OutboxReader,
+} from "./instance.js";
 import { currentProcessCpuUs, type Watched, watchdog } from "./watchdog.js";
 import { onAbort } from "../core/abort-listeners.js";
-
-/** The longest delay Node's timers take. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface ExecutionOptions {
   engine: Exclude<EngineName, "auto">;
@@ -61,7 +65,10 @@ export class Execution implements InstanceListener, Watched {
   private bridgeCalls = 0;
   /** While finishAll reads outcomes that arrived together: the stats they share. */
   private sharedStats: RunResult["stats"] | undefined;
-  private readonly timers = new Map<number, NodeJS.Timeout>();
+  private readonly timers = new GuestTimers((id) => {
+    if (this.settled) return;
+    this.instance.fire(id).catch((error: unknown) => this.taskFailed(error));
+  });
   private settled = false;
   /** Calls whose outcome has arrived (onDone, or a call's reply: onReturned) and is about to be read. */
   private arrived: Set<number> | undefined;
@@ -221,20 +228,30 @@ export class Execution implements InstanceListener, Watched {
   // ---- callbacks from the guest (synchronous) -------------------------------------------------
   onLog(level: string, message: string, index = 0): void {
     if (this.settled || typeof message !== "string") return;
-    // Lines the guest wrote without crossing came first (log-ring.ts).
-    this.drainLogs();
+    // What the guest wrote without crossing came first (v8's outbox).
+    this.drainOutbox();
     this.logs.add(level, this.remapLog(message), index);
   }
 
-  /** Take the lines the instance holds that did not cross (v8's log ring), timed as the guest logged them. */
-  private drainLogs(): void {
-    this.instance.drainLogs?.(this.drainedLine);
+  onTaskEnd(): void {
+    if (!this.settled) this.drainOutbox();
   }
 
-  private readonly drainedLine = (level: string, message: string, index: number, epochMs: number): void => {
-    // The guest's Date.now(): whole milliseconds, so never before the run began nor after now.
-    const atMs = roundToUs(Math.min(msSince(this.started), Math.max(0, epochMs - (performance.timeOrigin + this.started))));
-    this.logs.add(level, this.remapLog(message), index, atMs);
+  /** Take the log lines and timer changes the instance holds that did not cross (v8's outbox). */
+  private drainOutbox(): void {
+    this.instance.drainOutbox?.(this.outboxReader);
+  }
+
+  private readonly outboxReader: OutboxReader = {
+    log: (level, message, index, epochMs) => {
+      // The guest's Date.now(): whole milliseconds, so never before the run began nor after now.
+      const atMs = roundToUs(Math.min(msSince(this.started), Math.max(0, epochMs - (performance.timeOrigin + this.started))));
+      this.logs.add(level, this.remapLog(message), index, atMs);
+    },
+    timer: (id, ms, epochMs) => {
+      // Armed from when the guest set it: the task that set it may have run on for a while.
+      this.timers.set(id, ms, epochMs);
+    },
   };
 
   /**
@@ -330,21 +347,9 @@ export class Execution implements InstanceListener, Watched {
 
   onTimer(id: number, ms: number): void {
     if (this.settled) return;
-    const existing = this.timers.get(id);
-    if (existing) clearTimeout(existing);
-    this.timers.delete(id);
-    if (!(ms >= 0) || this.timers.size >= MAX_PENDING_TIMERS) return;
-    const handle = setTimeout(
-      () => {
-        this.timers.delete(id);
-        if (this.settled) return;
-        this.instance.fire(id).catch((error: unknown) => this.taskFailed(error));
-      },
-      // The guest runtime clamps its delays, but a Deno guest can forge the frame: past 2^31-1
-      // Node fires after 1 ms and prints a TimeoutOverflowWarning on the host's stderr.
-      Math.min(ms, MAX_TIMER_MS),
-    );
-    this.timers.set(id, handle);
+    // Changes the guest wrote without crossing came first (v8's outbox).
+    this.drainOutbox();
+    this.timers.set(id, ms);
   }
 
   onDone(kind: string, text: string, index = 0): void {
@@ -559,7 +564,7 @@ export class Execution implements InstanceListener, Watched {
     if (this.settled || this.results[index]) return;
     // Into the list `result.logs` is (CallLogs.of): a line logged before the guest stopped stands,
     // a limit's kill included.
-    this.drainLogs();
+    this.drainOutbox();
     if (this.logs.noteCut(index, result.logs)) result.stats.logsTruncated = true;
     this.results[index] = result;
     if (--this.pending > 0) return;
@@ -571,8 +576,7 @@ export class Execution implements InstanceListener, Watched {
     // Still watched until the instance is free (checkLingering), unless it is already gone.
     if (this.instance.disposed || this.instance.tainted) watchdog.unwatch(this);
     else this.lingering = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
-    this.timers.clear();
+    this.timers.clearAll();
     this.stopWatchingAbort?.();
     if (this.instance.listener === this) this.instance.listener = undefined;
     this.resolveOutcomes(this.results as RunResult[]);

@@ -19,10 +19,16 @@ export interface InstanceListener {
   onReturned?(joined: string): void;
   /** Guest code threw past the runtime (engines that report such failures as events). */
   onFailure?(error: unknown): void;
+  /** A task in the guest ended (v8): what it wrote to the outbox is due, a timer set in it above all. */
+  onTaskEnd?(): void;
 }
 
-/** Where an instance's buffered log lines go (drainLogs): `epochMs` is when the guest logged it (Date.now). */
-export type LogSink = (level: string, message: string, index: number, epochMs: number) => void;
+/** What an instance's outbox hands over (drainOutbox): `epochMs` is when the guest wrote it (its Date.now()). */
+export interface OutboxReader {
+  log(level: string, message: string, index: number, epochMs: number): void;
+  /** A timer set (`ms`: its delay from `epochMs`) or cleared (`ms` -1). */
+  timer(id: number, ms: number, epochMs: number): void;
+}
 
 /**
  * A call crossing whose task failed as it ended, after the call had returned `outcomes`
@@ -122,10 +128,11 @@ export interface EngineInstance {
   ping(): Promise<unknown>;
   measureHeap(): Promise<number>;
   /**
-   * Hand `sink` the log lines the guest wrote without crossing (v8's log ring), in order. An
-   * execution reads them before a line that crosses and before a call settles.
+   * Hand `reader` the log lines and timer changes the guest wrote without crossing (v8's outbox),
+   * in order. An execution reads them when a guest task ends (InstanceListener.onTaskEnd), before
+   * anything that crosses, and before a call settles.
    */
-  drainLogs?(sink: LogSink): void;
+  drainOutbox?(reader: OutboxReader): void;
   /** Wake the thread this instance runs on, if it has one of its own that may be asleep. */
   wake?(): void;
   /**

@@ -5,7 +5,7 @@ import { completed, failed } from "./results.js";
 
 /**
  * Log lines as the guest wrote them, whichever way they reach the host: on v8 most go through
- * shared memory (engines/v8/log-ring.ts) and the rest cross (too long, or the ring full), and a
+ * shared memory (engines/v8/outbox.ts) and the rest cross (too long, or the outbox full), and a
  * guest stopped by a limit or an abort still reports what it logged first. The same text on
  * every engine and host.
  */

@@ -17,7 +17,7 @@ import { createStructuredClone } from "./structured-clone.js";
 import { installWebApis } from "./web-apis.js";
 import { budgetResizableBuffers } from "./resizable-budget.js";
 import { createRandomPool } from "./random-pool.js";
-import { createLogRing, LOG_RING_LAYOUT } from "./log-ring.js";
+import { createOutbox, OUTBOX_LAYOUT } from "./outbox.js";
 
 /** The filename guest stack traces show for runtime frames; the host strips these frames. */
 export const RUNTIME_FILENAME = "<cordon>";
@@ -68,11 +68,13 @@ export function guestRuntimeScript(): string {
 const g = globalThis;
 function take(name) { const value = g[name]; delete g[name]; return value; }
 const atomics = g.Atomics;
-// Lines go to the log ring where the engine gave one (v8), else they cross (log-ring.ts).
-const logRing = (${createLogRing.toString()})(atomics, ${JSON.stringify(LOG_RING_LAYOUT)});
-const hostLog = ${take(n.log)};
-const log = (level, message, index) => { if (!logRing.write(level, message, index)) hostLog(level, message, index); };
-const host = { log: log, call: ${take(n.call)}, timer: ${take(n.timer)}, done: ${take(n.done)} };
+// Log lines and timer changes go to the outbox where the engine gave one (v8), else they cross (outbox.ts).
+const outbox = (${createOutbox.toString()})(atomics, ${JSON.stringify(OUTBOX_LAYOUT)});
+const hostLog = ${take(n.log)}, hostTimer = ${take(n.timer)};
+const host = {
+  log: (level, message, index) => { if (!outbox.log(level, message, index)) hostLog(level, message, index); },
+  timer: (id, ms) => { if (!outbox.timer(id, ms)) hostTimer(id, ms); },
+  call: ${take(n.call)}, done: ${take(n.done)} };
 const hostParseUrl = ${take(n.parseUrl)}, hostSetUrlPart = ${take(n.setUrlPart)}, randomBytes = ${take(n.randomBytes)};
 // The v8 engine answers a long URL's parts inside a one-element array (HostText in runtime.ts).
 const fromHost = (text) => (typeof text === "string" ? text : text[0]);
@@ -100,7 +102,7 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   fetched: (response) => wire.fetched(response), bodyLength: (request) => wire.bodyLength(request),
   bridgeBytesPerBodyByte: ${BRIDGE_BYTES_PER_BODY_BYTE} });
 internals.drainRandom = randomPool.drain;
-internals.attachLogRing = logRing.attach;
+internals.attachOutbox = outbox.attach;
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 // Engines whose realm shares this process's memory (v8) set the copy limit, from the heap limit:
 // resizable ArrayBuffers, which the heap limit does not count, get as many bytes in all.

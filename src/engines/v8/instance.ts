@@ -16,7 +16,7 @@ import {
   type EvaluateRequest,
   FailedAfterReturning,
   type InstanceListener,
-  type LogSink,
+  type OutboxReader,
   type RuntimeCaps,
   sameCaps,
 } from "../instance.js";
@@ -29,7 +29,7 @@ import { loadIsolatedVm } from "./load.js";
 import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
 import { fromShallowStack } from "./shallow-stack.js";
-import { LogRing } from "./log-ring.js";
+import { Outbox } from "./outbox.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
@@ -99,8 +99,8 @@ export class V8Instance implements EngineInstance {
     /** Quick calls may run on this thread with applySync (process workers: ./sync-call.ts). */
     private readonly syncCalls: boolean,
     private readonly refs: Record<RefName, Ref>,
-    /** The lines the guest logged without crossing (log-ring.ts). */
-    private readonly logRing: LogRing,
+    /** The log lines and timer changes the guest wrote without crossing (outbox.ts). */
+    private readonly outbox: Outbox,
   ) {}
 
   /** A new isolate, its runtime bootstrapped (and warmed up when made ahead). */
@@ -144,11 +144,11 @@ export class V8Instance implements EngineInstance {
       // One allocation past the heap limit is a V8 fatal error, which ends this whole process:
       // no encoding in the isolate may copy more than COPY_CHARS_PER_HEAP_BYTE (Codec.limitCopies).
       await get("limitCopies").apply(undefined, [Math.floor(memoryMb * 1024 * 1024 * COPY_CHARS_PER_HEAP_BYTE)]);
-      const logRing = new LogRing();
-      await get("attachLogRing").apply(undefined, [new ivm.ExternalCopy(logRing.memory).copyInto({ release: true })]);
+      const outbox = new Outbox();
+      await get("attachOutbox").apply(undefined, [new ivm.ExternalCopy(outbox.memory).copyInto({ release: true })]);
       const refs = Object.fromEntries(REF_NAMES.map((name) => [name, get(name)])) as Record<RefName, Ref>;
       const busyPollMs = options.busyPollMs ?? DEFAULT_BUSY_POLL_MS;
-      const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs, logRing);
+      const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs, outbox);
       if (options.warmUp) {
         await warmUp(refs);
         await recacheRuntime(isolate);
@@ -165,9 +165,30 @@ export class V8Instance implements EngineInstance {
     return this.isolate.isDisposed;
   }
 
-  drainLogs(sink: LogSink): void {
-    this.logRing.drain(sink);
+  drainOutbox(reader: OutboxReader): void {
+    this.outbox.drain(reader);
   }
+
+  /**
+   * Guest code runs in `work` (a crossing, a module's evaluation, a serving task): when it ends,
+   * the listener reads the outbox, so a timer the guest set in it is armed. Every task goes
+   * through here, or its timers would never fire.
+   */
+  private running<T>(work: Promise<T>): Promise<T> {
+    const tracked = guestRunning(work, this.isolate);
+    tracked.then(this.taskEnded, this.taskEnded);
+    return tracked;
+  }
+
+  private readonly taskEnded = (): void => {
+    const listener = this.listener;
+    if (!listener?.onTaskEnd) return;
+    const start = process.hrtime.bigint();
+    listener.onTaskEnd();
+    // What the host does for the outbox's entries (arming timers, keeping lines) is the guest's
+    // time as a crossing's would be, without the hand-off: none happened.
+    this.hostNs += process.hrtime.bigint() - start;
+  };
 
   /** The isolate's CPU time, and the host's own on the guest's behalf (see `hostNs`). */
   cpuTimeNs(): bigint {
@@ -194,7 +215,7 @@ export class V8Instance implements EngineInstance {
     const bound = Object.keys(sourceImports).length > 0 ? request.compile : undefined;
     const driver = await this.link(source, sourceImports, bound);
     startCpu();
-    await guestRunning(driver.evaluate(), this.isolate).catch(renameLostThrow);
+    await this.running(driver.evaluate()).catch(renameLostThrow);
   }
 
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
@@ -348,8 +369,10 @@ export class V8Instance implements EngineInstance {
     try {
       const out = syncCall(this.refs.call, args, ms);
       this.lastCallEnd = performance.now();
+      this.taskEnded();
       return Promise.resolve(out);
     } catch (error) {
+      this.taskEnded();
       // A time limit comes as a CordonError: the execution fails with it, which taints the
       // instance, and the pool disposes it on release, as after any fired limit.
       let out: unknown;
@@ -385,7 +408,7 @@ export class V8Instance implements EngineInstance {
     const opening = !channel.serving;
     if (opening) {
       if (!CallChannel.canOpen()) return undefined;
-      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => guestRunning(work, this.isolate));
+      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => this.running(work));
     }
     const started = performance.now();
     return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
@@ -417,19 +440,13 @@ export class V8Instance implements EngineInstance {
     this.channel?.close();
     const ref = this.refs[name];
     if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
-      return guestRunning(
-        fromShallowStack(() => ref.apply(undefined, args)),
-        this.isolate,
-      ).catch(renameLostThrow);
+      return this.running(fromShallowStack(() => ref.apply(undefined, args))).catch(renameLostThrow);
     }
     // isolated-vm's cpuTime counts from the moment the isolate's thread enters a crossing (it is
     // wall time while one runs): unchanged when a window ends, the thread never got a core.
     const before = this.isolate.cpuTime;
     const begun = () => this.isolate.isDisposed || this.isolate.cpuTime !== before;
-    const crossing = guestRunning(
-      fromShallowStack(() => ref.apply(undefined, args)),
-      this.isolate,
-    );
+    const crossing = this.running(fromShallowStack(() => ref.apply(undefined, args)));
     return pollUntilSettled(crossing, this.busyPollMs, false, begun).catch(renameLostThrow);
   }
 
