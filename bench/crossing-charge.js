@@ -35,17 +35,22 @@ async function rawCrossings(ms) {
   return result;
 }
 
-/** cordon: a guest arming and clearing a timer `n` times (two synchronous crossings each). */
-async function cordonCrossings(sandbox, n) {
+/**
+ * cordon: a guest looping `n` times over `body` (a statement of `i`); process CPU and charge per
+ * loop. `new URL()` crosses synchronously each time (the host parses it).
+ */
+async function cordonLoop(sandbox, n, body) {
   const cpu = processCpuUs();
   const result = await sandbox.run({
-    code: `export default () => { for (let i = 0; i < ${n}; i++) clearTimeout(setTimeout(() => {}, 1000)); }`,
+    code: `export default () => { for (let i = 0; i < ${n}; i++) { ${body} } }`,
     limits: { cpuTimeMs: 30_000, wallTimeMs: 60_000 },
   });
-  if (!result.ok) throw new Error(`the timer loop failed: ${result.error.code} ${result.error.message}`);
-  const crossings = 2 * n;
-  return { processUs: (processCpuUs() - cpu) / crossings, chargedUs: (result.stats.cpuMs * 1000) / crossings };
+  if (!result.ok) throw new Error(`the loop failed: ${result.error.code} ${result.error.message}`);
+  return { processUs: (processCpuUs() - cpu) / n, chargedUs: (result.stats.cpuMs * 1000) / n };
 }
+
+const URL_LOOP = 'new URL("https://example.com/a?n=" + i);';
+const TIMER_LOOP = "clearTimeout(setTimeout(() => {}, 1000));";
 
 export async function benchCrossingCharge({ quick }) {
   section("v8: a synchronous crossing, its cost and its charge");
@@ -54,15 +59,20 @@ export async function benchCrossingCharge({ quick }) {
     `  raw isolated-vm, a do-nothing Callback: ${raw.processUs.toFixed(1)} us of process CPU a crossing (${raw.crossings.toLocaleString("en-US")} crossings), the isolate's clock sees ${raw.isolateUs.toFixed(1)} us`,
   );
   const sandbox = await createSandbox({ engine: "v8", host: "inprocess" });
-  await cordonCrossings(sandbox, 200); // warm-up
-  const cordon = await cordonCrossings(sandbox, quick ? 2000 : 10_000);
+  await cordonLoop(sandbox, 200, URL_LOOP); // warm-up
+  const cordon = await cordonLoop(sandbox, quick ? 2000 : 10_000, URL_LOOP);
   console.log(
-    `  cordon, setTimeout + clearTimeout loop:  ${cordon.processUs.toFixed(1)} us of process CPU a crossing, charged ${cordon.chargedUs.toFixed(1)} us   cost/charge ${(cordon.processUs / cordon.chargedUs).toFixed(2)}x (above 1: the guest gets more than its CPU limit)`,
+    `  cordon, a new URL() loop:              ${cordon.processUs.toFixed(1)} us of process CPU a crossing, charged ${cordon.chargedUs.toFixed(1)} us   cost/charge ${(cordon.processUs / cordon.chargedUs).toFixed(2)}x (above 1: the guest gets more than its CPU limit)`,
+  );
+  // Timer changes go through the outbox (decision 021): until 2026-12-04 a pair was two crossings.
+  const timers = await cordonLoop(sandbox, quick ? 20_000 : 100_000, TIMER_LOOP);
+  console.log(
+    `  cordon, setTimeout + clearTimeout:     ${timers.processUs.toFixed(1)} us of process CPU a pair, charged ${timers.chargedUs.toFixed(1)} us (no crossing but one per 512 pairs, the outbox full)`,
   );
 
   // Where it showed: each console.* line of a v8 guest was such a crossing (2026-12-04: a warm
   // call's p50 10.8 µs quiet, 42.9 µs with one line, 69.2 µs with three). Lines now go through
-  // the log ring (engines/v8/log-ring.ts); a line over 2,048 characters still crosses.
+  // the outbox (engines/v8/outbox.ts); a line over 2,048 characters still crosses.
   const prefix = await sandbox.prepare({
     code: [
       "export const quiet = (n) => n + 1;",
