@@ -8,6 +8,11 @@ export const MIN_MEMORY_MB = 8;
 export const MAX_MEMORY_MB = 1024;
 /** Pending timers a guest may hold at once; the next setTimeout throws. */
 export const MAX_PENDING_TIMERS = 1000;
+/**
+ * The longest timer delay: setTimeout's own bound (past it Node fires after 1 ms and prints a
+ * warning on the host's stderr). The guest runtime clamps to it; the host checks and clamps again.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Host calls a guest may have in flight at once; beyond it the call is refused. */
 export const MAX_PENDING_HOST_CALLS = 256;
 /**

@@ -1,7 +1,4 @@
-import { MAX_PENDING_TIMERS } from "../core/limits.js";
-
-/** setTimeout's own bound: past it Node fires after 1 ms and prints a warning on the host's stderr. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+import { MAX_PENDING_TIMERS, MAX_TIMER_MS } from "../core/limits.js";
 
 interface Armed {
   id: number;

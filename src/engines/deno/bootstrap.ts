@@ -18,6 +18,7 @@ import type { GlobalReset } from "./reset.js";
 
 export interface DenoGuestConfig {
   maxTimers: number;
+  maxTimerMs: number;
   maxPendingCalls: number;
   pendingArgsFactor: number;
   /** The guest's memory limit: one ArrayBuffer allocation past it throws a RangeError. */
@@ -179,6 +180,7 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   };
   const internals = parts.installRuntime(host, codec, parts.createInspect(), {
     maxTimers: config.maxTimers,
+    maxTimerMs: config.maxTimerMs,
     maxPendingCalls: config.maxPendingCalls,
     pendingArgsFactor: config.pendingArgsFactor,
     readBodies: (values, maxBytes) => (wire.needsBodies(values) ? readBodiesWithin(values, maxBytes) : undefined),

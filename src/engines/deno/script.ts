@@ -4,7 +4,7 @@ import { builtinModules, createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { codecSource } from "../../core/codec.js";
 import { createFetchWire } from "../../core/fetch-wire.js";
-import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
+import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, MAX_TIMER_MS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
 import { createInspect } from "../guest/inspect.js";
 import { installRuntime } from "../guest/runtime.js";
 import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
@@ -65,6 +65,7 @@ export function guestConfig(memoryMb: number, streams: { input: string; output: 
     input: streams.input,
     output: streams.output,
     maxTimers: MAX_PENDING_TIMERS,
+    maxTimerMs: MAX_TIMER_MS,
     maxPendingCalls: MAX_PENDING_HOST_CALLS,
     pendingArgsFactor: PENDING_ARGS_FACTOR,
     memoryBytes: memoryMb * 1024 * 1024,

@@ -4,6 +4,7 @@ import {
   COPY_CHARS_PER_HEAP_BYTE,
   MAX_PENDING_HOST_CALLS,
   MAX_PENDING_TIMERS,
+  MAX_TIMER_MS,
   PENDING_ARGS_FACTOR,
 } from "../../core/limits.js";
 import { installAbort } from "./abort.js";
@@ -98,7 +99,7 @@ codec.extend({
     : undefined,
 });
 const internals = (${installRuntime.toString()})(host, codec, (${createInspect.toString()})(), {
-  maxTimers: ${MAX_PENDING_TIMERS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR},
+  maxTimers: ${MAX_PENDING_TIMERS}, maxTimerMs: ${MAX_TIMER_MS}, maxPendingCalls: ${MAX_PENDING_HOST_CALLS}, pendingArgsFactor: ${PENDING_ARGS_FACTOR},
   fetched: (response) => wire.fetched(response), bodyLength: (request) => wire.bodyLength(request),
   bridgeBytesPerBodyByte: ${BRIDGE_BYTES_PER_BODY_BYTE} });
 internals.drainRandom = randomPool.drain;

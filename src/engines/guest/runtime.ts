@@ -35,6 +35,8 @@ export const CANCEL_CALL = -1;
 
 export interface GuestRuntimeConfig {
   maxTimers: number;
+  /** The longest delay a timer takes (setTimeout's own bound). */
+  maxTimerMs: number;
   maxPendingCalls: number;
   /** Host calls in flight together may hold this many times maxBridgeCallBytes of arguments. */
   pendingArgsFactor: number;
@@ -513,7 +515,7 @@ export function installRuntime(
     if (timers.size >= config.maxTimers) {
       throw new RangeErrorCtor("too many pending timers (limit " + config.maxTimers + ")");
     }
-    const delay = mathMax(0, mathMin(NumberCtor(ms) || 0, 2147483647));
+    const delay = mathMax(0, mathMin(NumberCtor(ms) || 0, config.maxTimerMs));
     const id = ++timerSeq;
     // A leftover's timer is never armed: the id is still returned, so clearTimeout(id) is harmless.
     if (!run.open) return id;

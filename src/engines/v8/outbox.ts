@@ -1,11 +1,10 @@
+import { MAX_TIMER_MS } from "../../core/limits.js";
 import { OUTBOX_LAYOUT } from "../guest/outbox.js";
 import type { OutboxReader } from "../instance.js";
 
 const L = OUTBOX_LAYOUT;
 const MASK = L.capacity - 1;
 const MEMORY_BYTES = L.headerBytes + L.capacity * 2;
-/** The longest delay the runtime asks for (it clamps to setTimeout's own bound). */
-const MAX_DELAY_MS = 2147483647;
 
 /**
  * The host side of an instance's outbox (engines/guest/outbox.ts has the guest side and the
@@ -39,7 +38,7 @@ export class Outbox {
       const size = timer ? L.entryHeader : L.entryHeader + a;
       const level = L.levels[kind];
       const fits = left > 0 && left <= L.capacity && size <= left;
-      const valid = timer ? a <= MAX_DELAY_MS || a === L.cleared : level !== undefined && a <= L.maxLineChars;
+      const valid = timer ? a <= MAX_TIMER_MS || a === L.cleared : level !== undefined && a <= L.maxLineChars;
       if (!fits || !valid) {
         this.broken = true;
         return;
