@@ -7,8 +7,7 @@ type Entry = { level: string; message: string; index: number; epochMs: number };
 /** The two sides of the outbox (v8's console lines and timer changes without a crossing), in this thread. */
 function pair() {
   const host = new Outbox();
-  const guest = createOutbox(Atomics, OUTBOX_LAYOUT);
-  guest.attach(host.memory);
+  const guest = createOutbox(Atomics, OUTBOX_LAYOUT, host.memory);
   const read = () => {
     const entries: Entry[] = [];
     host.drain({
@@ -62,11 +61,11 @@ describe("outbox", () => {
     expect(guest.log("trace", "t", 0)).toBe(false);
     expect(guest.log("log", "i", -1)).toBe(false);
     expect(read().map((l) => l.message.length)).toEqual([1000, OUTBOX_LAYOUT.maxLineChars]);
-    // QuickJS's realm has no Atomics, Deno's runtime never attaches one: every line crosses.
-    const none = createOutbox(undefined, OUTBOX_LAYOUT);
-    none.attach(new SharedArrayBuffer(OUTBOX_LAYOUT.headerBytes + OUTBOX_LAYOUT.capacity * 2));
-    expect(none.log("log", "a", 0)).toBe(false);
-    expect(createOutbox(Atomics, OUTBOX_LAYOUT).log("log", "a", 0)).toBe(false);
+    // QuickJS's realm has no Atomics, and no engine but v8 hands over memory: every line crosses.
+    const memory = new SharedArrayBuffer(OUTBOX_LAYOUT.headerBytes + OUTBOX_LAYOUT.capacity * 2);
+    expect(createOutbox(undefined, OUTBOX_LAYOUT, memory).log("log", "a", 0)).toBe(false);
+    expect(createOutbox(Atomics, OUTBOX_LAYOUT, undefined).log("log", "a", 0)).toBe(false);
+    expect(createOutbox(Atomics, OUTBOX_LAYOUT, undefined).timer(1, 5)).toBe(false);
   });
 
   it("carries timer changes in order with the lines around them", () => {

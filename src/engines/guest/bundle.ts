@@ -35,6 +35,8 @@ export const HOST_CALLBACK_NAMES = {
   parseUrl: "__cordon_parse_url",
   setUrlPart: "__cordon_set_url_part",
   randomBytes: "__cordon_random_bytes",
+  /** Not a callback: the outbox's shared memory (v8 only, outbox.ts). */
+  outbox: "__cordon_outbox",
 } as const;
 
 /** Random bytes the guest realm draws from the host at a time (random-pool.ts). */
@@ -70,7 +72,7 @@ const g = globalThis;
 function take(name) { const value = g[name]; delete g[name]; return value; }
 const atomics = g.Atomics;
 // Log lines and timer changes go to the outbox where the engine gave one (v8), else they cross (outbox.ts).
-const outbox = (${createOutbox.toString()})(atomics, ${JSON.stringify(OUTBOX_LAYOUT)});
+const outbox = (${createOutbox.toString()})(atomics, ${JSON.stringify(OUTBOX_LAYOUT)}, ${take(n.outbox)});
 const hostLog = ${take(n.log)}, hostTimer = ${take(n.timer)};
 const host = {
   log: (level, message, index) => { if (!outbox.log(level, message, index)) hostLog(level, message, index); },
@@ -103,7 +105,6 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   fetched: (response) => wire.fetched(response), bodyLength: (request) => wire.bodyLength(request),
   bridgeBytesPerBodyByte: ${BRIDGE_BYTES_PER_BODY_BYTE} });
 internals.drainRandom = randomPool.drain;
-internals.attachOutbox = outbox.attach;
 internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 // Engines whose realm shares this process's memory (v8) set the copy limit, from the heap limit:
 // resizable ArrayBuffers, which the heap limit does not count, get as many bytes in all.

@@ -41,8 +41,6 @@ export const OUTBOX_LAYOUT = {
 } as const;
 
 export interface GuestOutbox {
-  /** Use this shared memory from now on (the host's, passed once per instance). */
-  attach(memory: SharedArrayBuffer): void;
   /** Write a log line; false when it must cross instead (no outbox, too long, full, unknown level). */
   log(level: string, message: string, index: number): boolean;
   /** Write a timer's change (`ms` < 0: cleared); false when it must cross instead. */
@@ -53,6 +51,8 @@ export function createOutbox(
   /** Captured before the web APIs remove `Atomics` from the guest's globals; QuickJS has none. */
   atomics: typeof Atomics | undefined,
   layout: typeof OUTBOX_LAYOUT,
+  /** The host's shared memory (v8), taken from the global object at bootstrap; undefined elsewhere. */
+  memory: SharedArrayBuffer | undefined,
 ): GuestOutbox {
   const Int32 = Int32Array;
   const Uint16 = Uint16Array;
@@ -65,8 +65,8 @@ export function createOutbox(
   const headerUnits = layout.entryHeader;
   const maxLineChars = layout.maxLineChars;
   const levels = layout.levels;
-  let ctl: Int32Array | undefined;
-  let data: Uint16Array | undefined;
+  const ctl = atomics && memory ? new Int32(memory, 0, layout.headerBytes >> 2) : undefined;
+  const data = atomics && memory ? new Uint16(memory, layout.headerBytes, capacity) : undefined;
 
   function levelCode(level: string): number {
     for (let i = 0; i < levels.length; i++) if (levels[i] === level) return i;
@@ -101,11 +101,6 @@ export function createOutbox(
   }
 
   return {
-    attach(memory) {
-      if (!atomics) return;
-      ctl = new Int32(memory, 0, layout.headerBytes >> 2);
-      data = new Uint16(memory, layout.headerBytes, capacity);
-    },
     log(level, message, index) {
       const length = message.length;
       const code = levelCode(level);

@@ -138,14 +138,15 @@ export class V8Instance implements EngineInstance {
         [n.randomBytes, charged(holder, hostServices.randomBytes)],
       ];
       for (const [name, fn] of callbacks) context.global.setSync(name, new ivm.Callback(fn));
+      // Taken by the runtime as it starts, like the callbacks: no crossing of its own.
+      const outbox = new Outbox();
+      context.global.setSync(n.outbox, new ivm.ExternalCopy(outbox.memory).copyInto({ release: true }));
       const script = await compileRuntime(isolate);
       const internals = (await script.run(context, { reference: true })) as IVM.Reference<Record<string, unknown>>;
       const get = (name: string) => internals.getSync(name, { reference: true }) as Ref;
       // One allocation past the heap limit is a V8 fatal error, which ends this whole process:
       // no encoding in the isolate may copy more than COPY_CHARS_PER_HEAP_BYTE (Codec.limitCopies).
       await get("limitCopies").apply(undefined, [Math.floor(memoryMb * 1024 * 1024 * COPY_CHARS_PER_HEAP_BYTE)]);
-      const outbox = new Outbox();
-      await get("attachOutbox").apply(undefined, [new ivm.ExternalCopy(outbox.memory).copyInto({ release: true })]);
       const refs = Object.fromEntries(REF_NAMES.map((name) => [name, get(name)])) as Record<RefName, Ref>;
       const busyPollMs = options.busyPollMs ?? DEFAULT_BUSY_POLL_MS;
       const instance = new V8Instance(isolate, context, memoryMb, busyPollMs, options.syncCalls === true, refs, outbox);
