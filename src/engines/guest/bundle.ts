@@ -105,7 +105,7 @@ const internals = (${installRuntime.toString()})(host, codec, (${createInspect.t
   fetched: (response) => wire.fetched(response), bodyLength: (request) => wire.bodyLength(request),
   bridgeBytesPerBodyByte: ${BRIDGE_BYTES_PER_BODY_BYTE} });
 internals.drainRandom = randomPool.drain;
-internals.serve = (${createServe.toString()})(internals.call, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
+internals.serve = (${createServe.toString()})(internals.call, internals, atomics, ${JSON.stringify(CHANNEL_LAYOUT)});
 // Engines whose realm shares this process's memory (v8) set the copy limit, from the heap limit:
 // resizable ArrayBuffers, which the heap limit does not count, get as many bytes in all.
 { const limitCopies = internals.limitCopies;

@@ -30,6 +30,9 @@ export interface GuestHostCallbacks {
   done(kind: string, text: string, index: number): void;
 }
 
+/** A call crossing's outcomes, some still to come (see lastLate in installRuntime). */
+type PendingOutcomes = { text: string; next: number; size: number };
+
 /** The `fnId` of `host.call` that cancels call `callId` (the runtime writes it as -1: it is self-contained). */
 export const CANCEL_CALL = -1;
 
@@ -142,6 +145,19 @@ export interface GuestInternals {
    * the call returned), the host reads them here: an outcome already made stands.
    */
   recover(): string | undefined;
+  /**
+   * For a serving task (serve.ts) whose call returned a promise: from now on the latest call's
+   * outcomes still to come are gathered here instead of crossing through host.done. False when
+   * none is to come.
+   */
+  gather(): boolean;
+  /**
+   * The latest call's outcomes joined, once every one has come (undefined before); `final`: now,
+   * with "p" for each still to come, which from then on crosses through host.done as usual.
+   */
+  gathered(final: boolean): string | undefined;
+  /** Whether a host call or a timer is pending: its answer can only come once the task ends. */
+  waitsOnHost(): boolean;
   /** A no-op round trip: lets the host wait until the isolate is idle. */
   ping(): boolean;
   /** A filename fit for a `//# sourceURL=` comment: its line terminators made "_" (see runScript). */
@@ -540,6 +556,13 @@ export function installRuntime(
   // ---- modules, entry and call ------------------------------------------------------------------
   /** What the latest `call` returned (see GuestInternals.recover). */
   let lastCall: string | undefined;
+  /**
+   * The latest `call`'s outcomes when some were still to come: `text` joins those made, `next`
+   * is the index of the first to come, `size` how many the crossing has. A serving task gathers
+   * them (GuestInternals.gather) instead of their crossing through host.done.
+   */
+  let lastLate: PendingOutcomes | undefined;
+  let gathering: PendingOutcomes | undefined;
   define(g, "__cordon_module", (specifier: string) => modules[specifier]);
 
   /** Outcomes are one string: a kind letter, then the encoded payload (o = ok, t = thrown, f = failed, m = missing). */
@@ -982,6 +1005,8 @@ export function installRuntime(
     entry,
     call(path, joinedArgs, maxOutputChars, maxLogEntries, maxLogBytes, maxBridgeCallChars) {
       lastCall = undefined;
+      lastLate = undefined;
+      gathering = undefined;
       if (maxOutputChars !== undefined)
         begin("run", '{"$":"u"}', maxOutputChars, maxLogEntries as number, maxLogBytes as number, maxBridgeCallChars as number);
       else begin("run", '{"$":"u"}', run.maxOutputChars, run.maxLogEntries, run.maxLogBytes, run.maxBridgeCallChars);
@@ -991,9 +1016,12 @@ export function installRuntime(
       const argsTexts = split(hostText(joinedArgs), "\u0001");
       const { target, owner } = resolvePath(prefix, path);
       let out = "";
+      /** This crossing's outcomes still to come, once it has some (see lastLate). */
+      let mine: PendingOutcomes | undefined;
       // Calls run one after another; a call whose result is a promise is awaited before the next
       // starts, so logs and host calls are always attributed to the call that made them. Outcomes
-      // of calls finished synchronously are returned at once; the rest arrive through host.done.
+      // of calls finished synchronously are returned at once; the rest arrive through host.done
+      // (or are gathered by the serving task that took the call: `late`).
       const runFrom = (start: number, sync: boolean): void => {
         for (let i = start; i < argsTexts.length; i++) {
           run.index = i;
@@ -1032,7 +1060,7 @@ export function installRuntime(
               const settle = (settled: string) => {
                 run.index = index;
                 ended(index);
-                host.done(settled[0], sliceOf(settled, 1), index);
+                late(settled, index);
                 runFrom(index + 1, false);
               };
               const failed = (error: unknown) => settle(thrownOutcome(error));
@@ -1058,7 +1086,11 @@ export function installRuntime(
                 deliver(i, thrownOutcome(error), sync);
                 continue;
               }
-              if (sync) for (let j = i; j < argsTexts.length; j++) out += j ? "\u0001p" : "p";
+              if (sync) {
+                mine = { text: out, next: i, size: argsTexts.length };
+                lastLate = mine;
+                for (let j = i; j < argsTexts.length; j++) out += j ? "\u0001p" : "p";
+              }
               return;
             }
             outcome = encodeSafely(result);
@@ -1079,11 +1111,34 @@ export function installRuntime(
       const deliver = (i: number, outcome: string, sync: boolean) => {
         ended(i);
         if (sync) out += (i ? "\u0001" : "") + outcome;
-        else host.done(outcome[0], sliceOf(outcome, 1), i);
+        else late(outcome, i);
+      };
+      // An outcome made after the call returned: to the serving task gathering them, else the host.
+      const late = (outcome: string, i: number) => {
+        if (mine !== undefined && gathering === mine && mine.next === i) {
+          mine.text += (i ? "\u0001" : "") + outcome;
+          mine.next = i + 1;
+        } else host.done(outcome[0], sliceOf(outcome, 1), i);
       };
       runFrom(0, true);
       lastCall = out;
       return out;
+    },
+    gather() {
+      gathering = lastLate;
+      lastLate = undefined;
+      return gathering !== undefined;
+    },
+    gathered(final) {
+      const late = gathering;
+      if (late === undefined || (late.next < late.size && !final)) return undefined;
+      gathering = undefined;
+      let text = late.text;
+      for (let j = late.next; j < late.size; j++) text += j ? "\u0001p" : "p";
+      return text;
+    },
+    waitsOnHost() {
+      return pendingCalls.size > 0 || timers.size > 0;
     },
     recover() {
       const out = lastCall;

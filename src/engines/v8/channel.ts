@@ -81,7 +81,9 @@ export class CallChannel {
     Atomics.store(this.ctl, 1, 1);
     Atomics.store(this.ctl, 0, S.idle);
     const memory = new ivm.ExternalCopy(this.memory).copyInto({ release: true });
-    const task = track(serve.apply(undefined, [memory, windowMs, CAPACITY]) as Promise<string | undefined>);
+    const task = track(
+      serve.apply(undefined, [memory, windowMs, CAPACITY], { result: { promise: true } }) as Promise<string | undefined>,
+    );
     this.task = task;
     this.lastTask = task;
     servingTasks++;
