@@ -95,10 +95,35 @@ export class CallChannel {
       },
       (error: unknown) => {
         servingTasks--;
+        // A task that ended before the one serving now (see `reopen`) says nothing about it.
+        if (this.task !== task) return;
         this.failure = error;
-        if (this.task === task) this.task = undefined;
+        this.task = undefined;
       },
     );
+  }
+
+  /**
+   * Queue the next serving task behind the one that has just answered and is ending (after a
+   * call that returned a promise, serve.ts): it starts as soon as that one's microtask
+   * checkpoint is over, on a thread still awake, so the stream's next call does not pay for
+   * waking it. Not counted against canOpen: the two never run at once. Returns what `ended`
+   * would have for the task that is ending.
+   */
+  reopen(
+    serve: IVM.Reference<(...args: unknown[]) => unknown>,
+    ivm: IsolatedVm,
+    windowMs: number,
+    track: (task: Promise<string | undefined>) => Promise<string | undefined>,
+  ): Promise<unknown> {
+    const ending = this.ended();
+    if (Atomics.load(this.ctl, 0) === S.closed && !this.reading) this.open(serve, ivm, windowMs, track);
+    return ending;
+  }
+
+  /** The serving task has closed the channel (idle, asked, or after a promise) and is ending. */
+  get ending(): boolean {
+    return this.task !== undefined && !this.reading && Atomics.load(this.ctl, 0) === S.closed;
   }
 
   /** An answer is still to be read: the channel takes no other call (nor a new task) meanwhile. */

@@ -406,9 +406,11 @@ export class V8Instance implements EngineInstance {
     this.channel ??= new CallChannel();
     const channel = this.channel;
     if (!channel.fits(path, joined) || channel.awaiting) return undefined;
-    const opening = !channel.serving;
+    // A task that is ending (its window is over) is followed by a new one queued behind it, as
+    // CallChannel.reopen does: the two never run at once.
+    const opening = !channel.serving || channel.ending;
     if (opening) {
-      if (!CallChannel.canOpen()) return undefined;
+      if (!channel.serving && !CallChannel.canOpen()) return undefined;
       channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => this.running(work));
     }
     const started = performance.now();
@@ -424,7 +426,11 @@ export class V8Instance implements EngineInstance {
       // failed as it ended (a promise rejected with nothing to handle it) fails the calls whose
       // outcome is still to come; outcomes already made stand (Execution.taskFailed).
       if (answer.closed) {
-        const failure = await channel.ended();
+        // A stream of async calls: the next serving task queues behind this one (CallChannel.reopen).
+        const streaming = !hasPending(answer.text) && alone() && !pollingPaused() && !this.isolate.isDisposed;
+        const failure = await (streaming
+          ? channel.reopen(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => this.running(work))
+          : channel.ended());
         if (failure !== undefined && hasPending(answer.text)) throw new FailedAfterReturning(answer.text, failure);
       }
       return answer.text;
