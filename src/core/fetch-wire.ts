@@ -26,7 +26,10 @@ export interface FetchWire {
    * times (a clone's tee keeps every chunk for the unread branch). Returns the bytes.
    */
   takeBody(message: Request | Response): Promise<Uint8Array | null>;
-  /** True when `values` hold a Request or Response whose body is not buffered yet (so readBodies is needed). */
+  /**
+   * True when `values` hold a Request or Response whose body is not buffered yet (so readBodies
+   * is needed). One without a body is buffered here, as no bytes.
+   */
   needsBodies(values: unknown[]): boolean;
   extension: CodecExtension;
 }
@@ -210,7 +213,13 @@ export function createFetchWire(): FetchWire {
     },
     needsBodies(list) {
       let needed = false;
-      for (const value of list) visit(value, 0, () => (needed = true));
+      for (const value of list)
+        visit(value, 0, (message) => {
+          // No body to read (a GET's Request): its bytes are known now. Read as the others, each
+          // one cost a clone, a timer and an AbortController: ~50 µs of a warm call's ~100.
+          if (message.body === null && !message.bodyUsed) bodies.set(message, null);
+          else needed = true;
+        });
       return needed;
     },
     extension: {

@@ -1,6 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { sharedCodec } from "../../src/core/bindings.js";
-import { readBodies } from "../../src/core/fetch-wire.js";
+import { needsBodies, readBodies } from "../../src/core/fetch-wire.js";
 
 /** The host's wire for Request and Response (src/core/fetch-wire.ts), through the host's codec. */
 const codec = sharedCodec();
@@ -49,5 +49,32 @@ describe("the host's fetch wire", () => {
     expect(() => codec.decode('{"$":"Q","m":"GET","u":"http://a.example/","h":[],"b":null,"r":"bogus"}')).toThrow(
       "Malformed fetch wire value: redirect",
     );
+  });
+
+  it("a message without a body is known at once: no clone, no read; one with a body still is read", async () => {
+    // Read like the others, each GET Request of a call cost a clone, a timer and an AbortController.
+    const clone = vi.spyOn(Request.prototype, "clone");
+    try {
+      const get = new Request("http://a.example/get", { headers: { "x-a": "1" } });
+      expect(needsBodies([{ request: get }])).toBe(false);
+      expect(clone).not.toHaveBeenCalled();
+      const crossed = codec.decode(codec.encode({ request: get }, "value")) as { request: Request };
+      expect([crossed.request.method, crossed.request.url, crossed.request.headers.get("x-a"), crossed.request.body]).toEqual([
+        "GET",
+        "http://a.example/get",
+        "1",
+        null,
+      ]);
+      const post = new Request("http://a.example/post", { method: "POST", body: "payload" });
+      expect(needsBodies([get, post])).toBe(true);
+      await readBodies([get, post]);
+      expect(clone).toHaveBeenCalledTimes(1);
+      const again = codec.decode(codec.encode(post, "value")) as Request;
+      expect(await again.text()).toBe("payload");
+      // Not where bodies are read (a global): still refused, with or without a body.
+      expect(() => codec.encode({ a: { b: { r: new Request("http://a.example/") } } }, "value")).toThrow(/crosses only in/);
+    } finally {
+      clone.mockRestore();
+    }
   });
 });
