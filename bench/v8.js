@@ -45,7 +45,14 @@ async function rawHandler() {
       reference: true,
     },
   );
-  return { isolate, track, batch };
+  // An async handler, awaited by isolated-vm (`result: { promise: true }`).
+  const trackAsync = await context.eval(
+    "(async function (json) { const e = JSON.parse(json); await null; return e.type.length })",
+    {
+      reference: true,
+    },
+  );
+  return { isolate, track, batch, trackAsync };
 }
 
 /**
@@ -168,6 +175,23 @@ export async function benchV8({ quick }) {
   report(streams[2][0], streamed[2], streamed[0], { target: "p50 <= 40 us" });
   console.log(`  event-loop delay during each stream: raw ${delays[0]}, raw polled ${delays[1]}, cordon ${delays[2]}`);
   console.log(`  busy-polling during cordon's stream: ${pauses}`);
+
+  // Most fetch handlers are async: their promise settles in the serving task's microtask turns
+  // and the outcome is answered through shared memory (../src/engines/guest/serve.ts).
+  const asyncPrefix = await sandbox.prepare({ code: "export async function handle(e) { await null; return e.n + 1 }" });
+  const asyncStreams = [
+    () =>
+      pollUntilSettled(raw.trackAsync.apply(undefined, ['{"type":"x"}'], { result: { promise: true } }), DEFAULT_BUSY_POLL_MS),
+    () => asyncPrefix.call({ export: "handle", args: [{ n: 1 }] }),
+  ];
+  const asyncStreamed = [];
+  for (const call of asyncStreams) {
+    await warmStream(call);
+    asyncStreamed.push(await sample(n * 5, call));
+  }
+  report("raw async apply polled, back to back", asyncStreamed[0]);
+  report("cordon prefix.call async handler, back to back", asyncStreamed[1], asyncStreamed[0], { vs: "raw async" });
+  await asyncPrefix.dispose();
 
   section(`v8: ~${JSON.stringify(EVENT).length}-byte analytics events`);
   // Raw does the same work: the event is serialized per call and parsed in the isolate.
