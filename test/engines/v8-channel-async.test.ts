@@ -3,18 +3,12 @@ import { allowPollingPauses } from "../../src/core/busy-poll.js";
 import { Execution } from "../../src/engines/execution.js";
 import { CallChannel } from "../../src/engines/v8/channel.js";
 import { createSandbox, type RunResult } from "../../src/index.js";
+import { code, value } from "../helpers/results.js";
 
 // Async handlers on the shared-memory channel (engines/guest/serve.ts): the serving task awaits a
 // call's promise for a few microtask turns and answers its outcome through shared memory (not
 // through a host.done crossing), then ends, so that what the call left queued runs before any
 // later call.
-
-function value(result: RunResult): unknown {
-  if (!result.ok) throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result.value;
-}
-
-const code = (result: RunResult) => (result.ok ? "completed" : result.error.code);
 
 const PREFIX = `
   globalThis.marker = Math.random();
@@ -144,22 +138,24 @@ describe("v8 async handlers through shared memory", () => {
       for (let i = 0; i < 30; i++) value(await setup.prefix.call({ export: "inc", args: [i] }));
       return value(await setup.prefix.call({ export: "mark" }));
     };
+    const abortSoon = () => {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort("enough"), 50);
+      return controller.signal;
+    };
+    const stops: [() => Promise<RunResult>, string][] = [
+      [() => setup.prefix.call({ export: "never", limits: { wallTimeMs: 200 } }), "ERR_WALL_TIMEOUT"],
+      [() => setup.prefix.call({ export: "microSpin", limits: { cpuTimeMs: 100, wallTimeMs: 5000 } }), "ERR_CPU_TIMEOUT"],
+      [() => setup.prefix.call({ export: "microSpin", signal: abortSoon(), limits: { wallTimeMs: 10_000 } }), "aborted"],
+    ];
     let before = await stream();
-    expect(code(await setup.prefix.call({ export: "never", limits: { wallTimeMs: 200 } }))).toBe("ERR_WALL_TIMEOUT");
-    let after = await stream();
-    expect(after).not.toBe(before);
-    before = after;
-    expect(code(await setup.prefix.call({ export: "microSpin", limits: { cpuTimeMs: 100, wallTimeMs: 5000 } }))).toBe(
-      "ERR_CPU_TIMEOUT",
-    );
-    after = await stream();
-    expect(after).not.toBe(before);
-    before = after;
-    const controller = new AbortController();
-    setTimeout(() => controller.abort("enough"), 50);
-    const aborted = await setup.prefix.call({ export: "microSpin", signal: controller.signal, limits: { wallTimeMs: 10_000 } });
-    expect(aborted.status).toBe("aborted");
-    expect(await stream()).not.toBe(before);
+    for (const [stop, expected] of stops) {
+      const result = await stop();
+      expect(result.status === "aborted" ? "aborted" : code(result)).toBe(expected);
+      const after = await stream();
+      expect(after).not.toBe(before);
+      before = after;
+    }
   });
 
   it("a rejection nobody handles, left by an async call, does not take its outcome or later calls'", async () => {

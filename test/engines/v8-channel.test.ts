@@ -1,20 +1,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { allowPollingPauses } from "../../src/core/busy-poll.js";
 import { CallChannel } from "../../src/engines/v8/channel.js";
-import { createSandbox, type RunResult } from "../../src/index.js";
+import { createSandbox } from "../../src/index.js";
+import { code, value } from "../helpers/results.js";
 
 /** Calls in a stream go through shared memory: count the ones that did. */
 function countServed(): () => number {
   const call = vi.spyOn(CallChannel.prototype, "call");
   return () => call.mock.results.filter((r) => r.value !== undefined).length;
 }
-
-function value(result: RunResult): unknown {
-  if (!result.ok) throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result.value;
-}
-
-const code = (result: RunResult) => (result.ok ? "completed" : result.error.code);
 
 const PREFIX = `
   globalThis.marker = Math.random();
