@@ -11,9 +11,9 @@
  * async handler's warm call back to back: 110–179 → 25–72 µs p50, with the host queueing the
  * next task behind this one: CallChannel.reopen). One whose promise waits on the host (a host
  * call, a timer: their answers can only come once the task ends) or takes more turns is
- * answered "p" and arrives through host.done as before. Either way the task then ends: what the call left queued
- * (a chain it did not await) runs to its end in the task's microtask checkpoint, under the call's
- * limits, and never while a later call is open. Serving on instead answered in ~12 µs, but such
+ * answered "p" and arrives through host.done as before. Either way the task then ends: what the
+ * call left queued (a chain it did not await) runs to its end in the task's microtask
+ * checkpoint, under the call's limits, and never while a later call is open. Serving on instead answered in ~12 µs, but such
  * a tail then ran during the next call's awaits, as that call's (its logs and host calls: 98
  * of 400 calls in a test), and V8 gives JavaScript no way to see that the queue is empty.
  *

@@ -117,13 +117,18 @@ export class CallChannel {
     track: (task: Promise<string | undefined>) => Promise<string | undefined>,
   ): Promise<unknown> {
     const ending = this.ended();
-    if (Atomics.load(this.ctl, 0) === S.closed && !this.reading) this.open(serve, ivm, windowMs, track);
+    if (this.mayOpen) this.open(serve, ivm, windowMs, track);
     return ending;
   }
 
-  /** The serving task has closed the channel (idle, asked, or after a promise) and is ending. */
-  get ending(): boolean {
-    return this.task !== undefined && !this.reading && Atomics.load(this.ctl, 0) === S.closed;
+  /**
+   * May a new serving task open now: none runs and a core is spare (canOpen), or the one that
+   * runs has closed the channel (idle, asked, or after a promise) and is ending — the new one
+   * queues behind it, and the two never run at once.
+   */
+  get mayOpen(): boolean {
+    if (this.reading) return false;
+    return this.task === undefined ? CallChannel.canOpen() : Atomics.load(this.ctl, 0) === S.closed;
   }
 
   /** An answer is still to be read: the channel takes no other call (nor a new task) meanwhile. */

@@ -406,13 +406,10 @@ export class V8Instance implements EngineInstance {
     this.channel ??= new CallChannel();
     const channel = this.channel;
     if (!channel.fits(path, joined) || channel.awaiting) return undefined;
-    // A task that is ending (its window is over) is followed by a new one queued behind it, as
-    // CallChannel.reopen does: the two never run at once.
-    const opening = !channel.serving || channel.ending;
-    if (opening) {
-      if (!channel.serving && !CallChannel.canOpen()) return undefined;
-      channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => this.running(work));
-    }
+    // A new task when none serves, or behind one that is ending (CallChannel.mayOpen).
+    const opening = channel.mayOpen;
+    if (opening) channel.open(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => this.running(work));
+    else if (!channel.serving) return undefined;
     const started = performance.now();
     return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
       this.lastCallEnd = performance.now();
@@ -427,7 +424,7 @@ export class V8Instance implements EngineInstance {
       // outcome is still to come; outcomes already made stand (Execution.taskFailed).
       if (answer.closed) {
         // A stream of async calls: the next serving task queues behind this one (CallChannel.reopen).
-        const streaming = !hasPending(answer.text) && alone() && !pollingPaused() && !this.isolate.isDisposed;
+        const streaming = !hasPending(answer.text) && !this.isolate.isDisposed && this.inStream(path);
         const failure = await (streaming
           ? channel.reopen(this.refs.serve, loadIsolatedVm(), this.busyPollMs, (work) => this.running(work))
           : channel.ended());
