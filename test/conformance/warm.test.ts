@@ -2,15 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox, PrepareError } from "../../src/index.js";
 import type { UnderlyingSource } from "node:stream/web";
 import { COMBINATIONS, differs } from "./matrix.js";
-
-function value(result: RunResult): unknown {
-  if (!result.ok) throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result.value;
-}
-
-function code(result: RunResult): string {
-  return result.ok ? "completed" : result.error.code;
-}
+import { code, value } from "../helpers/results.js";
 
 const COUNTER_PREFIX = `
   globalThis.counter = 0;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createSandbox, type RunResult } from "../../src/index.js";
+import { createSandbox } from "../../src/index.js";
+import { value } from "../helpers/results.js";
 
 /**
  * A module whose script form is longer than isolated-vm lets an isolate eval (its memory limit in
@@ -9,11 +10,6 @@ import { createSandbox, type RunResult } from "../../src/index.js";
  * 1.2 M-character script form from a 200 K-character module.
  */
 const CJK_MODULE = `export default () => "${"一".repeat(200_000)}".length`;
-
-function value(result: RunResult): unknown {
-  if (!result.ok) throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result.value;
-}
 
 describe("v8: a module whose script form is too long for the isolate's eval", () => {
   for (const host of ["inprocess", "process"] as const) {

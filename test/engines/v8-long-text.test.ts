@@ -1,15 +1,11 @@
 import type * as IVM from "isolated-vm";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { V8Instance } from "../../src/engines/v8/instance.js";
-import { createSandbox, type RunResult } from "../../src/index.js";
+import { createSandbox } from "../../src/index.js";
+import { value } from "../helpers/results.js";
 
 // Texts of 512 characters or more cross into an isolate inside an array (src/engines/v8/crossing-text.ts):
 // isolated-vm would otherwise leave them outside the isolate's heap as external strings.
-
-function value(result: RunResult): unknown {
-  if (!result.ok) throw new Error(`expected completed, got ${result.status}: ${JSON.stringify(result.error)}`);
-  return result.value;
-}
 
 const SAMPLES: Record<string, string> = {
   "511 characters": "a".repeat(511),
