@@ -160,7 +160,17 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
       }
     };
     const num = (h: Any) => (h === undefined ? undefined : vm.getNumber(h));
-    return [
+    // Once the host has stopped the guest, every host function throws at once. QuickJS asks the
+    // interrupt handler only every ~10,000 operations: a loop whose host calls are slow (a port
+    // set on a 1 MiB URL, a few ms each) ran on for seconds after its run had ended, on a core
+    // the host counted for no one, until the thread was ended (STUCK_MS).
+    const stopped =
+      (fn: (...args: Any[]) => Any) =>
+      (...args: Any[]) => {
+        if (Atomics.load(inst.control, 0) !== 0) throw new Error("the run was stopped");
+        return fn(...args);
+      };
+    const functions: [string, (...args: Any[]) => Any][] = [
       [
         names.log,
         (level, message, index) => post({ t: "log", id, level: str(level), message: text(message), index: num(index) }),
@@ -221,6 +231,7 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
         },
       ],
     ];
+    return functions.map(([name, fn]) => [name, stopped(fn)]);
   }
 
   const INTERNALS = ["begin", "start", "runFactory", "settle", "fire", "call", "warmUp", "drainRandom"];
