@@ -85,7 +85,7 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s: a thread held by a
  */
 describe("quickjs: a stalled thread that answers again", () => {
   // Busy in a builtin for a few hundred ms (well under STUCK_MS, when the thread would be ended).
-  const STALL = `(h) => { const a = []; a.length = ${1e6}; a.join(""); return {}; }`;
+  const STALL = `(h) => { const a = []; a.length = ${5e6}; a.join(""); return {}; }`;
 
   // why: the replacement made while a thread was stalled was never retired: a thread held for a
   // second by each of N stopped guests left the engine with N threads more than its size.
@@ -106,13 +106,18 @@ describe("quickjs: a stalled thread that answers again", () => {
         caps: [1 << 24, 1000, 1 << 20, 1 << 24],
         script: { code: STALL, filename: "<guest>" },
       });
-      // As an instance whose guest was stopped is disposed (QuickJSInstance.dispose): the ping
-      // waits behind the guest, so the thread is stalled until the guest comes back.
+      // Once the guest runs (a crossing published its entry: a stop flag set before the worker
+      // reads the evaluate would drop it unrun), stopped as an instance whose guest was stopped is
+      // disposed (QuickJSInstance.dispose): the ping waits behind the guest, so the thread is
+      // stalled until the guest comes back.
+      const entered = new Float64Array(control, 8, 2);
+      while (entered[1] === 0 && performance.now() - started < 10_000) await new Promise((r) => setTimeout(r, 1));
       Atomics.store(new Int32Array(control, 0, 1), 0, 1);
       thread.post({ t: "dispose", id: 1 });
       thread.detach(1);
       thread.expectResponsive();
       expect(thread.stalled).toBe(true);
+      // Not answering within the grace a pick gives it (STALL_GRACE_MS), it gets a replacement.
       const replacement = await threads.pick();
       expect(replacement).not.toBe(thread);
       expect(threads.count).toBe(2);
@@ -224,6 +229,49 @@ describe("quickjs: a prefix's warm instances", () => {
       expect(new Set([...served.keys()].map((instance) => instance.site)).size).toBe(2);
     } finally {
       QuickJSInstance.prototype.call = call;
+      await sandbox.dispose();
+    }
+  }, 30_000);
+});
+
+describe("quickjs: runs stopped by their limits", () => {
+  // why: a stopped guest held its thread on (a loop of slow host calls until the interrupt was
+  // next asked, seconds; queued timer firings, ~120 ms), and any instance made meanwhile started
+  // a new thread beside it (~150 ms of CPU), retired again once the stalled one answered.
+  it("start no threads beside the ones they were stopped on", async () => {
+    const picked = new Set<QuickJSThread>();
+    const pick = QuickJSThreads.prototype.pick;
+    QuickJSThreads.prototype.pick = async function (this: QuickJSThreads, ...args: Parameters<typeof pick>) {
+      const thread = await pick.apply(this, args);
+      picked.add(thread);
+      return thread;
+    };
+    const sandbox = await createSandbox({ engine: "quickjs", host: "inprocess" });
+    const spares = async () => {
+      const deadline = performance.now() + 10_000;
+      while ((sandbox.stats().spareInstances ?? 0) < 2 && performance.now() < deadline)
+        await new Promise((r) => setTimeout(r, 10));
+    };
+    try {
+      await sandbox.run({ code: "export default 1" });
+      await spares();
+      expect(picked.size).toBe(2);
+      const loops = [
+        `for (;;) console.log("x");`,
+        `for (let i = 0; i < 1000; i++) setInterval(() => {}, 0); await new Promise(() => {});`,
+        `const w = new URL("http://a.test/"); w.pathname = "\\u4e00".repeat(116000); for (let i = 0; ; i++) w.port = String(i % 60000);`,
+      ];
+      for (let round = 0; round < 2; round++) {
+        for (const code of loops) {
+          const result = await sandbox.run({ code: `export default async () => { ${code} }`, limits: { cpuTimeMs: 100 } });
+          expect(result.ok ? "completed" : result.error.code).toBe("ERR_CPU_TIMEOUT");
+        }
+      }
+      await spares();
+      expect(picked.size).toBe(2);
+      expect((await sandbox.run({ code: "export default 2" })).ok).toBe(true);
+    } finally {
+      QuickJSThreads.prototype.pick = pick;
       await sandbox.dispose();
     }
   }, 30_000);

@@ -19,6 +19,13 @@ import { type QuickJSWorkerData, quickjsWorkerMain } from "./worker.js";
 const STACK_BYTES = 512 * 1024;
 /** A worker that does not answer this long after being told to stop a guest is ended. */
 const STUCK_MS = 3000;
+/**
+ * How long a new instance waits for a stalled thread to answer before a replacement thread is
+ * started beside it. A guest stopped by its limit usually lets go within a millisecond or two;
+ * started at once, every run ended by a limit cost a thread start (~100–200 ms of CPU on other
+ * cores: the WASM instantiated again, the template copied) and a retirement right after.
+ */
+const STALL_GRACE_MS = 100;
 
 /** What a thread tells the set it belongs to. */
 export interface ThreadEvents {
@@ -45,6 +52,8 @@ export class QuickJSThread {
   private dead = false;
   /** Stops sent to guests on this thread that it has not answered yet (expectResponsive). */
   private unanswered = 0;
+  /** Waiting for `unanswered` to reach 0 (or the thread to end): whenAnswered. */
+  private answerWaiters: (() => void)[] = [];
   /** One thread too many (see QuickJSThreads.rebalance): given no new instances, ended once idle. */
   private retiring = false;
   /** It has answered a request: from then on guests may have run on it, and it is not believed about templates. */
@@ -148,13 +157,26 @@ export class QuickJSThread {
     const answered = () => {
       this.unanswered--;
       clearTimeout(timer);
-      if (this.unanswered === 0 && !this.dead) this.events.answered(this);
+      if (this.unanswered > 0) return;
+      this.wakeAnswerWaiters();
+      if (!this.dead) this.events.answered(this);
     };
     this.request({ t: "ping", id: 0 }).then(answered, answered);
   }
 
+  /** Settles once the thread is no longer stalled (answered, or ended). */
+  whenAnswered(): Promise<void> {
+    if (!this.stalled || this.dead) return Promise.resolve();
+    return new Promise((resolve) => this.answerWaiters.push(resolve));
+  }
+
+  private wakeAnswerWaiters(): void {
+    for (const wake of this.answerWaiters.splice(0)) wake();
+  }
+
   terminate(): Promise<number> {
     this.dead = true;
+    this.wakeAnswerWaiters();
     return this.worker.terminate();
   }
 
@@ -188,6 +210,7 @@ export class QuickJSThread {
     if (this.dead && this.listeners.size === 0 && this.replies.size === 0) return;
     this.dead = true;
     this.settleFirstReply();
+    this.wakeAnswerWaiters();
     for (const waiting of this.replies.values()) waiting.reject(new CordonError("ERR_INSTANCE_RESET", reason));
     this.replies.clear();
     for (const listener of this.listeners.values()) listener.onLost(reason);
@@ -213,7 +236,7 @@ export class QuickJSThreads {
   ) {}
 
   /** The least loaded thread, starting a new one while there are fewer than `size`. */
-  async pick(): Promise<QuickJSThread> {
+  async pick(waitedForStall = false): Promise<QuickJSThread> {
     this.data ??= await workerData(this.busyPollMs);
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
     // A stalled thread does not count: one more is started beside it (it is answering again,
@@ -228,7 +251,20 @@ export class QuickJSThreads {
     const making = this.template === undefined ? usable.find((t) => t.makingTemplate) : undefined;
     if (making && usable.length < this.size) {
       await making.firstReply;
-      return this.pick();
+      return this.pick(waitedForStall);
+    }
+    // A thread stalled by a guest its limit just stopped is usually answering again at once: a
+    // short wait for it spares a thread start (STALL_GRACE_MS). One still stalled after it gets
+    // its replacement.
+    const stalled = waitedForStall ? undefined : this.threads.find((t) => t.alive && t.stalled);
+    if (stalled && usable.length < this.size) {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, STALL_GRACE_MS);
+      });
+      await Promise.race([stalled.whenAnswered(), grace]);
+      clearTimeout(timer);
+      return this.pick(true);
     }
     if (usable.length < this.size) {
       const data = this.template ? { ...this.data, template: this.template } : this.data;
