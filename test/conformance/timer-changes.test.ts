@@ -34,11 +34,14 @@ describe.each(COMBINATIONS)("timer changes on $name", (combo) => {
 
   it("fires 900 timers set in one task in order of their delays, ties in the order set", async () => {
     // 1,000 changes of 500 timers set and cleared first, then the 900: 1,900 changes overflow the
-    // outbox (1,024 fit) partway through the 900, and the rest cross after it is emptied.
+    // outbox (1,024 fit) partway through the 900, and the rest cross after it is emptied. Delays
+    // 300 ms apart: a delay counts from when its timer was set, so a loop slower than the gap
+    // rightly fires an early timer of the next delay before a late one of this (Deno at CI load:
+    // the 100 ms gap of before was overrun after 123 of the 300 zero-delay timers).
     const code = `export default () => new Promise((resolve) => {
       for (let i = 0; i < 500; i++) clearTimeout(setTimeout(() => resolve("a cleared timer fired"), 5));
       const order = [];
-      for (let i = 0; i < 900; i++) setTimeout(() => { order.push(i); if (order.length === 900) resolve(order); }, (i % 3) * 100);
+      for (let i = 0; i < 900; i++) setTimeout(() => { order.push(i); if (order.length === 900) resolve(order); }, (i % 3) * 300);
     })`;
     const order = completed(await sandbox.run({ code })).value as number[];
     const expected = [0, 1, 2].flatMap((r) => Array.from({ length: 300 }, (_, k) => k * 3 + r));
