@@ -20,7 +20,9 @@ describe("polling when the core it holds is the one the answer needs", () => {
 
   for (const engine of ["quickjs", "v8"] as const) {
     it(`${engine}: pauses, so warm calls do not each wait out the window`, async () => {
-      await using sandbox = await createSandbox({ engine, host: "inprocess", busyPollMs: 1 });
+      // A 2 ms window: waiting it out stands well apart from a slow machine's paused call (0.81 ms
+      // p50 for QuickJS under CI load, with a page fault at 11 µs, against a 1 ms window).
+      await using sandbox = await createSandbox({ engine, host: "inprocess", busyPollMs: 2 });
       const prefix = await sandbox.prepare({ code: "export function handle(e) { return e.n + 1 }" });
       const lostBefore = lostCores();
       for (let i = 0; i < 200; i++) await prefix.call({ export: "handle", args: [{ n: i }] });
@@ -34,8 +36,9 @@ describe("polling when the core it holds is the one the answer needs", () => {
       times.sort((a, b) => a - b);
       // Lost windows, or a pause from the case before still running (it doubles up to 8 s).
       expect(lostCores() > lostBefore || pollingPaused()).toBe(true);
-      // Each call waiting out its 1 ms window read 1.2 ms (QuickJS) and 3 ms (v8); paused, 0.05–0.2 ms.
-      expect(times[times.length / 2]).toBeLessThan(0.8);
+      // Each call waiting out a 1 ms window read 1.2 ms (QuickJS) and 3 ms (v8); paused, 0.05–0.2 ms
+      // (0.8 on a slow machine).
+      expect(times[times.length / 2]).toBeLessThan(1.5);
     }, 40_000);
   }
 
