@@ -400,6 +400,34 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(during.filter((entry) => entry.endsWith("during b"))).toEqual([]);
   });
 
+  // why: on v8, a serving task kept open after an async call let a short tail (three awaits)
+  // run during the next call's awaits, as that call's: its log in that call's result and its
+  // host call made (98 of 400 calls); the 400 ms tail above outlasted every later call's turns.
+  it("a short tail an async export leaves never reaches the next call: its logs or host calls", async () => {
+    let current = "";
+    const during: string[] = [];
+    await using prefix = await sandbox.prepare({
+      code: `export async function handle(user) {
+        if (user === "a") (async () => { for (let i = 0; i < 3; i++) await null; console.log("tail of " + user); await note(user) })();
+        return user;
+      }`,
+      globals: {
+        note: async (user: string) => {
+          during.push(`${user} during ${current}`);
+        },
+      },
+    });
+    for (let i = 0; i < 100; i++) {
+      for (const user of ["a", "b"]) {
+        current = user;
+        const result = await prefix.call({ export: "handle", args: [user] });
+        expect(value(result)).toBe(user);
+        if (user === "b") expect(result.logs).toEqual([]);
+      }
+    }
+    expect(during.filter((entry) => entry.endsWith("during b"))).toEqual([]);
+  });
+
   it("a batch of 1000 events crosses in one call", async () => {
     await using prefix = await sandbox.prepare({
       code: "export function transform(events) { return events.map((e) => ({ id: e.id, n: e.props.n * 2 })) }",
