@@ -193,6 +193,32 @@ export async function benchV8({ quick }) {
   report("cordon prefix.call async handler, back to back", asyncStreamed[1], asyncStreamed[0], { vs: "raw async" });
   await asyncPrefix.dispose();
 
+  // A fetch handler given a Request with a URL it has not seen: the host sends its parse of the
+  // URL with the Request (../src/core/fetch-wire.ts, sendUrlParts), so neither the Request nor
+  // `new URL(request.url)` crosses to parse it. Raw passes the method and URL as JSON text.
+  const fetchPrefix = await sandbox.prepare({
+    code: "export default { async fetch(request) { return new URL(request.url).pathname.length } }",
+  });
+  let next = 0;
+  const fetchStreams = [
+    () =>
+      pollUntilSettled(
+        raw.trackAsync.apply(undefined, [JSON.stringify({ type: "GET", u: `http://a.test/r/${next++}?q=1` })], {
+          result: { promise: true },
+        }),
+        DEFAULT_BUSY_POLL_MS,
+      ),
+    () => fetchPrefix.call({ export: "default.fetch", args: [new Request(`http://a.test/r/${next++}?q=1`)] }),
+  ];
+  const fetchStreamed = [];
+  for (const call of fetchStreams) {
+    await warmStream(call);
+    fetchStreamed.push(await sample(n * 5, call));
+  }
+  report("raw async apply polled, URL as text", fetchStreamed[0]);
+  report("cordon async fetch handler, a new URL's Request", fetchStreamed[1], fetchStreamed[0], { vs: "raw async" });
+  await fetchPrefix.dispose();
+
   section(`v8: ~${JSON.stringify(EVENT).length}-byte analytics events`);
   // Raw does the same work: the event is serialized per call and parsed in the isolate.
   const total = quick ? 20_000 : 100_000;

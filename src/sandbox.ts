@@ -8,6 +8,7 @@ import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.j
 import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
 import { hostWire } from "./core/fetch-wire.js";
+import { hostServices } from "./engines/host-services.js";
 import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { roundToUs } from "./core/milliseconds.js";
 import { abortedResult, failedResult } from "./core/results.js";
@@ -44,7 +45,9 @@ import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type 
 // Node loads its fetch implementation (undici) on the wire's first touch of the fetch globals,
 // and the load installs a global dispatcher symbol: here, at import, not in the middle of a run.
 // (A process host worker, which never imports this, does without it: core/fetch-wire.ts.)
-hostWire();
+// The Requests it encodes carry the host's parse of their URL, which the v8 and QuickJS guests
+// keep (every host sends calls' arguments as this process encoded them).
+hostWire().sendUrlParts((url) => hostServices.parseUrl(url));
 
 const INPUT = "in the run's input";
 

@@ -21,9 +21,9 @@ function makeRealm(): Realm {
   const ctx = vm.createContext({ __deps: deps });
   const wire = vm.runInContext(
     `(() => {
-      (${installWebApis.toString()})(globalThis, __deps);
+      const hooks = (${installWebApis.toString()})(globalThis, __deps);
       delete globalThis.__deps;
-      const wire = (${installFetchTypes.toString()})(globalThis);
+      const wire = (${installFetchTypes.toString()})(globalThis, hooks);
       Object.defineProperty(globalThis, "__wire", { value: wire });
       return wire;
     })()`,

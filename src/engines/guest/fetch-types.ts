@@ -16,6 +16,8 @@
  * host's fetch honours it.
  */
 
+import type { WebApiHooks } from "./web-apis.js";
+
 export type WireHeaders = [string, string][];
 export interface WireRequest {
   $: "Q";
@@ -25,6 +27,11 @@ export interface WireRequest {
   b: Uint8Array | null;
   /** The request's redirect mode, absent for "follow" (the default, and a wire that predates it). */
   r?: "error" | "manual";
+  /**
+   * The host's parse of `u` (host-services.ts parseUrl), sent where the host knows its parser:
+   * kept, so the URL does not cross to be parsed again. Ignored by the decoders that parse on their own.
+   */
+  p?: string;
 }
 export interface WireResponse {
   $: "R";
@@ -70,7 +77,7 @@ interface Extracted {
   type: string | null;
 }
 
-export function installFetchTypes(g: typeof globalThis): FetchWire {
+export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): FetchWire {
   // ---------------------------------------------------------------- captured builtins
   const call = Function.prototype.call;
   const uncurry = <T, A extends unknown[], R>(fn: (this: T, ...args: A) => R) =>
@@ -896,6 +903,8 @@ export function installFetchTypes(g: typeof globalThis): FetchWire {
       const u = w.u;
       if (typeof m !== "string" || typeof u !== "string") throw malformed("request");
       const method = normalizeMethod(m);
+      const p = w.p;
+      if (typeof p === "string") hooks.primeUrl(u, p);
       const url = requestUrl(u);
       if (bytes !== null && (method === "GET" || method === "HEAD"))
         throw typeError("Request with GET/HEAD method cannot have body");

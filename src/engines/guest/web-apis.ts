@@ -44,7 +44,16 @@ interface Utf8State {
   upper: number;
 }
 
-export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
+/** What the fetch types (installed after these) need of the web APIs. */
+export interface WebApiHooks {
+  /**
+   * Keep the host's answer to parsing `input` (a Request's URL, sent with it: core/fetch-wire.ts),
+   * so the Request's own parse, and the handler's `new URL(request.url)`, do not cross for it.
+   */
+  primeUrl(input: string, answer: string): void;
+}
+
+export function installWebApis(g: typeof globalThis, deps: WebApiDeps): WebApiHooks {
   // ---------------------------------------------------------------- captured builtins
   const call = Function.prototype.call;
   // `uncurry(String.prototype.slice)(s, 1)` behaves like `s.slice(1)` even if the prototype is patched later.
@@ -657,6 +666,16 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
     }
     return answer;
   }
+  function primeUrl(input: string, answer: string): void {
+    const key = `u${input}`;
+    if (key.length > PARSE_CACHE_KEY_CHARS || mapGet(parseCache, key) !== undefined) return;
+    // Only an answer for this very input, already in its parsed form: its href (after the header
+    // line) is the input itself. Anything else is left for a parse of its own.
+    const newline = indexOf(answer, "\n");
+    if (newline < 0 || strSlice(answer, newline + 1) !== input) return;
+    if (mapSize(parseCache) >= PARSE_CACHE_ENTRIES) mapClear(parseCache);
+    mapSet(parseCache, key, answer);
+  }
   function hostSet(href: string, part: string, value: string): string {
     return deps.setUrlPart(href, part, capped(value));
   }
@@ -1075,4 +1094,6 @@ export function installWebApis(g: typeof globalThis, deps: WebApiDeps): void {
   deleteProperty(g, "SharedArrayBuffer");
   deleteProperty(g, "Atomics");
   deleteProperty(g, "WebAssembly");
+
+  return { primeUrl };
 }
