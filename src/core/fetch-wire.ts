@@ -239,12 +239,16 @@ export function createFetchWire(): FetchWire {
         if (value instanceof HeadersCtor) return { $: "H", h: [...value] };
         if (value instanceof RequestCtor) {
           const b = bodyOf(value, "Request");
+          const m = value.method;
           const u = value.url;
-          const wire: Record<string, unknown> & { $: string } = { $: "Q", m: value.method, u, h: [...value.headers], b };
+          const h = [...value.headers];
           // The redirect mode the host's fetch honours; absent for "follow", the default.
-          if (value.redirect === "error" || value.redirect === "manual") wire.r = value.redirect;
-          if (urlParts !== undefined && u.length <= URL_PARTS_MAX_CHARS) wire.p = urlParts(u);
-          return wire;
+          const r = value.redirect === "error" || value.redirect === "manual" ? value.redirect : undefined;
+          const p = urlParts !== undefined && u.length <= URL_PARTS_MAX_CHARS ? urlParts(u) : undefined;
+          // Literals only, never assignments: in the deno engine this runs in the guest's realm,
+          // where a setter a guest put on Object.prototype would take an assigned field.
+          if (r === undefined) return p === undefined ? { $: "Q", m, u, h, b } : { $: "Q", m, u, h, b, p };
+          return p === undefined ? { $: "Q", m, u, h, b, r } : { $: "Q", m, u, h, b, r, p };
         }
         if (value instanceof ResponseCtor) {
           const b = bodyOf(value, "Response");
