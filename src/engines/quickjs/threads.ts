@@ -21,9 +21,10 @@ const STACK_BYTES = 512 * 1024;
 const STUCK_MS = 3000;
 /**
  * How long a new instance waits for a stalled thread to answer before a replacement thread is
- * started beside it. A guest stopped by its limit usually lets go within a millisecond or two;
- * started at once, every run ended by a limit cost a thread start (~100–200 ms of CPU on other
- * cores: the WASM instantiated again, the template copied) and a retirement right after.
+ * started beside it. A guest stopped by its limit lets go within a few ms (0.6–28 measured, its
+ * worker busy-polling or asleep); started at once, nearly every run ended by a limit cost a thread
+ * start (~100–200 ms of CPU on other cores: the WASM instantiated again, the template copied) and
+ * a retirement right after.
  */
 const STALL_GRACE_MS = 100;
 
@@ -235,7 +236,10 @@ export class QuickJSThreads {
     private readonly size = Math.max(2, availableParallelism()),
   ) {}
 
-  /** The least loaded thread, starting a new one while there are fewer than `size`. */
+  /**
+   * The least loaded thread, starting a new one while there are fewer than `size`.
+   * `waitedForStall`: a stalled thread has had its grace already (STALL_GRACE_MS).
+   */
   async pick(waitedForStall = false): Promise<QuickJSThread> {
     this.data ??= await workerData(this.busyPollMs);
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
