@@ -71,12 +71,14 @@ describe.each(COMBINATIONS)("log lines on $name", (combo) => {
 
   it("reports what a guest logged before an abort, and the instance after it starts clean", async () => {
     const controller = new AbortController();
-    const running = sandbox.run({
-      code: `export default () => { console.log("about to spin"); for (;;) {} }`,
+    // Aborted once the guest says it spins (after its log): a fixed 100 ms came before a Deno
+    // guest had started, on a slow machine, and it had logged nothing.
+    const result = await sandbox.run({
+      code: `export default () => { console.log("about to spin"); spinning(); for (;;) {} }`,
+      globals: { spinning: () => void setTimeout(() => controller.abort(new Error("enough")), 50) },
+      limits: { wallTimeMs: 10_000 },
       signal: controller.signal,
     });
-    setTimeout(() => controller.abort(new Error("enough")), 100);
-    const result = await running;
     expect(result.status).toBe("aborted");
     // The documented difference (matrix.ts): a remote abort answers without the executor's result.
     expect(result.logs.map((l) => l.message)).toEqual(differs(combo, "abort-logs") ? [] : ["about to spin"]);
