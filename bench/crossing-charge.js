@@ -3,7 +3,7 @@
 // process CPU a crossing on 2026-12-04): read this section before changing the charge.
 import { createRequire } from "node:module";
 import { createSandbox } from "../dist/index.js";
-import { percentile, report, sample, section, warmStream } from "./measure.js";
+import { percentile, report, sampleStream, section } from "./measure.js";
 
 const ivm = createRequire(import.meta.url)("isolated-vm");
 
@@ -108,8 +108,7 @@ async function backToBack(prefix, name, n) {
     if (!result.ok) throw new Error(`${name} failed: ${result.error.code} ${result.error.message}`);
     charges.push(result.stats.cpuMs);
   };
-  await warmStream(call);
-  const times = await sample(n, call);
+  const times = await sampleStream(n, call);
   const measured = charges.slice(-n).sort((a, b) => a - b);
   return { times, chargedUs: percentile(measured, 0.5) * 1000 };
 }

@@ -46,6 +46,12 @@ export async function warmStream(fn) {
   for (let i = 0; i < 2000; i++) await fn();
 }
 
+/** `n` samples of a stream of `fn`'s calls, back to back, after its warm-up (warmStream). */
+export async function sampleStream(n, fn) {
+  await warmStream(fn);
+  return sample(n, fn);
+}
+
 /**
  * Sample several functions interleaved (a, b, c, a, b, c, ...), so drift in the machine's state
  * (frequency, the other core waking) hits all of them alike and their ratio stays fair.

@@ -12,10 +12,9 @@ import {
   rate,
   ratio,
   report,
-  sample,
   sampleInterleaved,
+  sampleStream,
   section,
-  warmStream,
 } from "./measure.js";
 import { benchQuickJSStart } from "./quickjs-start.js";
 import { startRawQuickJSThread } from "./raw-quickjs-thread.js";
@@ -115,10 +114,8 @@ export async function benchQuickJS({ quick }) {
     arg.dispose();
   };
   const cordonStream = () => prefix.call({ export: "handle", args: [{ n: 1 }] });
-  await warmStream(rawStream);
-  const rawStreamed = await sample(n * 2, rawStream);
-  await warmStream(cordonStream);
-  const cordonStreamed = await sample(n * 2, cordonStream);
+  const rawStreamed = await sampleStream(n * 2, rawStream);
+  const cordonStreamed = await sampleStream(n * 2, cordonStream);
   report("raw callFunction, back to back", rawStreamed);
   report("cordon prefix.call, back to back", cordonStreamed, rawStreamed);
 

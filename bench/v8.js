@@ -14,6 +14,7 @@ import {
   report,
   sample,
   sampleInterleaved,
+  sampleStream,
   section,
   warmStream,
 } from "./measure.js";
@@ -185,10 +186,7 @@ export async function benchV8({ quick }) {
     () => asyncPrefix.call({ export: "handle", args: [{ n: 1 }] }),
   ];
   const asyncStreamed = [];
-  for (const call of asyncStreams) {
-    await warmStream(call);
-    asyncStreamed.push(await sample(n * 5, call));
-  }
+  for (const call of asyncStreams) asyncStreamed.push(await sampleStream(n * 5, call));
   report("raw async apply polled, back to back", asyncStreamed[0]);
   report("cordon prefix.call async handler, back to back", asyncStreamed[1], asyncStreamed[0], { vs: "raw async" });
   await asyncPrefix.dispose();
@@ -211,10 +209,7 @@ export async function benchV8({ quick }) {
     () => fetchPrefix.call({ export: "default.fetch", args: [new Request(`http://a.test/r/${next++}?q=1`)] }),
   ];
   const fetchStreamed = [];
-  for (const call of fetchStreams) {
-    await warmStream(call);
-    fetchStreamed.push(await sample(n * 5, call));
-  }
+  for (const call of fetchStreams) fetchStreamed.push(await sampleStream(n * 5, call));
   report("raw async apply polled, URL as text", fetchStreamed[0]);
   report("cordon async fetch handler, a new URL's Request", fetchStreamed[1], fetchStreamed[0], { vs: "raw async" });
   await fetchPrefix.dispose();

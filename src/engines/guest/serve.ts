@@ -13,9 +13,10 @@
  * call, a timer: their answers can only come once the task ends) or takes more turns is
  * answered "p" and arrives through host.done as before. Either way the task then ends: what the
  * call left queued (a chain it did not await) runs to its end in the task's microtask
- * checkpoint, under the call's limits, and never while a later call is open. Serving on instead answered in ~12 µs, but such
- * a tail then ran during the next call's awaits, as that call's (its logs and host calls: 98
- * of 400 calls in a test), and V8 gives JavaScript no way to see that the queue is empty.
+ * checkpoint, under the call's limits, and never while a later call is open. Serving on
+ * instead answered in ~12 µs, but such a tail then ran during the next call's awaits, as that
+ * call's (its logs and host calls: 98 of 400 calls in a test), and V8 gives JavaScript no way
+ * to see that the queue is empty.
  *
  * SELF-CONTAINED: stringified into the guest runtime (decision 001). Everything it uses is
  * captured when the runtime starts, before any guest code. Guest code cannot reach the shared
