@@ -21,12 +21,13 @@ const STACK_BYTES = 512 * 1024;
 const STUCK_MS = 3000;
 /**
  * How long a new instance waits for a stalled thread to answer before a replacement thread is
- * started beside it. A guest stopped by its limit lets go within a few ms (0.6–28 measured, its
- * worker busy-polling or asleep); started at once, nearly every run ended by a limit cost a thread
- * start (~100–200 ms of CPU on other cores: the WASM instantiated again, the template copied) and
- * a retirement right after.
+ * started beside it. A guest stopped by its limit lets go within a few ms (0.6–32 measured on an
+ * idle machine; up to 139 with every core busy, as in a CI run), its worker busy-polling or asleep.
+ * Started at once, nearly every run ended by a limit cost a thread start (~100–200 ms of CPU on
+ * other cores: the WASM instantiated again, the template copied, all the slower on a busy machine)
+ * and a retirement right after. Only a guest stuck in one long builtin makes the wait a loss.
  */
-const STALL_GRACE_MS = 100;
+const STALL_GRACE_MS = 250;
 
 /** What a thread tells the set it belongs to. */
 export interface ThreadEvents {
@@ -229,6 +230,8 @@ export class QuickJSThreads {
   /** How many threads sent a template (tests: one, however many threads start after it). */
   templatesMade = 0;
   private disposed = false;
+  /** How long a pick waits for a stalled thread (STALL_GRACE_MS); tests set it to pin down which way a pick goes. */
+  stallGraceMs = STALL_GRACE_MS;
 
   constructor(
     /** The host's loop busy-polls this long for an answer; the threads for the next request. */
@@ -238,7 +241,7 @@ export class QuickJSThreads {
 
   /**
    * The least loaded thread, starting a new one while there are fewer than `size`.
-   * `waitedForStall`: a stalled thread has had its grace already (STALL_GRACE_MS).
+   * `waitedForStall`: a stalled thread has had its grace already (stallGraceMs).
    */
   async pick(waitedForStall = false): Promise<QuickJSThread> {
     this.data ??= await workerData(this.busyPollMs);
@@ -258,13 +261,13 @@ export class QuickJSThreads {
       return this.pick(waitedForStall);
     }
     // A thread stalled by a guest its limit just stopped is usually answering again at once: a
-    // short wait for it spares a thread start (STALL_GRACE_MS). One still stalled after it gets
+    // short wait for it spares a thread start (stallGraceMs). One still stalled after it gets
     // its replacement.
     const stalled = waitedForStall ? undefined : this.threads.find((t) => t.alive && t.stalled);
     if (stalled && usable.length < this.size) {
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, STALL_GRACE_MS);
+        timer = setTimeout(resolve, this.stallGraceMs);
       });
       await Promise.race([stalled.whenAnswered(), grace]);
       clearTimeout(timer);
