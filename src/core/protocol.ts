@@ -131,15 +131,22 @@ export interface RemoteCallback {
  * and prefix-call is the RunResult as codec text; to prepare, the same with the prefix's handle in
  * the `cordon-prefix` header when it evaluated. Bridge calls travel the other way, as callbacks.
  * Closing the HTTP request drops a request still waiting for a run slot, and aborts a started one
- * when it is `abortable`.
+ * when it is `abortable`. One that also carries an `abortId` is aborted by an `abort` request
+ * naming it (same client id) and still answered, with the lines its guest logged before it.
  */
 export type RemoteRequest = { engine: "v8" | "quickjs"; callback?: RemoteCallback } & (
-  | ({ t: "run" } & RunBody)
+  | ({ t: "run" } & RunBody & AbortById)
   | ({ t: "prepare"; partitionKey?: string } & PrepareBody)
-  | ({ t: "prefix-run" } & PrefixRunBody<string>)
-  | ({ t: "prefix-call" } & PrefixCallBody<string>)
+  | ({ t: "prefix-run" } & PrefixRunBody<string> & AbortById)
+  | ({ t: "prefix-call" } & PrefixCallBody<string> & AbortById)
   | { t: "prefix-dispose"; prefix: string }
+  | { t: "abort"; abortId: string; reason: string }
 );
+
+/** A remote run's id for an `abort` request: random, made by the client for that run (CLIENT_ID's form). */
+interface AbortById {
+  abortId?: string;
+}
 
 /**
  * The header that carries the executor engine's load with every answer, as numbers joined by

@@ -9,6 +9,7 @@ import { CallbackBindings } from "./callback-bindings.js";
 import { addressKey } from "./connections.js";
 import { ServiceError } from "./errors.js";
 import type { RemotePrefixes } from "./remote-prefixes.js";
+import type { RunAborts } from "./run-aborts.js";
 
 export interface HostRouteDeps {
   /** The engine of that name on this executor's host (made on first use). */
@@ -18,6 +19,8 @@ export interface HostRouteDeps {
   prefixes: RemotePrefixes;
   /** Runs (not calls) hold a slot, as they do in a sandbox. */
   slots: Slots;
+  /** Runs and calls a client may abort by message. */
+  aborts: RunAborts;
 }
 
 /** What `POST /host` answers: a RunResult (with a prefix handle after a prepare that evaluated), a gone prefix, or nothing. */
@@ -28,7 +31,8 @@ export type HostAnswer = { result: RunResult; prefix?: string; load?: string } |
  * with bindings that call back to the client's host. `signal` is the HTTP request's: a client
  * that goes away drops its run while it waits for a slot (nobody would read its answer, and it
  * would hold the slot from everyone else), and aborts a started one only when it said the run may
- * be aborted (calls that cannot be aborted may coalesce in the engine).
+ * be aborted (calls that cannot be aborted may coalesce in the engine). An `abort` request naming
+ * a run's abortId does the same, and the run is still answered (its logs with it).
  */
 export async function answerHostRequest(
   deps: HostRouteDeps,
@@ -39,6 +43,11 @@ export async function answerHostRequest(
 ): Promise<HostAnswer> {
   if (request.t === "prefix-dispose") {
     deps.prefixes.dispose(request.prefix);
+    return { done: true };
+  }
+  // Answered either way: a run that has just ended is no client's mistake.
+  if (request.t === "abort") {
+    deps.aborts.abort(requester.client, request.abortId, request.reason);
     return { done: true };
   }
   let engine: Engine;
@@ -53,12 +62,18 @@ export async function answerHostRequest(
       }),
     };
   }
-  const answer = await answerWith(engine, deps, request, signal, {
-    owner: addressKey(requester.address),
-    client: requester.client,
-  });
-  if ("result" in answer) answer.load = loadOf(engine);
-  return answer;
+  // Its own signal too, for an abort by message: the answer still goes back on this request.
+  const byId = "abortId" in request && request.abortId ? deps.aborts.begin(requester.client, request.abortId) : undefined;
+  try {
+    const answer = await answerWith(engine, deps, request, byId ? AbortSignal.any([signal, byId.signal]) : signal, {
+      owner: addressKey(requester.address),
+      client: requester.client,
+    });
+    if ("result" in answer) answer.load = loadOf(engine);
+    return answer;
+  } finally {
+    byId?.end();
+  }
 }
 
 /** The engine's load as LOAD_HEADER carries it: the stats after this answer. */
@@ -70,7 +85,7 @@ function loadOf(engine: Engine): string {
 async function answerWith(
   engine: Engine,
   deps: HostRouteDeps,
-  request: Exclude<RemoteRequest, { t: "prefix-dispose" }>,
+  request: Exclude<RemoteRequest, { t: "prefix-dispose" } | { t: "abort" }>,
   signal: AbortSignal,
   { owner, client }: { owner: string; client: string },
 ): Promise<HostAnswer> {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { isValidGlobalName } from "../names.js";
 import { checkModuleName } from "../core/options.js";
-import type { RemoteRequest } from "../core/protocol.js";
+import { CLIENT_ID, type RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
 import { scanJson } from "./json-scan.js";
@@ -67,6 +67,7 @@ const callback = z.strictObject({
 });
 
 const prefix = z.string().min(1).max(64);
+const abortId = z.string().regex(CLIENT_ID, "an abort id is 1-64 letters, digits, _ or -");
 const common = { engine: z.enum(["v8", "quickjs"]), callback: callback.optional() };
 
 export const remoteRequestSchema = z.discriminatedUnion("t", [
@@ -80,6 +81,7 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
     limits,
     mode: z.enum(["run", "prepare", "call"]).optional(),
     abortable: z.boolean().optional(),
+    abortId: abortId.optional(),
   }),
   z.strictObject({
     ...common,
@@ -99,6 +101,7 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
     inputText: text,
     limits,
     abortable: z.boolean().optional(),
+    abortId: abortId.optional(),
   }),
   z.strictObject({
     ...common,
@@ -108,8 +111,10 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
     argsText: text,
     limits,
     abortable: z.boolean().optional(),
+    abortId: abortId.optional(),
   }),
   z.strictObject({ ...common, t: z.literal("prefix-dispose"), prefix }),
+  z.strictObject({ ...common, t: z.literal("abort"), abortId, reason: z.string().max(4096) }),
 ]);
 
 /** Parse and check a `/host` body; a 400 naming the field otherwise. */

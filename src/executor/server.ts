@@ -21,6 +21,7 @@ import { isLingering } from "./linger.js";
 import { answerClientError, answerRequestError } from "./refusals.js";
 import { InFlight } from "./inflight.js";
 import { DEFAULT_PREFIX_CAPS, RemotePrefixes } from "./remote-prefixes.js";
+import { RunAborts } from "./run-aborts.js";
 import { createServiceLogger } from "./log.js";
 import { WarmRunner } from "./warm.js";
 
@@ -187,7 +188,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     hostName,
     draining: () => draining,
     queueDepth: () => [sandbox, ...othersMade].reduce((sum, s) => sum + s.stats().queueDepth, slots.queueDepth),
-    host: { engine: engineFor, policy, prefixes, slots },
+    host: { engine: engineFor, policy, prefixes, slots, aborts: new RunAborts() },
     checkCallback: createCallbackCheck(checkOrigins(options.callbackOrigins)),
   });
   // overrideGlobalObjects: false — the adapter would otherwise replace the global Request and

@@ -48,12 +48,6 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "A Request's body is a stream in Deno's realm, its size known only once it is read as the host call is encoded: a body past maxBridgeCallBytes is refused there, as a host call's arguments past it are (RangeError, ERR_BRIDGE_PAYLOAD_TOO_LARGE), and one between the egress's cap and that by the egress (ERR_CAPABILITY_DENIED, request-too-large). The v8 and QuickJS realms buffer bodies and refuse both the egress's way before crossing.",
   },
-  "abort-logs": {
-    "v8/remote":
-      "A remote run is aborted by closing its request to the executor, which stops the run there; the client answers at once, without waiting for the executor's result, so an aborted remote run has no logs. A limit that stops a remote run is fired by the executor, whose result carries the lines logged before it.",
-    "quickjs/remote":
-      "A remote run is aborted by closing its request to the executor, which stops the run there; the client answers at once, without waiting for the executor's result, so an aborted remote run has no logs. A limit that stops a remote run is fired by the executor, whose result carries the lines logged before it.",
-  },
   "uncompiled-import": {
     "deno/inprocess":
       "Deno loads a run's modules from files cordon writes before the run: every source import is compiled then, so one esbuild refuses fails the run with ERR_COMPILE even when nothing imports it. The v8 and QuickJS engines refuse it only where a module imports it.",

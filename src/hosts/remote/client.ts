@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Pool } from "undici";
+import { onAbort } from "../../core/abort-listeners.js";
 import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { sharedCodec } from "../../core/bindings.js";
 import type { ResolvedLimits } from "../../core/limits.js";
@@ -11,6 +12,16 @@ import type { RunResult } from "../../core/types.js";
 
 /** The request deadline past the run's own wall time: queueing, transfer and a cold prepare. */
 export const DEADLINE_SLACK_MS = 10_000;
+
+/**
+ * How long an aborted run's answer is waited for after the executor was asked to abort it (the
+ * answer carries what its guest logged before the abort). Past it, or when the executor refuses
+ * the abort (one that predates abort requests answers 400), the request is closed, which aborts
+ * the run there too, and the client answers without the executor's result.
+ */
+export const ABORT_ANSWER_MS = 1000;
+/** The longest abort reason an abort request carries (the executor's schema): longer ones are cut. */
+const ABORT_REASON_CHARS = 4096;
 
 /** Room in an answer besides its value and logs: the envelope, stats, an error's name and stack. */
 const ANSWER_SLACK_BYTES = 1024 * 1024;
@@ -32,7 +43,9 @@ export type ExecutorAnswer = { result: RunResult; prefix?: string } | { gone: tr
  * The remote host's HTTP client: one `POST /host` per request, admitted by the executor's
  * secret. Whatever goes wrong on the way — refused connection, timeout, a refusal, an answer
  * that is not a result — comes back as a RunResult with ERR_EXECUTOR_UNREACHABLE naming the
- * URL; nothing throws. Aborting `signal` closes the request, which aborts the run there.
+ * URL; nothing throws. Aborting `signal` asks the executor to abort a run that has an `abortId`
+ * and waits for its answer (ABORT_ANSWER_MS at most); otherwise it closes the request, which
+ * aborts the run there.
  */
 export class ExecutorClient {
   /** The path of `/host` under the executor's URL (which may carry a path prefix). */
@@ -76,13 +89,18 @@ export class ExecutorClient {
     let prefix: string | undefined;
     let text: string | undefined;
     const capBytes = "limits" in request ? answerCapBytes(request.limits) : ANSWER_SLACK_BYTES;
+    const abortId = "abortId" in request ? request.abortId : undefined;
+    if (signal && abortId && signalAborted(signal))
+      return { result: abortedResult(request.engine, "remote", signalReason(signal), performance.now() - started) };
+    // By id, the request stays open after an abort, for the run's answer (closed by `byId` itself).
+    const byId = signal && abortId ? this.abortById(request.engine, abortId, signal) : undefined;
     try {
       const response = await this.pool.request({
         path: this.hostPath,
         method: "POST",
         headers: this.headers,
         body: JSON.stringify(request),
-        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+        signal: byId ? AbortSignal.any([byId.closed, timeout]) : signal ? AbortSignal.any([signal, timeout]) : timeout,
       });
       status = response.statusCode;
       const header = response.headers[PREFIX_HEADER];
@@ -97,6 +115,8 @@ export class ExecutorClient {
       if (timeout.aborted)
         return unreachable(`did not answer within ${deadlineMs} ms (the run's wall time + ${DEADLINE_SLACK_MS} ms)`);
       return unreachable(`could not be reached: ${describeFailure(error)}`);
+    } finally {
+      byId?.stop();
     }
     if (text === undefined)
       return unreachable(`answered with more than ${capBytes} bytes, more than any answer to a run with these limits`);
@@ -117,7 +137,47 @@ export class ExecutorClient {
       return unreachable("answered with something that is not a run result");
     }
     result.stats.host = "remote";
+    // The reason as the caller's signal gives it, when the abort request carried it cut.
+    if (result.status === "aborted" && signal && byId?.cut) {
+      result.reason = signalReason(signal);
+      result.error.message = `the run was aborted: ${result.reason}`;
+    }
     return { result, prefix };
+  }
+
+  /**
+   * When `signal` aborts, ask the executor to abort run `abortId`; `closed` aborts (closing the
+   * run's request) if it refuses or its answer does not come within ABORT_ANSWER_MS. `stop` once
+   * the request is done.
+   */
+  private abortById(engine: RemoteRequest["engine"], abortId: string, signal: AbortSignal) {
+    const closer = new AbortController();
+    const close = () => closer.abort();
+    let timer: NodeJS.Timeout | undefined;
+    const state = { closed: closer.signal, cut: false, stop: () => {} };
+    const stopListening = onAbort(signal, () => {
+      timer = setTimeout(close, ABORT_ANSWER_MS);
+      const reason = signalReason(signal);
+      state.cut = reason.length > ABORT_REASON_CHARS;
+      const abort: RemoteRequest = { engine, t: "abort", abortId, reason: reason.slice(0, ABORT_REASON_CHARS) };
+      this.pool
+        .request({
+          path: this.hostPath,
+          method: "POST",
+          headers: this.headers,
+          body: JSON.stringify(abort),
+          signal: AbortSignal.any([closer.signal, AbortSignal.timeout(ABORT_ANSWER_MS)]),
+        })
+        .then(async (response) => {
+          await response.body.dump().catch(() => {});
+          if (response.statusCode !== 204) close();
+        }, close);
+    });
+    state.stop = () => {
+      stopListening();
+      clearTimeout(timer);
+    };
+    return state;
   }
 
   /** Fire and forget (prefix disposal): failures only mean the executor ends it later by itself. */

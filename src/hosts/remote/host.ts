@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type {
   Engine,
   EnginePrefix,
@@ -52,6 +53,7 @@ export class RemoteHost implements Engine {
           limits,
           mode,
           abortable: signal !== undefined,
+          abortId: signal ? randomUUID() : undefined,
           callback: registration?.callback,
         },
         limits.wallTimeMs,
@@ -172,6 +174,7 @@ class RemotePrefix implements EnginePrefix {
       inputText: request.inputText,
       limits: request.limits,
       abortable: request.signal !== undefined,
+      abortId: request.signal ? randomUUID() : undefined,
       callback,
     }));
   }
@@ -185,6 +188,7 @@ class RemotePrefix implements EnginePrefix {
       argsText: request.argsText,
       limits: request.limits,
       abortable: request.signal !== undefined,
+      abortId: request.signal ? randomUUID() : undefined,
       callback,
     }));
   }

@@ -1,0 +1,173 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sharedCodec } from "../../src/core/bindings.js";
+import { DEFAULT_LIMITS } from "../../src/core/limits.js";
+import { CLIENT_HEADER, type RemoteRequest } from "../../src/core/protocol.js";
+import type { RunResult } from "../../src/core/types.js";
+import { ABORT_ANSWER_MS, ExecutorClient } from "../../src/hosts/remote/client.js";
+import { hostRunBody, refusal, SECRET, startExecutor, type TestExecutor } from "./helpers.js";
+
+/**
+ * A remote run with an `abortId` is aborted by an `abort` request naming it, and answered on its
+ * own request, with the lines its guest logged (test/conformance/log-lines.test.ts runs that end
+ * to end on the remote host). Here: who may abort what, and what the client does when the
+ * executor does not answer the abort.
+ */
+describe("POST /host, abort by id", () => {
+  let service: TestExecutor;
+  beforeAll(async () => {
+    service = await startExecutor();
+  });
+  afterAll(async () => {
+    await service.executor.close({ graceMs: 0 });
+  });
+
+  function post(body: unknown, client: string): Promise<Response> {
+    const headers = { "content-type": "application/json", authorization: `Bearer ${SECRET}`, [CLIENT_HEADER]: client };
+    return fetch(`${service.url}/host`, { method: "POST", headers, body: JSON.stringify(body) });
+  }
+
+  async function spinningRun(client: string, abortId: string, wallTimeMs: number): Promise<RunResult> {
+    const body = { ...(await hostRunBody("console.log('spinning'); for (;;) {}")), abortable: true, abortId };
+    const response = await post({ ...body, limits: { ...DEFAULT_LIMITS, wallTimeMs, cpuTimeMs: wallTimeMs } }, client);
+    expect(response.status).toBe(200);
+    return sharedCodec().decode(await response.text()) as RunResult;
+  }
+
+  /** Send `abort` every 50 ms until `run` is answered. */
+  async function abortUntil(run: Promise<RunResult>, abort: { client: string; abortId: string }) {
+    let answered = false;
+    void run.finally(() => {
+      answered = true;
+    });
+    while (!answered) {
+      const response = await post({ engine: "v8", t: "abort", abortId: abort.abortId, reason: "stop it" }, abort.client);
+      // Answered alike whether or not the run exists: nothing is learned from it about other clients' runs.
+      expect(response.status).toBe(204);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return run;
+  }
+
+  it("aborts only the run its own client names: another client's abort with the same id does nothing", async () => {
+    const victim = spinningRun("client-a", "run-1", 1500);
+    const result = await abortUntil(victim, { client: "client-b", abortId: "run-1" });
+    expect(result.ok ? "completed" : result.error.code).toBe("ERR_WALL_TIMEOUT");
+
+    const mine = await abortUntil(spinningRun("client-a", "run-2", 20_000), { client: "client-a", abortId: "run-2" });
+    expect(mine.status).toBe("aborted");
+    expect(mine.ok ? undefined : mine.error.code).toBe("ERR_ABORTED");
+    expect(mine.status === "aborted" ? mine.reason : undefined).toBe("stop it");
+    expect(mine.stats.wallMs).toBeLessThan(15_000);
+  }, 30_000);
+
+  it("refuses malformed abort requests, naming the field", async () => {
+    const cases: [unknown, RegExp][] = [
+      [{ engine: "v8", t: "abort", abortId: "../x", reason: "r" }, /abortId/],
+      [{ engine: "v8", t: "abort", abortId: "a".repeat(65), reason: "r" }, /abortId/],
+      [{ engine: "v8", t: "abort", abortId: "a", reason: "r".repeat(4097) }, /reason/],
+      [{ engine: "v8", t: "abort", abortId: "a" }, /reason/],
+      [{ engine: "v8", t: "abort", abortId: "a", reason: "r", extra: 1 }, /extra|Unrecognized/i],
+      [{ ...(await hostRunBody("export default 1")), abortId: "white space" }, /abortId/],
+    ];
+    for (const [body, field] of cases) {
+      const refused = await refusal(await post(body, "client-a"));
+      expect(refused.code, JSON.stringify(body).slice(0, 200)).toBe("ERR_BAD_REQUEST");
+      expect(refused.message).toMatch(field);
+    }
+  });
+});
+
+describe("the remote client's abort when the executor does not answer it", () => {
+  /** An HTTP server on 127.0.0.1 that never answers runs and answers aborts with `abortStatus`. */
+  async function fakeExecutor(abortStatus: number) {
+    const seen = { requests: 0, aborts: [] as unknown[], runClosed: false };
+    const server: Server = createServer((request: IncomingMessage, response) => {
+      seen.requests++;
+      let body = "";
+      request.on("data", (chunk) => {
+        body += chunk;
+      });
+      request.on("end", () => {
+        const message = JSON.parse(body) as RemoteRequest;
+        if (message.t === "abort") {
+          seen.aborts.push(message);
+          response.statusCode = abortStatus;
+          response.end(abortStatus === 204 ? undefined : '{"error":{"code":"ERR_BAD_REQUEST","message":"t"}}');
+          return;
+        }
+        // Never answered; its connection closing is the run's abort there.
+        response.on("close", () => {
+          seen.runClosed = true;
+        });
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const close = () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(resolve);
+      });
+    return { url, seen, close };
+  }
+
+  async function abortedRun(abortStatus: number) {
+    const executor = await fakeExecutor(abortStatus);
+    const client = new ExecutorClient(executor.url, SECRET);
+    try {
+      const request: RemoteRequest = {
+        ...(await hostRunBody("for (;;) {}")),
+        engine: "v8",
+        t: "run",
+        abortable: true,
+        abortId: "r1",
+      };
+      const controller = new AbortController();
+      const answer = client.send(request, 30_000, controller.signal);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const started = performance.now();
+      controller.abort("enough");
+      const result = await answer;
+      const waitedMs = performance.now() - started;
+      for (let i = 0; i < 100 && !executor.seen.runClosed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      return { result: "result" in result ? result.result : undefined, waitedMs, seen: executor.seen };
+    } finally {
+      await client.close();
+      await executor.close();
+    }
+  }
+
+  it("closes the run's request once ABORT_ANSWER_MS has passed without the run's answer", async () => {
+    const { result, waitedMs, seen } = await abortedRun(204);
+    expect(seen.aborts).toEqual([{ engine: "v8", t: "abort", abortId: "r1", reason: "enough" }]);
+    expect(result).toMatchObject({ status: "aborted", reason: "enough", error: { code: "ERR_ABORTED" }, logs: [] });
+    expect(waitedMs).toBeGreaterThanOrEqual(ABORT_ANSWER_MS - 50);
+    expect(waitedMs).toBeLessThan(ABORT_ANSWER_MS + 5000);
+    expect(seen.runClosed).toBe(true);
+  }, 20_000);
+
+  it("closes it at once when the executor refuses the abort (one that predates abort requests)", async () => {
+    const { result, waitedMs, seen } = await abortedRun(400);
+    expect(seen.aborts).toHaveLength(1);
+    expect(result).toMatchObject({ status: "aborted", reason: "enough", error: { code: "ERR_ABORTED" } });
+    // Not the ABORT_ANSWER_MS wait: the refusal closes it (a loopback round trip, a few ms).
+    expect(waitedMs).toBeLessThan(ABORT_ANSWER_MS - 100);
+    expect(seen.runClosed).toBe(true);
+  }, 20_000);
+
+  it("sends nothing for a signal aborted before the run", async () => {
+    const executor = await fakeExecutor(204);
+    const client = new ExecutorClient(executor.url, SECRET);
+    try {
+      const request: RemoteRequest = { ...(await hostRunBody("1")), engine: "v8", t: "run", abortable: true, abortId: "r2" };
+      const answer = await client.send(request, 30_000, AbortSignal.abort("early"));
+      expect(answer).toMatchObject({ result: { status: "aborted", reason: "early" } });
+      expect(executor.seen.requests).toBe(0);
+    } finally {
+      await client.close();
+      await executor.close();
+    }
+  });
+});
