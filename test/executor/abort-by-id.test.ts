@@ -63,6 +63,35 @@ describe("POST /host, abort by id", () => {
     expect(mine.stats.wallMs).toBeLessThan(15_000);
   }, 30_000);
 
+  it("drops a run waiting for a slot, and its answer gives the caller's reason", async () => {
+    const busy = await startExecutor({ sandbox: { maxConcurrentRuns: 1 } });
+    const client = new ExecutorClient(busy.url, SECRET);
+    try {
+      const spin = await hostRunBody("for (;;) {}");
+      const holder = client.send({ ...spin, engine: "v8", t: "run", limits: { ...DEFAULT_LIMITS, wallTimeMs: 3000 } }, 3000);
+      // Until the holder runs (a run answers only after it), a probe without a signal would queue too.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const controller = new AbortController();
+      const queued = client.send({ ...spin, engine: "v8", t: "run", abortable: true, abortId: "q1" }, 30_000, controller.signal);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const started = performance.now();
+      controller.abort(new Error("not needed any more"));
+      const answer = await queued;
+      expect("result" in answer ? answer.result : answer).toMatchObject({
+        status: "aborted",
+        reason: "not needed any more",
+        error: { code: "ERR_ABORTED", message: "the run was aborted: not needed any more" },
+      });
+      // Answered by the executor (not after the client's ABORT_ANSWER_MS), while the holder still runs.
+      expect(performance.now() - started).toBeLessThan(ABORT_ANSWER_MS - 100);
+      const held = await holder;
+      expect("result" in held && !held.result.ok ? held.result.error.code : held).toBe("ERR_WALL_TIMEOUT");
+    } finally {
+      await client.close();
+      await busy.executor.close({ graceMs: 0 });
+    }
+  }, 30_000);
+
   it("refuses malformed abort requests, naming the field", async () => {
     const cases: [unknown, RegExp][] = [
       [{ engine: "v8", t: "abort", abortId: "../x", reason: "r" }, /abortId/],

@@ -20,7 +20,7 @@ export const DEADLINE_SLACK_MS = 10_000;
  * the run there too, and the client answers without the executor's result.
  */
 export const ABORT_ANSWER_MS = 1000;
-/** The longest abort reason an abort request carries (the executor's schema): longer ones are cut. */
+/** The longest abort reason an abort request carries (the executor's schema): longer ones are cut (the answer gets the whole). */
 const ABORT_REASON_CHARS = 4096;
 
 /** Room in an answer besides its value and logs: the envelope, stats, an error's name and stack. */
@@ -137,8 +137,9 @@ export class ExecutorClient {
       return unreachable("answered with something that is not a run result");
     }
     result.stats.host = "remote";
-    // The reason as the caller's signal gives it, when the abort request carried it cut.
-    if (result.status === "aborted" && signal && byId?.cut) {
+    // The reason as the caller's signal gives it: the abort request may have carried it cut, and
+    // a run the executor dropped from its queue says so in its own words.
+    if (result.status === "aborted" && byId && signal && signalAborted(signal)) {
       result.reason = signalReason(signal);
       result.error.message = `the run was aborted: ${result.reason}`;
     }
@@ -154,12 +155,11 @@ export class ExecutorClient {
     const closer = new AbortController();
     const close = () => closer.abort();
     let timer: NodeJS.Timeout | undefined;
-    const state = { closed: closer.signal, cut: false, stop: () => {} };
+    const state = { closed: closer.signal, stop: () => {} };
     const stopListening = onAbort(signal, () => {
       timer = setTimeout(close, ABORT_ANSWER_MS);
-      const reason = signalReason(signal);
-      state.cut = reason.length > ABORT_REASON_CHARS;
-      const abort: RemoteRequest = { engine, t: "abort", abortId, reason: reason.slice(0, ABORT_REASON_CHARS) };
+      const reason = signalReason(signal).slice(0, ABORT_REASON_CHARS);
+      const abort: RemoteRequest = { engine, t: "abort", abortId, reason };
       this.pool
         .request({
           path: this.hostPath,
