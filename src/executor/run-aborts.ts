@@ -19,17 +19,9 @@ export class RunAborts {
     return { signal: controller.signal, end: () => this.running.delete(key) };
   }
 
-  /** Abort run `abortId` of `client` with `reason`; false when no such run is being served. */
-  abort(client: string, abortId: string, reason: string): boolean {
-    const controller = this.running.get(keyOf(client, abortId));
-    if (!controller) return false;
-    controller.abort(reason);
-    return true;
-  }
-
-  /** Runs that may be aborted by message now (tests). */
-  get size(): number {
-    return this.running.size;
+  /** Abort run `abortId` of `client` with `reason`, if it is being served. */
+  abort(client: string, abortId: string, reason: string): void {
+    this.running.get(keyOf(client, abortId))?.abort(reason);
   }
 }
 

@@ -88,20 +88,19 @@ export class ExecutorClient {
     let status: number;
     let prefix: string | undefined;
     let text: string | undefined;
+    const aborted = (by: AbortSignal): ExecutorAnswer => ({
+      result: abortedResult(request.engine, "remote", signalReason(by), performance.now() - started),
+    });
     const capBytes = "limits" in request ? answerCapBytes(request.limits) : ANSWER_SLACK_BYTES;
     const abortId = "abortId" in request ? request.abortId : undefined;
-    if (signal && abortId && signalAborted(signal))
-      return { result: abortedResult(request.engine, "remote", signalReason(signal), performance.now() - started) };
+    if (signal && abortId && signalAborted(signal)) return aborted(signal);
     // By id, the request stays open after an abort, for the run's answer (closed by `byId` itself).
     const byId = signal && abortId ? this.abortById(request.engine, abortId, signal) : undefined;
     try {
-      const response = await this.pool.request({
-        path: this.hostPath,
-        method: "POST",
-        headers: this.headers,
-        body: JSON.stringify(request),
-        signal: byId ? AbortSignal.any([byId.closed, timeout]) : signal ? AbortSignal.any([signal, timeout]) : timeout,
-      });
+      const response = await this.post(
+        request,
+        byId ? AbortSignal.any([byId.closed, timeout]) : signal ? AbortSignal.any([signal, timeout]) : timeout,
+      );
       status = response.statusCode;
       const header = response.headers[PREFIX_HEADER];
       prefix = typeof header === "string" ? header : undefined;
@@ -109,9 +108,7 @@ export class ExecutorClient {
       if (typeof load === "string") this.load = load.split(",").map((n) => Number(n) || 0);
       text = await readCapped(response.body, capBytes);
     } catch (error) {
-      if (signal && signalAborted(signal)) {
-        return { result: abortedResult(request.engine, "remote", signalReason(signal), performance.now() - started) };
-      }
+      if (signal && signalAborted(signal)) return aborted(signal);
       if (timeout.aborted)
         return unreachable(`did not answer within ${deadlineMs} ms (the run's wall time + ${DEADLINE_SLACK_MS} ms)`);
       return unreachable(`could not be reached: ${describeFailure(error)}`);
@@ -155,45 +152,43 @@ export class ExecutorClient {
     const closer = new AbortController();
     const close = () => closer.abort();
     let timer: NodeJS.Timeout | undefined;
-    const state = { closed: closer.signal, stop: () => {} };
     const stopListening = onAbort(signal, () => {
       timer = setTimeout(close, ABORT_ANSWER_MS);
       const reason = signalReason(signal).slice(0, ABORT_REASON_CHARS);
-      const abort: RemoteRequest = { engine, t: "abort", abortId, reason };
-      this.pool
-        .request({
-          path: this.hostPath,
-          method: "POST",
-          headers: this.headers,
-          body: JSON.stringify(abort),
-          signal: AbortSignal.any([closer.signal, AbortSignal.timeout(ABORT_ANSWER_MS)]),
-        })
-        .then(async (response) => {
-          await response.body.dump().catch(() => {});
-          if (response.statusCode !== 204) close();
-        }, close);
+      // Its own timeout too: `stop` clears the timer once the run is answered, and the abort
+      // request may still be waiting then.
+      this.post(
+        { engine, t: "abort", abortId, reason },
+        AbortSignal.any([closer.signal, AbortSignal.timeout(ABORT_ANSWER_MS)]),
+      ).then(async (response) => {
+        await response.body.dump().catch(() => {});
+        if (response.statusCode !== 204) close();
+      }, close);
     });
-    state.stop = () => {
+    const stop = () => {
       stopListening();
       clearTimeout(timer);
     };
-    return state;
+    return { closed: closer.signal, stop };
+  }
+
+  /** One `POST /host` with `request` as its body. */
+  private post(request: RemoteRequest, signal: AbortSignal) {
+    return this.pool.request({
+      path: this.hostPath,
+      method: "POST",
+      headers: this.headers,
+      body: JSON.stringify(request),
+      signal,
+    });
   }
 
   /** Fire and forget (prefix disposal): failures only mean the executor ends it later by itself. */
   notify(request: RemoteRequest): void {
-    this.pool
-      .request({
-        path: this.hostPath,
-        method: "POST",
-        headers: this.headers,
-        body: JSON.stringify(request),
-        signal: AbortSignal.timeout(DEADLINE_SLACK_MS),
-      })
-      .then(
-        (response) => response.body.dump(),
-        () => {},
-      );
+    this.post(request, AbortSignal.timeout(DEADLINE_SLACK_MS)).then(
+      (response) => response.body.dump(),
+      () => {},
+    );
   }
 
   /** The executor's default engine, when it answers `/health` quickly; undefined otherwise. */
