@@ -185,7 +185,11 @@ async function withSlot(
   const held = await slots.acquire(signal);
   if (!held) {
     const wallMs = performance.now() - started;
-    if (signal.aborted) return abortedResult(engine.name, "remote", "the client went away while the run was queued", wallMs);
+    if (signal.aborted) {
+      // An abort request's reason (a string), else the request was closed.
+      const reason = typeof signal.reason === "string" ? signal.reason : "the client went away while the run was queued";
+      return abortedResult(engine.name, "remote", reason, wallMs);
+    }
     return failedResult(
       engine.name,
       "remote",

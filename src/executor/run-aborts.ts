@@ -5,25 +5,92 @@
  *
  * Keyed by the client's id (CLIENT_HEADER) and the run's abortId, a random id the client made for
  * it: a client aborts only runs whose ids it knows. Entries live while their request is served.
+ *
+ * An abort may also come before its run: the two travel on different connections, and a run
+ * aborted just after it was sent, or still queued in the client behind busy connections, is
+ * overtaken. Such an abort is remembered (EARLY_ABORT_MS, bounded in count and characters), and
+ * the run, when it comes, is answered at once as aborted. Forgotten, it started and ran until the
+ * client closed its request (ABORT_ANSWER_MS later), and was answered with nothing.
  */
 export class RunAborts {
   private readonly running = new Map<string, AbortController>();
+  /** Aborts that named no running run, oldest first: the reason and when it came. */
+  private readonly early = new Map<string, { reason: string; at: number }>();
+  private earlyChars = 0;
 
-  /** Run `abortId` of `client` begins: its signal aborts when an abort message names it. `end` when it is answered. */
+  constructor(
+    private readonly limits = { ms: EARLY_ABORT_MS, count: EARLY_ABORTS, chars: EARLY_ABORT_CHARS },
+    private readonly now = () => performance.now(),
+  ) {}
+
+  /**
+   * Run `abortId` of `client` begins: its signal aborts when an abort message names it (at once,
+   * if one already did). `end` when it is answered.
+   */
   begin(client: string, abortId: string): { signal: AbortSignal; end(): void } {
     const key = keyOf(client, abortId);
     const controller = new AbortController();
+    const early = this.takeEarly(key);
+    if (early !== undefined) {
+      controller.abort(early);
+      return { signal: controller.signal, end: () => {} };
+    }
     // An id already in use (a client that repeats one) leaves the first run its entry.
     if (this.running.has(key)) return { signal: controller.signal, end: () => {} };
     this.running.set(key, controller);
     return { signal: controller.signal, end: () => this.running.delete(key) };
   }
 
-  /** Abort run `abortId` of `client` with `reason`, if it is being served. */
+  /** Abort run `abortId` of `client` with `reason`: the one being served, else the one still to come. */
   abort(client: string, abortId: string, reason: string): void {
-    this.running.get(keyOf(client, abortId))?.abort(reason);
+    const key = keyOf(client, abortId);
+    const running = this.running.get(key);
+    if (running) running.abort(reason);
+    else this.remember(key, reason);
+  }
+
+  /** How many aborts wait for their runs (expired ones included until they are dropped). */
+  get waiting(): number {
+    return this.early.size;
+  }
+
+  private remember(key: string, reason: string): void {
+    this.forget(key);
+    this.early.set(key, { reason, at: this.now() });
+    this.earlyChars += reason.length;
+    // The oldest go first: expired ones, then any past the bounds (a client that aborts runs
+    // already answered leaves one each, which nothing ever takes).
+    const expired = this.now() - this.limits.ms;
+    for (const [oldest, entry] of this.early) {
+      const over = this.early.size > this.limits.count || this.earlyChars > this.limits.chars;
+      if (!over && entry.at >= expired) break;
+      this.forget(oldest);
+    }
+  }
+
+  private takeEarly(key: string): string | undefined {
+    const entry = this.early.get(key);
+    if (!entry) return undefined;
+    this.forget(key);
+    return this.now() - entry.at <= this.limits.ms ? entry.reason : undefined;
+  }
+
+  private forget(key: string): void {
+    const entry = this.early.get(key);
+    if (!entry) return;
+    this.early.delete(key);
+    this.earlyChars -= entry.reason.length;
   }
 }
+
+/**
+ * How long an abort waits for a run that has not come. The client closes a run's request
+ * ABORT_ANSWER_MS (1 s) after asking: a run not sent by then never is.
+ */
+export const EARLY_ABORT_MS = 10_000;
+/** At most this many aborts wait at once, and their reasons hold at most EARLY_ABORT_CHARS (up to 4,096 each, the schema's cap). */
+export const EARLY_ABORTS = 4096;
+export const EARLY_ABORT_CHARS = 1_048_576;
 
 function keyOf(client: string, abortId: string): string {
   return `${client}\n${abortId}`;

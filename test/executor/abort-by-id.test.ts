@@ -92,6 +92,25 @@ describe("POST /host, abort by id", () => {
     }
   }, 30_000);
 
+  it("remembers an abort that came before its run: the run is answered aborted at once, and only that run", async () => {
+    const quick = async (client: string, abortId: string) => {
+      const response = await post({ ...(await hostRunBody("export default 7")), abortable: true, abortId }, client);
+      return sharedCodec().decode(await response.text()) as RunResult;
+    };
+    expect((await post({ engine: "v8", t: "abort", abortId: "early-1", reason: "overtaken" }, "client-a")).status).toBe(204);
+    const started = performance.now();
+    const overtaken = await spinningRun("client-a", "early-1", 20_000);
+    expect(overtaken).toMatchObject({ status: "aborted", reason: "overtaken", error: { code: "ERR_ABORTED" } });
+    // It never started: nothing logged, and not the spin's 20 s.
+    expect(overtaken.logs).toEqual([]);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    // Taken by that run: the id aborts nothing after it.
+    expect(await quick("client-a", "early-1")).toMatchObject({ ok: true, value: 7 });
+    // Another client's early abort is no abort of this client's run with the same id.
+    await post({ engine: "v8", t: "abort", abortId: "early-2", reason: "not yours" }, "client-b");
+    expect(await quick("client-a", "early-2")).toMatchObject({ ok: true, value: 7 });
+  }, 30_000);
+
   it("refuses malformed abort requests, naming the field", async () => {
     const cases: [unknown, RegExp][] = [
       [{ engine: "v8", t: "abort", abortId: "../x", reason: "r" }, /abortId/],
@@ -107,6 +126,49 @@ describe("POST /host, abort by id", () => {
       expect(refused.message).toMatch(field);
     }
   });
+});
+
+describe("the remote client's aborts with every run connection busy", () => {
+  it("go on connections of their own: the run holding the only one comes back with its logs, the one queued behind it at once", async () => {
+    const service = await startExecutor();
+    const client = new ExecutorClient(service.url, SECRET, 1);
+    try {
+      // A worker up and the connection open before the timed part.
+      const warm = await client.send({ ...(await hostRunBody("export default 1")), engine: "v8", t: "run" }, 30_000);
+      expect("result" in warm && warm.result.ok).toBe(true);
+      const spin = await hostRunBody("for (let i = 0; ; i++) if (i % 1e8 === 0) console.log('spinning')");
+      const limits = { ...DEFAULT_LIMITS, wallTimeMs: 20_000, cpuTimeMs: 20_000 };
+      const run = (abortId: string, signal: AbortSignal) =>
+        client.send({ ...spin, engine: "v8", t: "run", limits, abortable: true, abortId }, 20_000, signal);
+      const [first, second] = [new AbortController(), new AbortController()];
+      const holding = run("holding", first.signal);
+      // Waits in the client for the only connection.
+      const queued = run("queued", second.signal);
+      // The holding run has started (its request is being answered) and logged.
+      for (let i = 0; i < 200; i++) {
+        const health = (await (await fetch(`${service.url}/health`)).json()) as { load: { activeRuns: number } };
+        if (health.load.activeRuns > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const started = performance.now();
+      second.abort("not sent yet");
+      first.abort("enough");
+      const [held, waited] = await Promise.all([holding, queued]);
+      // Both well before ABORT_ANSWER_MS, when the client would close them with nothing: the
+      // aborts did not wait behind the run holding the connection.
+      expect(performance.now() - started).toBeLessThan(ABORT_ANSWER_MS - 100);
+      const heldResult = "result" in held ? held.result : undefined;
+      expect(heldResult).toMatchObject({ status: "aborted", reason: "enough" });
+      expect(heldResult?.logs.length).toBeGreaterThan(0);
+      expect(new Set(heldResult?.logs.map((line) => line.message))).toEqual(new Set(["spinning"]));
+      // Its abort reached the executor before it did, and was kept for it.
+      expect("result" in waited ? waited.result : waited).toMatchObject({ status: "aborted", reason: "not sent yet", logs: [] });
+    } finally {
+      await client.close();
+      await service.executor.close({ graceMs: 0 });
+    }
+  }, 60_000);
 });
 
 describe("the remote client's abort when the executor does not answer it", () => {

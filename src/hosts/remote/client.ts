@@ -23,6 +23,15 @@ export const ABORT_ANSWER_MS = 1000;
 /** The longest abort reason an abort request carries (the executor's schema): longer ones are cut (the answer gets the whole). */
 const ABORT_REASON_CHARS = 4096;
 
+/** Connections to the executor for runs, calls and prepares (each holds one while it runs). */
+const RUN_CONNECTIONS = 128;
+/**
+ * Connections of their own for aborts and prefix disposals: on the runs' pool an abort waited
+ * behind the runs when all of its connections were busy, and the run it was meant for was then
+ * closed after ABORT_ANSWER_MS, its logs lost.
+ */
+const CONTROL_CONNECTIONS = 2;
+
 /** Room in an answer besides its value and logs: the envelope, stats, an error's name and stack. */
 const ANSWER_SLACK_BYTES = 1024 * 1024;
 
@@ -56,6 +65,8 @@ export class ExecutorClient {
    * about 1.3 ms, through a pool's `request` about 0.4 ms (measured here, same server).
    */
   private readonly pool: Pool;
+  /** Aborts and prefix disposals (CONTROL_CONNECTIONS): never queued behind runs. */
+  private readonly control: Pool;
   private readonly headers: Record<string, string>;
   /** The executor engine's load as its last answer reported it (see LOAD_HEADER). */
   load: number[] = [0, 0, 0, 0, 0];
@@ -63,11 +74,14 @@ export class ExecutorClient {
   constructor(
     readonly url: string,
     secret: string,
+    /** The runs' connections (RUN_CONNECTIONS): tests fill a small pool to show aborts do not wait for it. */
+    runConnections = RUN_CONNECTIONS,
   ) {
     const base = new URL(url.endsWith("/") ? url : `${url}/`);
     this.hostPath = new URL("host", base).pathname;
     this.healthPath = new URL("health", base).pathname;
-    this.pool = new Pool(base.origin, { connections: 128, keepAliveTimeout: 10_000 });
+    this.pool = new Pool(base.origin, { connections: runConnections, keepAliveTimeout: 10_000 });
+    this.control = new Pool(base.origin, { connections: CONTROL_CONNECTIONS, keepAliveTimeout: 10_000 });
     // A new id per client: the executor tells this one's prefixes from a restarted client's old ones.
     this.headers = { authorization: `Bearer ${secret}`, "content-type": "application/json", [CLIENT_HEADER]: randomUUID() };
   }
@@ -160,6 +174,7 @@ export class ExecutorClient {
       this.post(
         { engine, t: "abort", abortId, reason },
         AbortSignal.any([closer.signal, AbortSignal.timeout(ABORT_ANSWER_MS)]),
+        this.control,
       ).then(async (response) => {
         await response.body.dump().catch(() => {});
         if (response.statusCode !== 204) close();
@@ -172,9 +187,9 @@ export class ExecutorClient {
     return { closed: closer.signal, stop };
   }
 
-  /** One `POST /host` with `request` as its body. */
-  private post(request: RemoteRequest, signal: AbortSignal) {
-    return this.pool.request({
+  /** One `POST /host` with `request` as its body, on the runs' connections unless told otherwise. */
+  private post(request: RemoteRequest, signal: AbortSignal, pool = this.pool) {
+    return pool.request({
       path: this.hostPath,
       method: "POST",
       headers: this.headers,
@@ -185,7 +200,7 @@ export class ExecutorClient {
 
   /** Fire and forget (prefix disposal): failures only mean the executor ends it later by itself. */
   notify(request: RemoteRequest): void {
-    this.post(request, AbortSignal.timeout(DEADLINE_SLACK_MS)).then(
+    this.post(request, AbortSignal.timeout(DEADLINE_SLACK_MS), this.control).then(
       (response) => response.body.dump(),
       () => {},
     );
@@ -204,7 +219,7 @@ export class ExecutorClient {
 
   /** Close idle connections; requests still in flight finish. */
   async close(): Promise<void> {
-    await this.pool.close().catch(() => {});
+    await Promise.all([this.pool.close().catch(() => {}), this.control.close().catch(() => {})]);
   }
 }
 
