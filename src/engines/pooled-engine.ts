@@ -37,6 +37,11 @@ export interface PooledEngineOptions {
    * serves no caller: decision 012). Never in the caller's process.
    */
   syncCalls?: boolean;
+  /**
+   * How long a one-off run's cleanup (disposing its instance, then refilling the spares) waits
+   * after its result; absent or 0: the loop's next turn. Process workers wait (worker-main.ts).
+   */
+  cleanupDelayMs?: number;
 }
 
 /**
@@ -91,12 +96,15 @@ export class PooledEngine implements Engine {
     // One-off runs never share an instance: this one is done. Disposing an isolate takes about
     // half a millisecond on this thread (measured 2026-12-02), so it happens after the result is out.
     instance.listener = undefined;
-    setImmediate(() => {
+    const cleanup = () => {
       instance.dispose();
       execution.drained();
       // After the result is delivered and the instance gone: a refill put off for the run starts.
       this.spares.runEnded();
-    });
+    };
+    const delayMs = this.options.cleanupDelayMs ?? 0;
+    if (delayMs > 0) setTimeout(cleanup, delayMs);
+    else setImmediate(cleanup);
     return result;
   }
 
