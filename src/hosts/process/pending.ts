@@ -1,5 +1,6 @@
 import type { BindingsLike } from "../../core/bindings.js";
 import type { RunResult } from "../../core/types.js";
+import { ReleasingMemory } from "./rss-budget.js";
 
 /** A worker that sent nothing for this long while a request is overdue is taken as hung. */
 const SILENT_MS = 2_000;
@@ -18,6 +19,8 @@ export interface Pending {
   /** Host calls the request may still make (its maxBridgeCalls): the worker's own count, checked again here. */
   hostCalls?: number;
   memoryMb: number;
+  /** A one-off run: its memory stays counted for a while after its answer (ReleasingMemory). */
+  oneOff?: boolean;
   /** A prepare: what the worker keeps of the prefix once it holds it (rss-budget.ts heldBytesOf). */
   keptBytes?: number;
   /** The answer to a prepare carries the prefix handle too. */
@@ -56,9 +59,12 @@ export function armBackstop(pending: Pending, ms: number, cause: string, worker:
 
 /** A worker's requests in flight, by id, and what the host reads off them. */
 export class InFlight extends Map<number, Pending> {
-  /** Memory the runs in flight may use, in bytes. */
+  /** One-off runs answered a moment ago, whose instances may not be disposed yet. */
+  readonly releasing = new ReleasingMemory();
+
+  /** Memory the runs in flight may use, and the one-off runs just answered used, in bytes. */
   get memoryBytes(): number {
-    let total = 0;
+    let total = this.releasing.bytes();
     for (const p of this.values()) total += p.memoryMb * 1024 * 1024;
     return total;
   }

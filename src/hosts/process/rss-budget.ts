@@ -59,3 +59,30 @@ export function heldBytesOf(prepare: {
   for (const text of Object.values(prepare.sourceImports)) chars += text.length;
   return chars * 2;
 }
+
+/**
+ * How long a one-off run's memory stays in its worker's budget after the run is answered, on both
+ * sides of the pipe. Its instance is disposed only after the answer is written (CLEANUP_DELAY_MS
+ * later, worker-main.ts, then 0.5–2 ms to dispose; later still on a loaded machine): until then
+ * its heap is resident, and a watchdog look that compared it with a budget no longer holding the
+ * run could kill the worker, and every run in it, for memory nobody uses any more.
+ */
+export const ONE_OFF_RELEASE_MS = 100;
+
+/** Memory of one-off runs just answered, counted until ONE_OFF_RELEASE_MS after each answer. */
+export class ReleasingMemory {
+  /** Oldest first: every entry waits the same time. */
+  private readonly entries: { bytes: number; until: number }[] = [];
+
+  add(bytes: number, now = performance.now()): void {
+    if (bytes > 0) this.entries.push({ bytes, until: now + ONE_OFF_RELEASE_MS });
+  }
+
+  /** What still counts at `now`; entries past their time are dropped. */
+  bytes(now = performance.now()): number {
+    while (this.entries.length > 0 && this.entries[0].until <= now) this.entries.shift();
+    let total = 0;
+    for (const entry of this.entries) total += entry.bytes;
+    return total;
+  }
+}

@@ -1,4 +1,4 @@
-import { heldBytesOf, type RssRule, rssBudget, SHED_CHECK_MS, shedLine } from "./rss-budget.js";
+import { heldBytesOf, ReleasingMemory, type RssRule, rssBudget, SHED_CHECK_MS, shedLine } from "./rss-budget.js";
 
 /** What the shedder needs of the worker's engine. */
 export interface SheddingEngine {
@@ -25,6 +25,8 @@ export class Shedder {
   private base = 0;
   private readonly inFlight = new Map<number, number>();
   private inFlightTotal = 0;
+  /** One-off runs answered a moment ago, counted as the host counts them (rss-budget.ts). */
+  private readonly releasing = new ReleasingMemory();
   private readonly held = new Map<number, { memory: number; kept: number }>();
   private memoryTotal = 0;
   private keptTotal = 0;
@@ -61,10 +63,14 @@ export class Shedder {
    * Request `id` is answered: once the host reads the answer, its memory leaves the budget, and the
    * watchdog may look before the next timed look here (a prepare that made an instance keeping an
    * 8 MB typed array got its worker killed so): the shed line is checked now, before the answer goes.
+   * A one-off run's memory leaves it ONE_OFF_RELEASE_MS later, as on the host (its instance is
+   * disposed after the answer).
    */
-  answered(id: number): void {
-    this.inFlightTotal -= this.inFlight.get(id) ?? 0;
+  answered(id: number, oneOff = false): void {
+    const bytes = this.inFlight.get(id) ?? 0;
+    this.inFlightTotal -= bytes;
     this.inFlight.delete(id);
+    if (oneOff) this.releasing.add(bytes);
     // Reading the resident size costs 10-35 µs (a /proc read), on every warm call's answer. It is
     // skipped while the last look (at most SHED_CHECK_MS old) was as far again under the line as
     // the line is under the budget: what a run allocates before the next look has that room.
@@ -98,7 +104,8 @@ export class Shedder {
   budget(): number {
     const { rule, budgetBytes, maxInstances } = this.options;
     const warmHeap = Math.min(this.engine.idleHeapBytes, budgetBytes, this.memoryTotal * maxInstances);
-    return rssBudget(rule, { base: this.base, inFlight: this.inFlightTotal, warmHeap, held: this.keptTotal });
+    const inFlight = this.inFlightTotal + this.releasing.bytes();
+    return rssBudget(rule, { base: this.base, inFlight, warmHeap, held: this.keptTotal });
   }
 
   /** Shed an idle warm instance when the resident size is past the shed line. */

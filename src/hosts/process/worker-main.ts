@@ -58,7 +58,8 @@ class RemoteBindings implements BindingsLike {
 
 /**
  * A one-off run's cleanup here (disposing its isolate, 0.5-1.6 ms, then the spare's refill)
- * waits this long after its answer is written. A pipe write is a synchronous wake-up: the kernel
+ * waits this long after its answer is written (its memory stays in the budget meanwhile, on both
+ * sides: rss-budget.ts, ONE_OFF_RELEASE_MS). A pipe write is a synchronous wake-up: the kernel
  * may queue the host on this worker's core, to run once the writer sleeps, and on a machine whose
  * cores share no cache it mostly does (measured on this 2-vCPU VM: 62-86% of wake-ups). Disposing
  * at once then held the host off its answer: paced one-off p50 2.28-2.44 ms, p90 3.26-3.46;
@@ -235,12 +236,16 @@ async function main(): Promise<void> {
     return statsSent && sameStats(stats, statsSent) ? undefined : sending(stats);
   };
 
-  /** Answer request `id`. Only an abortable request gets a signal: calls without one may coalesce. */
+  /**
+   * Answer request `id`. Only an abortable request gets a signal: calls without one may coalesce.
+   * `oneOff`: a run whose instance is disposed after its answer (its memory is released later).
+   */
   const answer = async (
     id: number,
     abortable: boolean | undefined,
     memoryMb: number | undefined,
     work: (signal: AbortSignal | undefined) => Promise<RunResult>,
+    oneOff = false,
   ) => {
     const controller = abortable ? new AbortController() : undefined;
     if (controller) aborts.set(id, controller);
@@ -258,7 +263,7 @@ async function main(): Promise<void> {
     } finally {
       answering--;
       aborts.delete(id);
-      shedder.answered(id);
+      shedder.answered(id, oneOff);
     }
     // Asked once this request no longer counts as in progress: an answer that leaves the
     // worker idle carries exact stats.
@@ -296,8 +301,12 @@ async function main(): Promise<void> {
         poller.heard(message.poll);
         const bindings = new RemoteBindings(message.bindingsText, message.id, bridgeCall);
         const { source, sourceImports, inputText, limits, mode } = message;
-        void answer(message.id, message.abortable, limits.memoryMb, (signal) =>
-          engine.run({ source, sourceImports, bindings, inputText, limits, signal, host: "process", mode }),
+        void answer(
+          message.id,
+          message.abortable,
+          limits.memoryMb,
+          (signal) => engine.run({ source, sourceImports, bindings, inputText, limits, signal, host: "process", mode }),
+          true,
         );
         return;
       }

@@ -233,6 +233,7 @@ export class WorkerProcess {
       this.lastUsed = performance.now();
       const owner = message.t === "run" ? undefined : this.prefixes.ownerOf(message.prefix);
       const pending: Pending = { resolve, bindings, memoryMb, owner, hostCalls: message.limits?.maxBridgeCalls };
+      if (message.t === "run") pending.oneOff = true;
       this.pending.set(id, pending);
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
       if (this.pending.size === 1) this.setHeld(true);
@@ -518,6 +519,7 @@ export class WorkerProcess {
     const pending = this.pending.get(id);
     if (!pending) return undefined;
     this.pending.delete(id);
+    if (pending.oneOff) this.pending.releasing.add(pending.memoryMb * 1024 * 1024);
     clearTimeout(pending.timer);
     this.lastUsed = performance.now();
     this.bridgeCalls.endFor(id);
