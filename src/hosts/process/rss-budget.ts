@@ -63,13 +63,19 @@ export function heldBytesOf(prepare: {
 /**
  * How long a one-off run's memory stays in its worker's budget after the run is answered, on both
  * sides of the pipe. Its instance is disposed only after the answer is written (CLEANUP_DELAY_MS
- * later, worker-main.ts, then 0.5–2 ms to dispose; later still on a loaded machine): until then
- * its heap is resident, and a watchdog look that compared it with a budget no longer holding the
- * run could kill the worker, and every run in it, for memory nobody uses any more.
+ * later, worker-main.ts, then 0.5–2 ms to dispose; later on a loaded machine): until then its
+ * heap is resident, and a watchdog look (every 25 ms) that compared it with a budget no longer
+ * holding the run could kill the worker, and every run in it, for memory nobody uses any more.
  */
-export const ONE_OFF_RELEASE_MS = 100;
+export const ONE_OFF_RELEASE_MS = 50;
 
-/** Memory of one-off runs just answered, counted until ONE_OFF_RELEASE_MS after each answer. */
+/**
+ * Memory of one-off runs just answered: the largest of those answered in the last
+ * ONE_OFF_RELEASE_MS, not their sum. Summed, a stream of one-offs raised the budget by every
+ * recent run's limit (100 runs a second of 128 MB: +640 MB for 50 ms each) while their trivial
+ * instances held a few MB, room a guest's off-heap bomb in the same worker could use. Several
+ * heavy one-offs ending within 50 ms of each other are counted as one, as before this existed.
+ */
 export class ReleasingMemory {
   /** Oldest first: every entry waits the same time. */
   private readonly entries: { bytes: number; until: number }[] = [];
@@ -78,11 +84,11 @@ export class ReleasingMemory {
     if (bytes > 0) this.entries.push({ bytes, until: now + ONE_OFF_RELEASE_MS });
   }
 
-  /** What still counts at `now`; entries past their time are dropped. */
+  /** What still counts at `now`: the largest entry not past its time (those past it are dropped). */
   bytes(now = performance.now()): number {
     while (this.entries.length > 0 && this.entries[0].until <= now) this.entries.shift();
-    let total = 0;
-    for (const entry of this.entries) total += entry.bytes;
-    return total;
+    let largest = 0;
+    for (const entry of this.entries) if (entry.bytes > largest) largest = entry.bytes;
+    return largest;
   }
 }
