@@ -161,6 +161,10 @@ export const LOAD_HEADER = "cordon-load";
 export const CLIENT_HEADER = "cordon-client";
 /** What the executor takes as a client id; anything else counts as none. */
 export const CLIENT_ID = /^[\w-]{1,64}$/;
+
+/** The longest reason an `abort` request may carry (the client cuts longer ones; the caller's answer keeps the whole). */
+export const ABORT_REASON_CHARS = 4096;
+
 /** The header that carries a prepared prefix's handle on the executor. */
 export const PREFIX_HEADER = "cordon-prefix";
 /** The code of a 404 for a prefix the executor no longer holds: the client prepares it again. */

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { isValidGlobalName } from "../names.js";
 import { checkModuleName } from "../core/options.js";
-import { CLIENT_ID, type RemoteRequest } from "../core/protocol.js";
+import { ABORT_REASON_CHARS, CLIENT_ID, type RemoteRequest } from "../core/protocol.js";
 import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
 import { scanJson } from "./json-scan.js";
@@ -114,7 +114,7 @@ export const remoteRequestSchema = z.discriminatedUnion("t", [
     abortId: abortId.optional(),
   }),
   z.strictObject({ ...common, t: z.literal("prefix-dispose"), prefix }),
-  z.strictObject({ ...common, t: z.literal("abort"), abortId, reason: z.string().max(4096) }),
+  z.strictObject({ ...common, t: z.literal("abort"), abortId, reason: z.string().max(ABORT_REASON_CHARS) }),
 ]);
 
 /** Parse and check a `/host` body; a 400 naming the field otherwise. */

@@ -88,7 +88,7 @@ export class RunAborts {
  * ABORT_ANSWER_MS (1 s) after asking: a run not sent by then never is.
  */
 export const EARLY_ABORT_MS = 10_000;
-/** At most this many aborts wait at once, and their reasons hold at most EARLY_ABORT_CHARS (up to 4,096 each, the schema's cap). */
+/** At most this many aborts wait at once, and their reasons hold at most EARLY_ABORT_CHARS (each up to ABORT_REASON_CHARS, core/protocol.ts). */
 export const EARLY_ABORTS = 4096;
 export const EARLY_ABORT_CHARS = 1_048_576;
 

@@ -6,7 +6,14 @@ import { sharedCodec } from "../../core/bindings.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { readCapped } from "../../core/read-capped.js";
 import { isRunResult } from "../../core/result-shape.js";
-import { CLIENT_HEADER, LOAD_HEADER, PREFIX_GONE, PREFIX_HEADER, type RemoteRequest } from "../../core/protocol.js";
+import {
+  ABORT_REASON_CHARS,
+  CLIENT_HEADER,
+  LOAD_HEADER,
+  PREFIX_GONE,
+  PREFIX_HEADER,
+  type RemoteRequest,
+} from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { RunResult } from "../../core/types.js";
 
@@ -20,8 +27,6 @@ export const DEADLINE_SLACK_MS = 10_000;
  * the run there too, and the client answers without the executor's result.
  */
 export const ABORT_ANSWER_MS = 1000;
-/** The longest abort reason an abort request carries (the executor's schema): longer ones are cut (the answer gets the whole). */
-const ABORT_REASON_CHARS = 4096;
 
 /** Connections to the executor for runs, calls and prepares (each holds one while it runs). */
 const RUN_CONNECTIONS = 128;

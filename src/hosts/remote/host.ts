@@ -52,8 +52,7 @@ export class RemoteHost implements Engine {
           inputText,
           limits,
           mode,
-          abortable: signal !== undefined,
-          abortId: signal ? randomUUID() : undefined,
+          ...abortFields(signal),
           callback: registration?.callback,
         },
         limits.wallTimeMs,
@@ -173,8 +172,7 @@ class RemotePrefix implements EnginePrefix {
       source: request.source,
       inputText: request.inputText,
       limits: request.limits,
-      abortable: request.signal !== undefined,
-      abortId: request.signal ? randomUUID() : undefined,
+      ...abortFields(request.signal),
       callback,
     }));
   }
@@ -187,8 +185,7 @@ class RemotePrefix implements EnginePrefix {
       path: request.path,
       argsText: request.argsText,
       limits: request.limits,
-      abortable: request.signal !== undefined,
-      abortId: request.signal ? randomUUID() : undefined,
+      ...abortFields(request.signal),
       callback,
     }));
   }
@@ -275,4 +272,12 @@ function callbackFailure(engine: RemoteEngine, error: unknown): RunResult {
     name: "CordonError",
     message: `the callback server for host bindings could not start: ${(error as Error)?.message ?? error}`,
   });
+}
+
+/**
+ * What a request with `signal` says of its abort: that the executor may abort it, and the random
+ * id an `abort` request names it by (client.ts, abortById). Without a signal, neither.
+ */
+function abortFields(signal: AbortSignal | undefined): { abortable: boolean; abortId?: string } {
+  return signal ? { abortable: true, abortId: randomUUID() } : { abortable: false };
 }
