@@ -94,30 +94,54 @@ export function eventBatch(size) {
 }
 
 /**
- * Events per second: `total` events, `inFlight` concurrent callers, `perCall` events per call.
- * Also the CPU time this process spent per event meanwhile, on every thread (its loop, isolate
- * threads, QuickJS worker threads; not other processes): with C cores, no setup can exceed
- * C × 1,000,000 / cpuUs events a second, so a target beyond that is a CPU budget, not a wait.
+ * Events before a rate is measured: throughput is for a steady state, and every setup here
+ * climbs to one over its first few hundred thousand events, far past a round of the run's own
+ * length (which the quick bench's 20,000 events used to be). Measured 2026-12-04, rounds of
+ * 100,000 events: cordon's v8 events one per call 85 -> 154 -> 188 -> 205 k/s (V8 optimizing the
+ * host's code and the runtime's); raw isolated-vm's 32 per call ~200 k/s for its first ~5,600
+ * crossings, then ~480 k/s (its 25 KB texts become external strings that fault in fresh pages
+ * until the isolate's first full collection frees them: decision 019); the process host's
+ * 33 -> 79 k/s one per call and 64 -> 118 k/s batched (the worker process warming up too).
+ * 400,000 events is past each of those climbs; the rounds stop earlier after WARM_UP_MAX_MS.
+ */
+export const WARM_UP_EVENTS = 400_000;
+const WARM_UP_MAX_MS = 15_000;
+
+/**
+ * Run `round` (which handles `eventsPerRound` events) until WARM_UP_EVENTS have been handled, at
+ * least once, for at most about WARM_UP_MAX_MS.
+ */
+export async function warmUpRounds(eventsPerRound, round) {
+  const begun = performance.now();
+  let handled = 0;
+  do {
+    await round();
+    handled += eventsPerRound;
+  } while (handled < WARM_UP_EVENTS && performance.now() - begun < WARM_UP_MAX_MS);
+}
+
+/**
+ * Events per second: `total` events, `inFlight` concurrent callers, `perCall` events per call,
+ * after a warm-up of the same load (warmUpRounds). Also the CPU time this process spent per event
+ * meanwhile, on every thread (its loop, isolate threads, QuickJS worker threads; not other
+ * processes): with C cores, no setup can exceed C × 1,000,000 / cpuUs events a second, so a
+ * target beyond that is a CPU budget, not a wait.
  */
 export async function eventsPerSecond(total, inFlight, perCall, fn) {
   const calls = Math.ceil(total / perCall);
   let started = 0;
-  let until = 0;
   const worker = async () => {
-    while (started < until) {
+    while (started < calls) {
       started++;
       await fn();
     }
   };
-  // Warm-up, as long as the run itself and the same way: a throughput figure is for a steady
-  // state. Measured in the v8 section, cordon's first 100,000 events one per call ran at
-  // 105k/s and the next two rounds at 145k/s each (raw isolated-vm stays flat): optimizing the
-  // JavaScript on both sides of the crossing, and the instances a prefix grows to under load.
-  until = calls;
-  await Promise.all(Array.from({ length: inFlight }, worker));
-  started = 0;
-  until = calls;
-  return measureRate(calls * perCall, () => Promise.all(Array.from({ length: inFlight }, worker)));
+  const round = () => {
+    started = 0;
+    return Promise.all(Array.from({ length: inFlight }, worker));
+  };
+  await warmUpRounds(calls * perCall, round);
+  return measureRate(calls * perCall, round);
 }
 
 /** The rate of `events` handled by `run` (sync or async), and this process's CPU time per event meanwhile. */

@@ -15,6 +15,7 @@ import {
   sampleInterleaved,
   sampleStream,
   section,
+  warmUpRounds,
 } from "./measure.js";
 import { benchQuickJSStart } from "./quickjs-start.js";
 import { startRawQuickJSThread } from "./raw-quickjs-thread.js";
@@ -138,7 +139,7 @@ export async function benchQuickJS({ quick }) {
         arg.dispose();
       }
     };
-    run(); // warm-up, as long as the run (as cordon's below)
+    await warmUpRounds(calls * perCall, run); // as cordon's below (eventsPerSecond)
     return measureRate(calls * perCall, run);
   };
   const rawSingle = await rawEvents(track, 1, EVENT);
