@@ -7,7 +7,7 @@
 export const TEXT_SEPARATOR = "\u0001";
 
 /** One string for `texts` (a single text as it is: no copy). */
-export function joinTexts(texts: string[]): string {
+export function joinTexts(texts: readonly string[]): string {
   return texts.length === 1 ? texts[0] : texts.join(TEXT_SEPARATOR);
 }
 

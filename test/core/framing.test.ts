@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { encodeFrame, encodeTextFrame, FrameReader } from "../../src/core/framing.js";
+import { encodeFrame, encodeJoinedTextFrame, encodeTextFrame, FrameReader } from "../../src/core/framing.js";
 
 /** Feed `bytes` to a reader in chunks of `size` bytes; collect what it reads and why it stopped. */
 function read(bytes: Buffer, size = bytes.length): { messages: Record<string, unknown>[]; error?: string } {
@@ -52,6 +52,24 @@ describe("frames", () => {
     const frame = encodeTextFrame(message);
     expect(frame[4]).toBe("{".charCodeAt(0));
     expect(read(frame).messages).toEqual([message]);
+  });
+
+  it("texts written into a frame one by one read back as the frame of their join, byte for byte", () => {
+    const texts = [' [{"a":"ü 😀"}]', "", ` ["${"x".repeat(40_000)}"]`, ' ["say \\"hi\\""]'];
+    const header = { t: "prefix-calls", ids: [1, 2, 3, 4], prefix: 7, path: "batch" };
+    const joined = encodeJoinedTextFrame(header, "argsText", texts);
+    expect(joined.equals(encodeTextFrame({ ...header, argsText: texts.join("\u0001") }))).toBe(true);
+    for (const size of [joined.length, 4096, 3]) {
+      expect(read(joined, size)).toEqual({ messages: [{ ...header, argsText: texts.join("\u0001") }] });
+    }
+    // A text UTF-8 cannot carry: joined, inside the JSON, as encodeTextFrame would have it.
+    const lone = [" [1]", '"\ud800"'];
+    const frame = encodeJoinedTextFrame(header, "argsText", lone);
+    expect(frame[4]).toBe("{".charCodeAt(0));
+    expect(read(frame).messages).toEqual([{ ...header, argsText: lone.join("\u0001") }]);
+    // Past the frame limit it throws before anything is made, as encodeTextFrame does.
+    const huge = "x".repeat(32 * 1024 * 1024);
+    expect(() => encodeJoinedTextFrame(header, "argsText", [huge, huge, "y"])).toThrow(RangeError);
   });
 
   it("JSON frames and text frames mix on one stream", () => {

@@ -46,6 +46,32 @@ describe("the sandbox's calls of one tick to a worker (CallBatch)", () => {
     ]);
   });
 
+  it("long arguments of several calls go to writeJoined as texts, not joined, in the calls' order", async () => {
+    const written: HostRequest[] = [];
+    const joined: [unknown, string[]][] = [];
+    const calls = new CallBatch(
+      (message) => written.push(message),
+      (header, texts) => joined.push([header, texts]),
+    );
+    const long = (n: number) => ` ["${String(n).repeat(10_000)}"]`;
+    calls.add(call(1, "[1]"));
+    calls.add(call(2, long(2)));
+    calls.add(call(3, long(3)));
+    calls.add(call(4, "[4]", { path: "g" }));
+    await tickEnds();
+    // The first run of calls was 20,000+ characters: its texts as they are; the lone call after
+    // it, a prefix-call frame.
+    expect(joined).toEqual([[{ t: "prefix-calls", ids: [1, 2, 3], prefix: 1, path: "f" }, ["[1]", long(2), long(3)]]]);
+    expect(written).toEqual([call(4, "[4]", { path: "g" })]);
+    // Without a writeJoined, such calls are joined and written as one request.
+    const plain = batch();
+    for (const message of [call(1, long(1)), call(2, long(2))]) plain.calls.add(message);
+    await tickEnds();
+    expect(plain.written).toEqual([
+      { t: "prefix-calls", ids: [1, 2], prefix: 1, path: "f", argsText: `${long(1)}\u0001${long(2)}` },
+    ]);
+  });
+
   it("takes only plain calls: not ones carrying limits, an abort signal, a poll hint or long arguments", () => {
     expect(CallBatch.takes(call(1, "[1]"))).toBe(true);
     expect(CallBatch.takes(call(1, "[1]", { limits: {} as never }))).toBe(false);
@@ -104,6 +130,11 @@ describe("calls in one tick on the process host", () => {
       await prefix.call({ export: "twice", args: [0] });
       const results = await Promise.all(Array.from({ length: 40 }, (_, i) => prefix.call({ export: "twice", args: [i] })));
       expect(results.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 40 }, (_, i) => i * 2));
+      // Arguments long enough to be written into their frame one by one (CallBatch.writeJoined).
+      const long = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => prefix.call({ export: "twice", args: [`${i}`.padStart(9_000, "0")] })),
+      );
+      expect(long.map((r) => (r.ok ? r.value : r.error.code))).toEqual(Array.from({ length: 6 }, (_, i) => i * 2));
     } finally {
       await sandbox.dispose();
     }

@@ -4,6 +4,15 @@ import { FLUSH_AT_CHARS, MAX_BATCHED_TEXT_CHARS } from "./batched-texts.js";
 
 export type CallMessage = Extract<HostRequest, { t: "prefix-call" }>;
 type CallsMessage = Extract<HostRequest, { t: "prefix-calls" }>;
+/** A "prefix-calls" request without its joined arguments, which travel as texts (writeJoined). */
+export type CallsHeader = Omit<CallsMessage, "argsText">;
+
+/**
+ * From this many characters of arguments a frame's calls are written into it one by one
+ * (framing.ts, encodeJoinedTextFrame) rather than joined first; shorter, one join and one write
+ * cost less than a write per text.
+ */
+const WRITE_TEXTS_FROM_CHARS = 16 * 1024;
 
 /**
  * The sandbox's calls to one worker made in one tick, written as ONE "prefix-calls" frame
@@ -22,7 +31,12 @@ export class CallBatch {
   private chars = 0;
   private scheduled = false;
 
-  constructor(private readonly write: (message: HostRequest) => void) {}
+  constructor(
+    private readonly write: (message: HostRequest) => void,
+    /** Writes a "prefix-calls" request whose arguments are `texts`, joined (their frame's text). */
+    private readonly writeJoined: (header: CallsHeader, texts: string[]) => void = (header, texts) =>
+      write({ ...header, argsText: joinTexts(texts) }),
+  ) {}
 
   static takes(message: HostRequest): boolean {
     return (
@@ -56,11 +70,12 @@ export class CallBatch {
   flush(): void {
     const count = this.ids.length;
     if (count === 0) return;
-    const { ids, texts, prefix, path } = this;
+    const { ids, texts, prefix, path, chars } = this;
     this.ids = [];
     this.texts = [];
     this.chars = 0;
     if (count === 1) this.write({ t: "prefix-call", id: ids[0], prefix, path, argsText: texts[0] });
+    else if (chars >= WRITE_TEXTS_FROM_CHARS) this.writeJoined({ t: "prefix-calls", ids, prefix, path }, texts);
     else this.write({ t: "prefix-calls", ids, prefix, path, argsText: joinTexts(texts) });
   }
 }

@@ -2,7 +2,7 @@ import { rmSync } from "node:fs";
 import type { BindingsLike } from "../../core/bindings.js";
 import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
-import { encodeTextFrame, FrameReader } from "../../core/framing.js";
+import { encodeJoinedTextFrame, encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
@@ -57,7 +57,10 @@ export class WorkerProcess {
   private readonly guard: FloodGuard;
   private readonly out: PipeOut;
   /** Calls made in one tick leave in one frame (call-batch.ts); everything else goes after them. */
-  private readonly calls = new CallBatch((message) => this.write(message));
+  private readonly calls = new CallBatch(
+    (message) => this.write(message),
+    (header, texts) => this.writeFrame(encodeJoinedTextFrame(header, "argsText", texts)),
+  );
   private readonly dir: string;
   private readonly pending = new InFlight();
   private nextId = 0;
@@ -411,7 +414,12 @@ export class WorkerProcess {
 
   private write(message: HostRequest): void {
     if (this.dead) return;
-    this.out.write(encodeTextFrame(message));
+    this.writeFrame(encodeTextFrame(message));
+  }
+
+  private writeFrame(frame: Buffer): void {
+    if (this.dead) return;
+    this.out.write(frame);
     const stalled = this.guard.backlog(this.out.unread, this.out.read);
     if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);
   }
