@@ -9,8 +9,10 @@ export type CallsHeader = Omit<CallsMessage, "argsText">;
 
 /**
  * From this many characters of arguments a frame's calls are written into it one by one
- * (framing.ts, encodeJoinedTextFrame) rather than joined first; shorter, one join and one write
- * cost less than a write per text.
+ * (framing.ts, encodeJoinedTextFrame) rather than joined first. Below it, one join and one write
+ * cost less than a write per text (64 calls of 12 characters: 5-7.5 against 9 µs to frame them);
+ * above it, the join's copy costs more (64 of 200: 41 against 26 µs; 64 of 777: 155 against
+ * 48-83; 4 of 25 KB: 470-530 against 230-300, its string in fresh pages).
  */
 const WRITE_TEXTS_FROM_CHARS = 16 * 1024;
 
