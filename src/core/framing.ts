@@ -50,18 +50,7 @@ export function encodeTextFrame(message: object): Buffer {
   } finally {
     fields[field] = text;
   }
-  const headerBytes = Buffer.byteLength(header);
-  const textBytes = Buffer.byteLength(text);
-  const length = 2 + 4 + headerBytes + textBytes;
-  if (length > MAX_FRAME_BYTES) throw new RangeError(`a frame of ${length} bytes is over the limit of ${MAX_FRAME_BYTES}`);
-  const frame = Buffer.allocUnsafe(4 + length);
-  frame.writeUInt32BE(length, 0);
-  frame[4] = TEXT_TAIL;
-  frame[5] = index;
-  frame.writeUInt32BE(headerBytes, 6);
-  frame.write(header, 10, "utf8");
-  frame.write(text, 10 + headerBytes, "utf8");
-  return frame;
+  return textFrame(header, index, [text]);
 }
 
 /**
@@ -72,8 +61,15 @@ export function encodeTextFrame(message: object): Buffer {
  */
 export function encodeJoinedTextFrame(header: object, field: "argsText" | "valueText", texts: readonly string[]): Buffer {
   if (!texts.every(isWellFormed)) return encodeTextFrame({ ...header, [field]: joinTexts(texts) });
-  const headerText = JSON.stringify(header);
-  const headerBytes = Buffer.byteLength(headerText);
+  return textFrame(JSON.stringify(header), TEXT_FIELDS.indexOf(field), texts);
+}
+
+/**
+ * A text frame: `[0x01][field index][header length][header][texts joined by TEXT_SEPARATOR]`,
+ * each text written in place. Throws a RangeError past MAX_FRAME_BYTES, before anything is made.
+ */
+function textFrame(header: string, index: number, texts: readonly string[]): Buffer {
+  const headerBytes = Buffer.byteLength(header);
   let textBytes = texts.length - 1;
   for (const text of texts) textBytes += Buffer.byteLength(text);
   const length = 2 + 4 + headerBytes + textBytes;
@@ -81,9 +77,9 @@ export function encodeJoinedTextFrame(header: object, field: "argsText" | "value
   const frame = Buffer.allocUnsafe(4 + length);
   frame.writeUInt32BE(length, 0);
   frame[4] = TEXT_TAIL;
-  frame[5] = TEXT_FIELDS.indexOf(field);
+  frame[5] = index;
   frame.writeUInt32BE(headerBytes, 6);
-  let at = 10 + frame.write(headerText, 10, "utf8");
+  let at = 10 + frame.write(header, 10, "utf8");
   for (let i = 0; i < texts.length; i++) {
     if (i > 0) frame[at++] = SEPARATOR_BYTE;
     at += frame.write(texts[i], at, "utf8");
