@@ -195,13 +195,15 @@ describe("v8 async handlers through shared memory", () => {
     // on the handler's promise); the serving task's awaits read nothing.
     expect((await species()) - before).toBeLessThanOrEqual(100);
     value(await setup.prefix.call({ export: "poison" }));
+    const servedBefore = served();
     // An async function's own promise is read through the constructor the guest poisoned: a throw
-    // of the call, not of the serving task.
-    for (let i = 0; i < 50; i++) {
+    // of the call, not of the serving task. Until 30 of these were served (a loaded machine now
+    // and then ends a stream: a call outlasts the window; CI once served 45 of 170 in all).
+    for (let i = 0; i < 2000 && (i < 50 || served() - servedBefore < 30); i++) {
       const result = await setup.prefix.call({ export: "inc", args: [i] });
       expect(code(result)).toBe("ERR_USER_CODE");
       expect(result.ok ? "" : result.error.message).toContain("poisoned");
     }
-    expect(served()).toBeGreaterThan(50);
+    expect(served() - servedBefore).toBeGreaterThanOrEqual(30);
   });
 });
