@@ -597,10 +597,15 @@ describe.each(COMBINATIONS)("residency and slots on $name", (combo) => {
     await using sandbox = await createSandbox({ ...combo.options, maxConcurrentRuns: 1, maxQueuedRuns: 2 });
     const slow = { code: "export default () => new Promise((r) => setTimeout(() => r('done'), 200))" };
     const runs = [sandbox.run(slow), sandbox.run(slow), sandbox.run(slow)];
-    const started = performance.now();
+    let firstEnded = false;
+    void runs[0].then(() => {
+      firstEnded = true;
+    });
     const overflow = await sandbox.run(slow);
     expect(code(overflow)).toBe("ERR_QUEUE_FULL");
-    expect(performance.now() - started).toBeLessThan(50);
+    // At once: before the first run's 200 ms are over (a queued run would wait for all three).
+    // An order, not a time bound: a time bound of 50 ms failed on a loaded machine's pauses.
+    expect(firstEnded).toBe(false);
     expect(sandbox.stats().queueDepth).toBe(2);
     expect((await Promise.all(runs)).map(code)).toEqual(["completed", "completed", "completed"]);
   });
@@ -747,7 +752,9 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
       clearInterval(ticks);
       expect(failed(result).code).toBe("ERR_WALL_TIMEOUT");
       expect(performance.now() - started).toBeLessThan(2000);
-      expect(longestGap).toBeLessThan(250);
+      // Held, the thread missed its timers for 40 s; a loaded machine alone stalls it up to ~400 ms
+      // (url-limits.test.ts measured 386).
+      expect(longestGap).toBeLessThan(1000);
     }
     const strings = streamed({ pull: (c) => c.enqueue("x".repeat(1 << 20) as unknown as Uint8Array) });
     expect(failed(await call(strings))).toEqual({

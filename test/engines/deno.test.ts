@@ -770,7 +770,8 @@ describe("the deno engine's lifecycle", () => {
     for (const n of [1, 2, 3]) completed(await sandbox.run({ code: `export default ${n}` }));
     await new Promise((r) => setTimeout(r, 100));
     expect(functionPids(sandbox).length).toBeLessThanOrEqual(2);
-    await new Promise((r) => setTimeout(r, 1500));
+    // After the TTL (polled for: a loaded machine runs the TTL's timer late).
+    await until(() => functionPids(sandbox).length === 0, 5000);
     expect(functionPids(sandbox)).toEqual([]);
   });
 

@@ -38,18 +38,19 @@ describe.each(["inprocess", "process"] as const)("quickjs/%s: a thread held by a
     const stuck = await sandbox.run({ code: STUCK, limits: { cpuTimeMs: 100 } });
     expect(stuck.ok ? "completed" : stuck.error.code).toBe("ERR_CPU_TIMEOUT");
     await new Promise((resolve) => setTimeout(resolve, STUCK_MS + 500));
+    // 2.5 s, as below: a loaded CI run is slow; the bug showed as a 5 s wall timeout or a failure.
     for (let k = 0; k < 6; k++) {
       const [result, ms] = await timed(() => sandbox.run({ code: "export default 5" }));
       expect(result.ok ? result.value : result.error.code).toBe(5);
-      expect(ms).toBeLessThan(1500);
+      expect(ms).toBeLessThan(2500);
     }
     for (const [i, prefix] of prefixes.entries()) {
       const [called, callMs] = await timed(() => prefix.call({ export: "f" }));
       expect(called.ok ? called.value : called.error.code).toBe(i + 1);
-      expect(callMs).toBeLessThan(1500);
+      expect(callMs).toBeLessThan(2500);
       const [ran, runMs] = await timed(() => prefix.run({ code: "export default 10", input: 0 }));
       expect(ran.ok ? ran.value : ran.error.code).toBe(10);
-      expect(runMs).toBeLessThan(1500);
+      expect(runMs).toBeLessThan(2500);
       await prefix.dispose();
     }
   }, 20_000);

@@ -46,10 +46,10 @@ describe("Spares", () => {
     const { made, create } = maker(60);
     const spares = new Spares(1, 64, create);
     await new Promise((r) => setTimeout(r, 10)); // spare 0 is half made
-    const started = performance.now();
+    // Spare 0 itself (an instance made for the take would be id 1, not made ahead), not a time
+    // bound: the 60 ms one failed when the machine's timers ran late.
     const taken = (await spares.take(64)) as EngineInstance & { id: number };
     expect(taken.id).toBe(0);
-    expect(performance.now() - started).toBeLessThan(60);
     // No instance was made inline for it; the refill that follows is made ahead.
     expect(made.filter((m) => !m.ahead)).toEqual([]);
     spares.dispose();

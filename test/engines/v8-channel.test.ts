@@ -192,7 +192,8 @@ describe("v8 warm calls through shared memory", () => {
         export function text(n) { return "é😀".repeat(n) }`,
     });
     const served = countServed();
-    for (let i = 0; i < 200; i++) {
+    // Until 200 were served (a loaded machine now and then ends a stream: a call outlasts the window).
+    for (let i = 0; i < 3000 && (i < 200 || served() <= 200); i++) {
       expect(value(await prefix.call({ export: "add", args: [i, 1] }))).toBe(i + 1);
       expect(value(await prefix.call({ export: "text", args: [i % 7] }))).toBe("é😀".repeat(i % 7));
     }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { startExecutor } from "./helpers.js";
-import { call, prepare } from "./host-requests.js";
+import { call, prepare, untilBusy } from "./host-requests.js";
 
 /**
  * `GET /health` (open: no secret) shows the remote hosts' prefixes against their caps, so an
@@ -41,8 +41,8 @@ describe("GET /health and the prefixes held", () => {
     const prepared = [await prepare(url, "127.0.0.1", CODE), await prepare(url, "127.0.0.1", CODE)];
     prepared.push(await prepare(url, "127.0.0.2", CODE));
     for (const p of prepared) expect(p.result.ok, p.text.slice(0, 300)).toBe(true);
-    const busy = call(url, prepared[0].prefix, 1500);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const busy = call(url, prepared[0].prefix, 3000);
+    await untilBusy(url, 1);
     const during = await health(url);
     expect(during.prefixes).toMatchObject({ held: 3, busy: 1, clients: 2, mostByOneClient: 2, endedForRoom: 0, caps });
     expect(during.prefixes.sourceMib).toBeGreaterThanOrEqual(0);

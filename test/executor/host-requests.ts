@@ -61,3 +61,17 @@ export function call(url: string, prefix: string | undefined, ms: number, from?:
   const argsText = sharedCodec().encode([ms]);
   return post(url, { engine: "v8", t: "prefix-call", prefix, path: "wait", argsText, limits: DEFAULT_LIMITS }, from);
 }
+
+/**
+ * Until `GET /health` counts `busy` prefixes in use (at most 5 s): a call is in progress by then,
+ * where a fixed sleep after sending it guessed (a loaded machine can start it late).
+ */
+export async function untilBusy(url: string, busy: number): Promise<void> {
+  const end = performance.now() + 5000;
+  for (;;) {
+    const health = (await (await fetch(`${url}/health`)).json()) as { prefixes: { busy: number } };
+    if (health.prefixes.busy >= busy) return;
+    if (performance.now() > end) throw new Error(`/health never counted ${busy} busy prefixes (last: ${health.prefixes.busy})`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ExecutorOptions } from "../../src/executor/server.js";
 import { createSandbox } from "../../src/index.js";
 import { SECRET, startExecutor } from "./helpers.js";
-import { call, prepare } from "./host-requests.js";
+import { call, prepare, untilBusy } from "./host-requests.js";
 
 /**
  * The prefixes remote hosts hold on an executor are bounded: in number, per client address, and in
@@ -37,8 +37,9 @@ describe("the prefixes an executor holds for remote hosts", () => {
     const { url } = await executor({ maxPrefixes: 3, maxPrefixesPerAddress: 2 });
     const a = await prepare(url);
     const b = await prepare(url);
-    const busy = [call(url, a.prefix, 1500), call(url, b.prefix, 1500)];
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Calls long enough to outlast the prepares below even on a loaded machine (esbuild runs in each).
+    const busy = [call(url, a.prefix, 4000), call(url, b.prefix, 4000)];
+    await untilBusy(url, 2);
     const refused = await prepare(url);
     expect(refused.result).toMatchObject({ ok: false, error: { code: "ERR_CAPACITY" } });
     expect(!refused.result.ok && refused.result.error.message).toMatch(/maxPrefixesPerAddress/);
@@ -46,8 +47,8 @@ describe("the prefixes an executor holds for remote hosts", () => {
     // Another client still has room, up to the executor's own cap; past it, all in use: refused.
     const c = await prepare(url, "127.0.0.2");
     expect(c.result.ok).toBe(true);
-    const busyToo = call(url, c.prefix, 1000, "127.0.0.2");
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const busyToo = call(url, c.prefix, 3000, "127.0.0.2");
+    await untilBusy(url, 3);
     const full = await prepare(url, "127.0.0.2");
     expect(full.result).toMatchObject({ ok: false, error: { code: "ERR_CAPACITY" } });
     expect(!full.result.ok && full.result.error.message).toMatch(

@@ -35,10 +35,12 @@ describe("warm reuse: a module is prepared once and its default export called pe
   it("keeps at most warmModules prepared modules, least recently used out first", async () => {
     // Now warm: other.js and the one with imports (double.js was evicted by them).
     expect(await t.runResult({ ...double, input: 1 })).toMatchObject({ stats: { warm: false } });
-    await new Promise((resolve) => setTimeout(resolve, 100));
     // why: an evicted module's warm instances are released (the host may still list it, with none).
-    const holding = t.executor.sandbox.stats().prefixes.filter((prefix) => prefix.warm > 0);
-    expect(holding.length).toBeLessThanOrEqual(2);
+    // Polled for, up to 5 s (a fixed 100 ms was a guess at a loaded machine's pace).
+    const holding = () => t.executor.sandbox.stats().prefixes.filter((prefix) => prefix.warm > 0);
+    const end = performance.now() + 5000;
+    while (holding().length > 2 && performance.now() < end) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(holding().length).toBeLessThanOrEqual(2);
   });
 
   it("call names an export: warm like the default, this bound, a missing one named", async () => {

@@ -364,7 +364,8 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
     if (result.status !== "aborted") return;
     expect(result.error.code).toBe("ERR_ABORTED");
     expect(result.reason).toBe("caller gave up");
-    expect(performance.now() - started).toBeLessThan(1000);
+    // Long before the 10 s wall time (2 s: the remote and Deno hosts' round trips under load).
+    expect(performance.now() - started).toBeLessThan(2000);
   });
 
   it("an already-aborted signal never starts the guest", async () => {
