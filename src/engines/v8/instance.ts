@@ -33,6 +33,8 @@ import { Outbox } from "./outbox.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
+/** How long an export whose served call was slow crosses the usual way (V8Instance.slowPaths). */
+export const SLOW_PATH_MS = 1000;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
@@ -80,8 +82,13 @@ export class V8Instance implements EngineInstance {
   /** Calls in a stream go through shared memory (./channel.ts), made on the first such call. */
   private channel: CallChannel | undefined;
   private lastCallEnd = Number.NEGATIVE_INFINITY;
-  /** Exports whose served call outlasted 50 polling windows: they cross the usual way. */
-  private readonly slowPaths = new Set<string>();
+  /**
+   * Exports whose served call outlasted 50 polling windows, and until when (performance.now()) they
+   * cross the usual way. For a while, not for good: a stall of the machine (a collection, a thread
+   * waiting for a core) makes a quick call that long too, and took its export off the channel for
+   * the instance's whole life.
+   */
+  private readonly slowPaths = new Map<string, number>();
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps = new Map<string, LineMap>();
   /**
@@ -394,11 +401,20 @@ export class V8Instance implements EngineInstance {
     return (
       this.busyPollMs > 0 &&
       performance.now() - this.lastCallEnd <= this.busyPollMs &&
-      !this.slowPaths.has(path) &&
+      !this.slowNow(path) &&
       alone() &&
       // Polling paused: windows end before the isolate's thread gets a core; a serving task spinning there would not get one either.
       !pollingPaused()
     );
+  }
+
+  /** Does `path` still cross the usual way after a slow served call (slowPaths)? */
+  private slowNow(path: string): boolean {
+    const until = this.slowPaths.get(path);
+    if (until === undefined) return false;
+    if (performance.now() < until) return true;
+    this.slowPaths.delete(path);
+    return false;
   }
 
   /** A call through the shared-memory channel; undefined when it cannot take this one. */
@@ -414,9 +430,11 @@ export class V8Instance implements EngineInstance {
     return channel.call(path, joined, caps, this.busyPollMs)?.then(async (answer) => {
       this.lastCallEnd = performance.now();
       // A call that long is not worth a spinning task (its answer was read on a 1 ms timer): the
-      // usual way from now on.
+      // usual way for SLOW_PATH_MS, then one served call tries again (an export that really is
+      // slow pays a late read of one answer a second).
       // (Not judged on the call that started the task: that one waited for the isolate's thread.)
-      if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs) this.slowPaths.add(path);
+      if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs)
+        this.slowPaths.set(path, this.lastCallEnd + SLOW_PATH_MS);
       if (!("text" in answer)) return channel.bigAnswer();
       // The task ended with this answer (a call that returned a promise ends it): what that call
       // left queued runs as the task ends, and the crossing has returned only then. A task that
