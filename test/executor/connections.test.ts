@@ -1,6 +1,7 @@
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createExecutor } from "../../src/executor/server.js";
+import { until } from "../helpers/processes.js";
 import { startExecutor, type TestExecutor } from "./helpers.js";
 
 /** A raw connection, open once connected; from `localAddress` (another loopback address: another peer). */
@@ -99,9 +100,7 @@ describe("slow and idle clients, without the secret", () => {
     try {
       // Three of the attacker's sockets were closed at once (polled for, up to 5 s of a loaded
       // machine; the other three stay open until the 10 s cut); the other peer is served.
-      const end = performance.now() + 5000;
-      while (attacker.filter((socket) => socket.destroyed).length < 3 && performance.now() < end)
-        await new Promise((resolve) => setTimeout(resolve, 20));
+      await until(() => attacker.filter((socket) => socket.destroyed).length >= 3, 5000);
       expect(attacker.filter((socket) => socket.destroyed).length).toBe(3);
       expect(await health(port)).toMatch(/^HTTP\/1\.1 200 /);
       expect(t.logs.some((line) => line.event === "connections-per-address-full" && line.address === "127.0.0.2")).toBe(true);

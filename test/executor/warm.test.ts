@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { until } from "../helpers/processes.js";
 import { startExecutor, type TestExecutor } from "./helpers.js";
 
 describe("warm reuse: a module is prepared once and its default export called per request", () => {
@@ -38,8 +39,7 @@ describe("warm reuse: a module is prepared once and its default export called pe
     // why: an evicted module's warm instances are released (the host may still list it, with none).
     // Polled for, up to 5 s (a fixed 100 ms was a guess at a loaded machine's pace).
     const holding = () => t.executor.sandbox.stats().prefixes.filter((prefix) => prefix.warm > 0);
-    const end = performance.now() + 5000;
-    while (holding().length > 2 && performance.now() < end) await new Promise((resolve) => setTimeout(resolve, 20));
+    await until(() => holding().length <= 2, 5000);
     expect(holding().length).toBeLessThanOrEqual(2);
   });
 
