@@ -77,7 +77,7 @@ export class Bindings implements BindingsLike {
         return { f: this.functions.length - 1, n: name };
       }
       if (depth < 8 && value !== null && typeof value === "object" && hasFunctionLeaf(value, depth)) {
-        const o: Record<string, BindingDesc> = {};
+        const o: Record<string, BindingDesc> = Object.create(null);
         for (const key of Object.keys(value)) {
           o[key] = describeValue((value as Record<string, unknown>)[key], `${label}.${key}`, key, value, depth + 1);
         }
@@ -89,7 +89,9 @@ export class Bindings implements BindingsLike {
         throw new TypeError(`cordon: ${(error as Error).message}`);
       }
     };
-    const globalsDesc: Record<string, BindingDesc> = {};
+    // Null-prototype records: a key named "__proto__" is then an own entry like any other, not a
+    // prototype assignment that drops it.
+    const globalsDesc: Record<string, BindingDesc> = Object.create(null);
     for (const [name, value] of Object.entries(globals)) {
       if (!isValidGlobalName(name)) {
         throw new TypeError(
@@ -98,7 +100,7 @@ export class Bindings implements BindingsLike {
       }
       globalsDesc[name] = describeValue(value, `globals.${name}`, name, undefined, 0);
     }
-    const modulesDesc: Record<string, BindingDesc> = {};
+    const modulesDesc: Record<string, BindingDesc> = Object.create(null);
     for (const [specifier, value] of Object.entries(hostModules)) {
       modulesDesc[specifier] = describeValue(value, `imports[${JSON.stringify(specifier)}]`, "default", undefined, 0);
     }
@@ -143,7 +145,7 @@ function functionId(fn: object): number {
  */
 export function hostModuleSources(bindingsText: string): Record<string, string> {
   const modules = (JSON.parse(bindingsText) as { modules?: Record<string, BindingDesc> }).modules ?? {};
-  const sources: Record<string, string> = {};
+  const sources: Record<string, string> = Object.create(null);
   for (const [specifier, desc] of Object.entries(modules)) {
     const names = moduleKeys(desc).filter((k) => /^[A-Za-z_$][\w$]*$/.test(k) && k !== "default");
     const locals = names.map((name, i) => `const m${i} = m.${name};`).join("\n");
@@ -191,8 +193,10 @@ export function splitImports(imports: unknown): {
   sources: Record<string, string>;
   hostModules: Record<string, Record<string, HostBinding>>;
 } {
-  const sources: Record<string, string> = {};
-  const hostModules: Record<string, Record<string, HostBinding>> = {};
+  // Null-prototype: a module named "__proto__" is kept as an own entry (an assignment to a plain
+  // object's "__proto__" would drop it, or replace the object's prototype).
+  const sources: Record<string, string> = Object.create(null);
+  const hostModules: Record<string, Record<string, HostBinding>> = Object.create(null);
   if (imports === undefined) return { sources, hostModules };
   if (imports === null || typeof imports !== "object" || Array.isArray(imports)) {
     throw new TypeError(`cordon: imports must be an object of specifier → source text or host module, got ${describe(imports)}`);

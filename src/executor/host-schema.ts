@@ -6,7 +6,7 @@ import { parseJsonBody } from "./body.js";
 import { ServiceError } from "./errors.js";
 import { scanJson } from "./json-scan.js";
 import { MAX_COUNT, MAX_TIME_MS, shortened } from "../core/limits.js";
-import { REQUEST_BOUNDS } from "./schema.js";
+import { REQUEST_BOUNDS, checkProtoImport } from "./schema.js";
 
 /**
  * The body of `POST /host` (the remote host's requests), exactly: unknown keys are refused at
@@ -129,6 +129,12 @@ export function parseRemoteRequest(body: Buffer): RemoteRequest {
     throw new ServiceError("ERR_BAD_REQUEST", `${path || "body"}: ${shortened(issue.message, 300)}`);
   }
   const data = checked.data as RemoteRequest & { bindingsText?: string; inputText?: string; argsText?: string };
+  if ("sourceImports" in data) {
+    // zod's copy lacks an import named "__proto__" (checkProtoImport): the parsed object has it.
+    const raw = (parsed as { sourceImports: Record<string, string> }).sourceImports;
+    checkProtoImport(raw, "sourceImports", Number.POSITIVE_INFINITY);
+    data.sourceImports = raw;
+  }
   if (data.bindingsText !== undefined) checkBindingsText(data.bindingsText);
   // Read by the guest runtime: text it cannot read failed there, as the guest's own error.
   if (data.inputText !== undefined) checkEncoded(data.inputText, "inputText", "a value");

@@ -73,10 +73,30 @@ export function parseRunRequest(body: Buffer): RunRequest {
   const checked = runRequestSchema.safeParse(parsed);
   if (!checked.success) throw new ServiceError("ERR_BAD_REQUEST", describeIssue(checked.error.issues[0]));
   const request = parsed as RunRequest;
+  checkProtoImport(request.imports, "imports", REQUEST_BOUNDS.maxCodeChars);
   if ("input" in request && request.call) throw new ServiceError("ERR_BAD_REQUEST", "a run takes input or call, not both");
   if ("input" in request) checkInputBounds(request.input, "input");
   if (request.call?.args) checkInputBounds(request.call.args, "call.args");
   return request;
+}
+
+/**
+ * zod's `record` neither checks nor copies a key named "__proto__", which JSON.parse makes an own
+ * key like any other and the sandbox keeps as a module of that name: such an import is checked
+ * here, by the record's own rule for its value (source text), and the request keeps JSON.parse's
+ * object. Without the check a "__proto__" import could have been any JSON value, of any size.
+ */
+export function checkProtoImport(imports: unknown, path: string, maxChars: number): void {
+  if (imports === null || typeof imports !== "object" || !Object.hasOwn(imports, "__proto__")) return;
+  const text = (imports as Record<string, unknown>).__proto__;
+  if (typeof text !== "string") {
+    throw new ServiceError(
+      "ERR_BAD_REQUEST",
+      `${path}.__proto__: Invalid input: expected string, received ${text === null ? "null" : Array.isArray(text) ? "array" : typeof text}`,
+    );
+  }
+  if (text.length > maxChars)
+    throw new ServiceError("ERR_BAD_REQUEST", `${path}.__proto__: Too big: expected string to have <=${maxChars} characters`);
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {

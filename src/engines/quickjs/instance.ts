@@ -140,7 +140,7 @@ export class QuickJSInstance implements EngineInstance {
     // host modules' sources are made here too. The worker's loader serves only these.
     this.lineMaps.set(source.filename, source.lineMap);
     const imports = hostModuleSources(this.bindings?.text ?? "{}");
-    const uncompiled: Record<string, string> = {};
+    const uncompiled: Record<string, string> = Object.create(null);
     for (const [specifier, text] of Object.entries(sourceImports)) {
       try {
         const normalized = await normalizeSource(text, specifier, request.compile);
