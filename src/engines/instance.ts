@@ -120,8 +120,10 @@ export interface EngineInstance {
    * Call an export of the prepared prefix once per argument list; resolves with the joined outcomes.
    * `blockForMs`: the caller allows this crossing to run synchronously on this thread, stopped
    * after that long (v8 in a process worker, made with `syncCalls`; other instances ignore it).
+   * `leftoverMs`: how long what the call leaves queued may run once its answer is out, where an
+   * engine answers before that has run (v8's shared-memory calls); the call's wall time.
    */
-  call(path: string, argsTexts: string[], caps: RuntimeCaps, blockForMs?: number): Promise<string>;
+  call(path: string, argsTexts: string[], caps: RuntimeCaps, blockForMs?: number, leftoverMs?: number): Promise<string>;
   settle(id: number, ok: boolean, text: string): Promise<unknown>;
   fire(id: number): Promise<unknown>;
   /** Resolves once the instance has finished everything queued before it. */

@@ -242,6 +242,7 @@ export class WarmPool implements EnginePrefix {
           requests.map((r) => r.argsText),
           caps,
           blockForMs,
+          limits.wallTimeMs,
         )
         .then(
           (joined: string) => {

@@ -55,6 +55,17 @@ export class CallChannel {
     return this.task !== undefined;
   }
 
+  /**
+   * The serving task, when its loop is over but the task has not ended: it is running its
+   * microtask checkpoint, what the calls it served left queued (a chain a synchronous export did
+   * not await). Undefined while it serves or an answer is being read, and once it has ended.
+   */
+  get endingTask(): Promise<unknown> | undefined {
+    if (this.task === undefined || this.reading) return undefined;
+    const state = Atomics.load(this.ctl, 0);
+    return state === S.closed || state === S.answerClosed || state === S.tooBig ? this.task : undefined;
+  }
+
   /** May another serving task start in this thread? */
   static canOpen(): boolean {
     return servingTasks < MAX_SERVING;

@@ -35,6 +35,8 @@ import { Outbox } from "./outbox.js";
 const ENTRY_SPECIFIER = "cordon:entry";
 /** How long an export whose served call was slow crosses the usual way (V8Instance.slowPaths). */
 export const SLOW_PATH_MS = 1000;
+/** How often a serving task that has served calls is looked at until it ends (see `checkLeftover`). */
+export const LEFTOVER_CHECK_MS = 10;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
@@ -89,6 +91,16 @@ export class V8Instance implements EngineInstance {
    * the instance's whole life.
    */
   private readonly slowPaths = new Map<string, number>();
+  /**
+   * A served call's answer is out before what it left queued has run (a chain a synchronous
+   * export did not await): that runs when the serving task ends, after the call and outside its
+   * limits. The task seen ending with it, since when, and for how long it may run (the wall time
+   * of the last call served); past that the instance is disposed. Meanwhile the instance counts
+   * as stalled, so no other call is handed it (and charged for the leftover's time).
+   */
+  private leftover: { task: Promise<unknown>; since: number } | undefined;
+  private leftoverMs = 0;
+  private leftoverTimer: NodeJS.Timeout | undefined;
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps = new Map<string, LineMap>();
   /**
@@ -321,7 +333,13 @@ export class V8Instance implements EngineInstance {
    * Call a dotted export of the prepared prefix once per argument list, in one crossing. Resolves
    * with the outcomes joined by U+0001; "p" marks one that arrives later through onDone.
    */
-  call(path: string, argsTexts: string[], caps: RuntimeCaps, blockForMs?: number): Promise<string> {
+  call(
+    path: string,
+    argsTexts: string[],
+    caps: RuntimeCaps,
+    blockForMs?: number,
+    leftoverMs = Number.POSITIVE_INFINITY,
+  ): Promise<string> {
     // Caps cross only when they changed: every argument costs on the host's thread.
     const same = sameCaps(this.lastCaps, caps);
     this.lastCaps = caps;
@@ -336,7 +354,10 @@ export class V8Instance implements EngineInstance {
     // (./channel.ts); else one crossing.
     if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(crossingArgs(), blockForMs);
     const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps) : undefined;
-    if (served) return served;
+    if (served) {
+      this.watchLeftover(leftoverMs);
+      return served;
+    }
     return (this.cross("call", crossingArgs()) as Promise<string>).then(
       (out) => {
         this.lastCallEnd = performance.now();
@@ -407,6 +428,39 @@ export class V8Instance implements EngineInstance {
       !pollingPaused()
     );
   }
+
+  /** The instance's serving task is running what served calls left queued (see `leftover`). */
+  stalled(): boolean {
+    return this.leftover !== undefined && this.channel?.endingTask === this.leftover.task;
+  }
+
+  /** Look at the serving task until it ends, for the leftover of a call served now (see `leftover`). */
+  private watchLeftover(ms: number): void {
+    this.leftoverMs = ms;
+    if (this.leftoverTimer !== undefined) return;
+    this.leftoverTimer = setTimeout(this.checkLeftover, LEFTOVER_CHECK_MS);
+    this.leftoverTimer.unref();
+  }
+
+  private readonly checkLeftover = (): void => {
+    this.leftoverTimer = undefined;
+    if (!this.channel?.serving || this.isolate.isDisposed) {
+      this.leftover = undefined;
+      return;
+    }
+    const ending = this.channel.endingTask;
+    const now = performance.now();
+    if (ending === undefined) this.leftover = undefined;
+    else if (this.leftover?.task !== ending) this.leftover = { task: ending, since: now };
+    else if (now - this.leftover.since >= this.leftoverMs) {
+      // No execution is attached: nothing reports it, the pool discards the instance.
+      this.tainted = true;
+      this.dispose();
+      return;
+    }
+    this.leftoverTimer = setTimeout(this.checkLeftover, LEFTOVER_CHECK_MS);
+    this.leftoverTimer.unref();
+  };
 
   /** Does `path` still cross the usual way after a slow served call (slowPaths)? */
   private slowNow(path: string): boolean {
@@ -543,6 +597,8 @@ export class V8Instance implements EngineInstance {
 
   dispose(): void {
     this.listener = undefined;
+    clearTimeout(this.leftoverTimer);
+    this.leftoverTimer = undefined;
     disposeIsolate(this.isolate);
   }
 }
