@@ -215,6 +215,25 @@ export function splitImports(imports: unknown): {
 }
 
 /**
+ * Answers this long are large: after one, the next host call's answer is encoded on a later turn
+ * of the loop. A guest that awaited 40 calls of a host function returning one 8 MB string had all
+ * 40 encoded and framed in one turn: the process host's loop was held 3.8 s (timers, pipes and
+ * every other run waited). Now one large answer a turn; what waits meanwhile is the guest's.
+ */
+const LARGE_ANSWER_CHARS = 1024 * 1024;
+/** Set from a large answer's encoding until the loop's next turn (checked and set with no await between). */
+let largeAnswerTurn: Promise<void> | undefined;
+
+function encodedLargeAnswer(): void {
+  largeAnswerTurn ??= new Promise((resolve) =>
+    setImmediate(() => {
+      largeAnswerTurn = undefined;
+      resolve();
+    }),
+  );
+}
+
+/**
  * Dispatch one bridge call on the host: decode the arguments, call the function, encode the
  * result. A host error reaches the guest with its name, message and own fields, never its stack.
  */
@@ -255,7 +274,11 @@ export async function dispatchBridgeCall(
       if (typeof read === "object") throw read.failed;
     }
     // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
-    return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };
+    while (largeAnswerTurn) await largeAnswerTurn;
+    if (signal?.aborted) return { ok: false, text: bridgeErrorText(new Error("the host call was stopped")) };
+    const text = codec.encode(result, `${target.label}() result`, maxBytes, false);
+    if (text.length >= LARGE_ANSWER_CHARS) encodedLargeAnswer();
+    return { ok: true, text };
   } catch (error) {
     if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") return TOO_LARGE;
     return errorAnswer(error, maxBytes);

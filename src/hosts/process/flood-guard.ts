@@ -1,5 +1,6 @@
 import type { EngineStats } from "../../core/engine.js";
 import { readEngineStats } from "../../core/result-shape.js";
+import { loopHeldMs } from "./loop-stalls.js";
 
 /** Unread bytes on a worker's stdin past which it must keep reading at MIN_READ_PER_SECOND. */
 export const MAX_STDIN_BACKLOG = 4 * 1024 * 1024;
@@ -33,8 +34,8 @@ const DATA_FRAMES = new Set(["result", "value", "values", "prepared", "bridge-ca
  * or undefined.
  */
 export class FloodGuard {
-  /** Past the backlog since `at`, when the worker had read `read` bytes. */
-  private window: { at: number; read: number } | undefined;
+  /** Past the backlog since `at`, when the worker had read `read` bytes and the loop been held `held` ms. */
+  private window: { at: number; read: number; held: number } | undefined;
   private strayTokens = STRAY_CALLS_BURST;
   private strayAt = performance.now();
   private statsAsked = 0;
@@ -43,7 +44,8 @@ export class FloodGuard {
 
   /**
    * After a write: a worker past MAX_STDIN_BACKLOG unread (`unread`; it has read `read` in all)
-   * that reads slower than MIN_READ_PER_SECOND over a window is not reading.
+   * that reads slower than MIN_READ_PER_SECOND over a window is not reading. The window counts
+   * only time the host's loop ran (loop-stalls.ts): while it is held, the host feeds no pipe.
    */
   backlog(unread: number, read: number): string | undefined {
     if (unread <= MAX_STDIN_BACKLOG) {
@@ -51,15 +53,16 @@ export class FloodGuard {
       return undefined;
     }
     const now = performance.now();
+    const held = loopHeldMs();
     if (!this.window) {
-      this.window = { at: now, read };
+      this.window = { at: now, read, held };
       return undefined;
     }
-    const seconds = (now - this.window.at) / 1000;
+    const seconds = (now - this.window.at - (held - this.window.held)) / 1000;
     if (seconds * 1000 < READ_WINDOW_MS) return undefined;
     const rate = (read - this.window.read) / seconds;
     if (rate >= MIN_READ_PER_SECOND) {
-      this.window = { at: now, read };
+      this.window = { at: now, read, held };
       return undefined;
     }
     const mb = (bytes: number) => `${Math.round(bytes / 1024 / 1024)} MB`;

@@ -13,6 +13,7 @@ import { deathResult, lostResult, resultOfAnswer, resultOfValue, valuesOfAnswer 
 import { CallBatch, type CallMessage } from "./call-batch.js";
 import { BridgeCalls, sendBridgeAnswer } from "./bridge-calls.js";
 import { FloodGuard } from "./flood-guard.js";
+import { loopHeldMs, watchLoop } from "./loop-stalls.js";
 import { PipeOut } from "./pipe-out.js";
 import { armBackstop, InFlight, type Pending, type WithoutId } from "./pending.js";
 import { PrefixRecords } from "./prefix-records.js";
@@ -69,6 +70,9 @@ export class WorkerProcess {
   private culprit: number | undefined;
   /** When the worker last sent anything: a slow worker still talks, a hung one does not. */
   private lastHeard = performance.now();
+  /** loopHeldMs() at lastHeard: silence while this process's loop was held is not the worker's. */
+  private heldAtHeard = 0;
+  private readonly unwatchLoop = watchLoop();
   private deathCause = "";
   private dead = false;
   /** SIGKILL sent: what it still writes is not read (a flooding worker's frames cost a parse each). */
@@ -97,7 +101,7 @@ export class WorkerProcess {
       }, START_TIMEOUT_MS);
       const reader = new FrameReader(
         (message, bytes) => {
-          this.lastHeard = performance.now();
+          this.heard();
           const event = message as HostEvent;
           const oversized = this.guard.frameSize(event.t, bytes);
           if (oversized) {
@@ -121,7 +125,7 @@ export class WorkerProcess {
         this.out.attach(stdin);
         stdout.on("data", (chunk: Buffer) => {
           // A worker sending a large answer is talking, not hung, before its last chunk arrives.
-          this.lastHeard = performance.now();
+          this.heard();
           if (!this.killed) reader.push(chunk);
         });
       });
@@ -317,7 +321,7 @@ export class WorkerProcess {
   private backstop(id: number, pending: Pending, ms: number, cause: string): void {
     armBackstop(pending, ms, cause, {
       unanswered: () => this.pending.has(id),
-      silentForMs: () => performance.now() - this.lastHeard,
+      silentForMs: () => performance.now() - this.lastHeard - (loopHeldMs() - this.heldAtHeard),
       end: (why) => {
         this.culprit = id;
         this.kill("ERR_WALL_TIMEOUT", why);
@@ -551,9 +555,15 @@ export class WorkerProcess {
     return this.failure("ERR_INSTANCE_RESET", "the worker's answer could not be read");
   }
 
+  private heard(): void {
+    this.lastHeard = performance.now();
+    this.heldAtHeard = loopHeldMs();
+  }
+
   private died(code: number | null, signal: NodeJS.Signals | null, error?: string): void {
     if (this.dead) return;
     this.dead = true;
+    this.unwatchLoop();
     this.statm?.close();
     const cause = this.deathCause || error || `the worker process exited (code ${code}, signal ${signal})`;
     for (const [id, pending] of this.pending) {
