@@ -152,6 +152,9 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
         try {
           reason = StringCtor((error as Error).message);
         } catch {}
+        // QuickJS's allocator refusing the parse is the memory limit, not unreadable text: it
+        // goes on as thrown, and the run fails with ERR_MEMORY_LIMIT (was ERR_USER_CODE).
+        if (reason === "out of memory") throw error;
         failures.fail("ERR_NOT_SERIALIZABLE", rootPath, failures.shown(rootPath) + " is not JSON text it can read: " + reason);
       }
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so

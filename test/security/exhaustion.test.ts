@@ -8,6 +8,7 @@ import { completed } from "../conformance/results.js";
  * loop keeps running meanwhile, and the next run on the same sandbox succeeds.
  */
 const LIMITS = { wallTimeMs: 1500, cpuTimeMs: 500, memoryMb: 32 };
+const TWO_MB = "y".repeat(2 * 1024 * 1024);
 const SLACK_MS = 1000;
 
 interface Bomb {
@@ -53,6 +54,16 @@ const BOMBS: Bomb[] = [
     globals: { slow: () => new Promise((r) => setTimeout(r, 60_000)) },
     expect: "ERR_WALL_TIMEOUT",
     withinMs: LIMITS.wallTimeMs,
+  },
+  {
+    // Each answer decoded in the guest: QuickJS's parser running out of memory was reported as
+    // unreadable text (ERR_USER_CODE, "not JSON text it can read: out of memory").
+    name: "host-call answers held until memory runs out",
+    code: "export default async () => { const held = []; for (let i = 0; i < 200; i++) held.push(await big()); return held.length }",
+    globals: { big: async () => TWO_MB },
+    limits: { cpuTimeMs: 5000, wallTimeMs: 5000 },
+    withinMs: 5000,
+    expect: "ERR_MEMORY_LIMIT",
   },
   {
     name: "heap bomb",
