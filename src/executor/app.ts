@@ -17,6 +17,7 @@ import { encodeResult } from "./result-text.js";
 import { lingerAfterRefusal } from "./linger.js";
 import { destroyWhenStalled, RESPONSE_STALL_MS } from "./stalled-response.js";
 import { parseRunRequest } from "./schema.js";
+import { ROUTES } from "./refusals.js";
 import type { WarmRunner } from "./warm.js";
 
 export interface AppDeps {
@@ -130,10 +131,7 @@ export function createApp(deps: AppDeps): Hono<Env> {
   });
 
   app.notFound((c) => {
-    const error = new ServiceError(
-      "ERR_NOT_FOUND",
-      `no route for ${c.req.method} ${c.req.path}; routes: GET /health, POST /run, POST /host`,
-    );
+    const error = new ServiceError("ERR_NOT_FOUND", `no route for ${c.req.method} ${c.req.path}; routes: ${ROUTES}`);
     logRefusal(deps.logger, error.status, error.code, c.req.method, c.req.path);
     return c.json(error.toJSON(), error.status);
   });

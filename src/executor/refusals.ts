@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { RequestError } from "@hono/node-server";
 import { ServiceError } from "./errors.js";
@@ -38,5 +39,33 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex):
   const body = JSON.stringify({ error: { code: "ERR_BAD_REQUEST", message } });
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** The routes, as a refusal names them. */
+export const ROUTES = "GET /health, POST /run, POST /host";
+
+/**
+ * An `expect` header other than `100-continue`: Node answers it with a bare 417 of its own unless
+ * told otherwise. The refusal form instead, with that status.
+ */
+export function answerExpectation(_incoming: IncomingMessage, outgoing: ServerResponse): void {
+  const body = JSON.stringify({
+    error: { code: "ERR_BAD_REQUEST", message: "the only expectation this service meets is expect: 100-continue" },
+  });
+  outgoing.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" });
+  outgoing.end(body);
+}
+
+/**
+ * A CONNECT request (a tunnel): Node ends the connection without a word unless told otherwise.
+ * The refusal form instead, as for any method and path with no route.
+ */
+export function answerConnect(incoming: IncomingMessage, socket: Duplex): void {
+  const target = String(incoming.url ?? "").slice(0, 200);
+  const body = JSON.stringify({ error: { code: "ERR_NOT_FOUND", message: `no route for CONNECT ${target}; routes: ${ROUTES}` } });
+  socket.on("error", () => {});
+  socket.end(
+    `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }

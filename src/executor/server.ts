@@ -18,7 +18,7 @@ import { BodyBudget } from "./body.js";
 import { createCallbackCheck } from "./callback-targets.js";
 import { limitConnections, requestTimeouts } from "./connections.js";
 import { isLingering } from "./linger.js";
-import { answerClientError, answerRequestError } from "./refusals.js";
+import { answerClientError, answerConnect, answerExpectation, answerRequestError } from "./refusals.js";
 import { InFlight } from "./inflight.js";
 import { DEFAULT_PREFIX_CAPS, RemotePrefixes } from "./remote-prefixes.js";
 import { RunAborts } from "./run-aborts.js";
@@ -202,9 +202,14 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
   // `expect: 100-continue`: Node would invite every such body before a route ran. Only an admitted
   // request is invited; any other gets its final answer (401, 404, 503) uninvited.
   server.on("checkContinue", (incoming: IncomingMessage, outgoing: ServerResponse) => {
-    if (!draining && admit(incoming.headers.authorization) === "admitted") outgoing.writeContinue();
+    // Every authorization header, joined as the route reads them: Node's `headers` keeps only the
+    // first, so a right secret followed by a wrong one was invited here and refused there.
+    const authorization = incoming.headersDistinct.authorization?.join(", ");
+    if (!draining && admit(authorization) === "admitted") outgoing.writeContinue();
     handle(incoming, outgoing);
   });
+  server.on("checkExpectation", answerExpectation);
+  server.on("connect", answerConnect);
   server.on("clientError", answerClientError);
   limitConnections(server, { maxConnections, perAddress }, logger);
   try {

@@ -67,7 +67,7 @@ describe("admission: authorization: Bearer <secret>", () => {
     // without the secret to send its body (read and thrown away while the connection closed).
     const { hostname, port } = new URL(t.url);
     const payload = JSON.stringify(body);
-    const exchange = (secret: string) =>
+    const exchange = (secret: string, more = "") =>
       new Promise<{ invited: boolean; status: string }>((resolve, reject) => {
         const socket = connect(Number(port), hostname);
         let text = "";
@@ -89,11 +89,17 @@ describe("admission: authorization: Bearer <secret>", () => {
         });
         socket.on("error", reject);
         socket.write(
-          `POST /run HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${secret}\r\nexpect: 100-continue\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n`,
+          `POST /run HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${secret}\r\n${more}expect: 100-continue\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n`,
         );
       });
     expect(await exchange(`${SECRET.slice(0, -1)}X`)).toEqual({ invited: false, status: "HTTP/1.1 401 Unauthorized" });
     expect(await exchange(SECRET)).toEqual({ invited: true, status: "HTTP/1.1 200 OK" });
+    // A second authorization header: the route reads both (and refuses), so nothing is invited.
+    // (Node's `headers` keeps only the first: the body was invited, then refused.)
+    expect(await exchange(SECRET, "authorization: Bearer x\r\n")).toEqual({
+      invited: false,
+      status: "HTTP/1.1 401 Unauthorized",
+    });
   });
 
   it("admits the right secret", async () => {

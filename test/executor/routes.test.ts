@@ -60,8 +60,12 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
         socket.on("end", () => resolve(answer));
         socket.on("error", reject);
       });
-    const cases: [string, number][] = [
+    const cases: [string, number, string?][] = [
       ["GARBAGE\r\n\r\n", 400],
+      // Node answered these itself: a bare 417 with an empty body, and CONNECT with no answer at all.
+      [`POST /run HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${SECRET}\r\nexpect: foo\r\ncontent-length: 2\r\n\r\n{}`, 417],
+      ["GET /health HTTP/1.1\r\nhost: x\r\nexpect: foo\r\n\r\n", 417],
+      ["CONNECT 127.0.0.1:22 HTTP/1.1\r\nhost: 127.0.0.1:22\r\n\r\n", 404, "ERR_NOT_FOUND"],
       // The request itself is broken after its headers (Node has made its response, unsent): still a 400.
       [`POST /run HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${SECRET}\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n`, 400],
       [`GET /health HTTP/1.1\r\nhost: x\r\nx-big: ${"a".repeat(100_000)}\r\n\r\n`, 431],
@@ -70,11 +74,11 @@ describe("routes: GET /health, POST /run, and 404 for the rest", () => {
       [`POST /run HTTP/1.1\r\nhost: a b@c\r\nauthorization: Bearer ${SECRET}\r\ncontent-length: 2\r\n\r\n{}`, 400],
       ["OPTIONS * HTTP/1.1\r\nhost: x\r\n\r\n", 400],
     ];
-    for (const [request, status] of cases) {
+    for (const [request, status, code = "ERR_BAD_REQUEST"] of cases) {
       const answer = await raw(request);
       expect(answer.startsWith(`HTTP/1.1 ${status} `), answer.slice(0, 40)).toBe(true);
       const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4));
-      expect(body.error.code).toBe("ERR_BAD_REQUEST");
+      expect(body.error.code).toBe(code);
       expect(body.error.message.length).toBeGreaterThan(10);
     }
     // The service still answers.
