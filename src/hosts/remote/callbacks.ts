@@ -3,7 +3,8 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { Bindings, type BindingsLike } from "../../core/bindings.js";
 import type { RemoteCallback } from "../../core/protocol.js";
-import { createRpcHandler, type RpcHandler } from "./rpc.js";
+import { requestTimeouts } from "../../core/http-timeouts.js";
+import { createRpcHandler, MAX_CALL_BODY_MB, type RpcHandler } from "./rpc.js";
 
 export interface CallbackOptions {
   /** The URL the executor calls back at. With `rpc`: where you mounted its `handle`. */
@@ -80,9 +81,12 @@ export class Callbacks {
     this.server ??= (async () => {
       const { createAdaptorServer } = await import("@hono/node-server");
       // overrideGlobalObjects: false keeps the global Request/Response that the fetch wire recognises.
+      // The executor's bounds on how long a request may take to arrive (a trickled head: 10 s,
+      // was Node's 60 s checked every 30 s), for calls of up to MAX_CALL_BODY_MB.
       const server = createAdaptorServer({
         fetch: (request: Request) => this.rpc.handle(request),
         overrideGlobalObjects: false,
+        serverOptions: requestTimeouts(MAX_CALL_BODY_MB),
       }) as Server;
       const host = this.options.host ?? "127.0.0.1";
       await new Promise<void>((resolve, reject) => {

@@ -47,7 +47,9 @@ export interface RpcHandler {
   handle(request: Request): Promise<Response>;
 }
 
-const MAX_BODY = 64 * 1024 * 1024;
+/** The largest call body the handler reads, in MiB. */
+export const MAX_CALL_BODY_MB = 64;
+const MAX_BODY = MAX_CALL_BODY_MB * 1024 * 1024;
 
 function answer(status: number, body: unknown): Response {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
