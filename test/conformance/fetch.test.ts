@@ -103,6 +103,31 @@ describe.each(COMBINATIONS)("fetch on $name", (combo) => {
     expect(connections).toBe(before);
   });
 
+  it("a URL with credentials is a plain TypeError, as Node's fetch throws, and nothing connects", async () => {
+    // why: Deno's own Request takes such a URL; the host's decoder then refused it as unreadable
+    // (ERR_NOT_SERIALIZABLE, caught and uncaught), unlike every other engine.
+    const before = connections;
+    const url = origin.replace("http://", "http://user:pass@");
+    const caught = completed(
+      await sandbox.run({
+        code: `export default async () => { try { await fetch(${JSON.stringify(`${url}/`)}); return "fetched" }
+          catch (e) { return [e instanceof TypeError, e.code ?? null, e.message] } }`,
+        capabilities: { net: [origin.slice("http://".length)] },
+      }),
+    );
+    expect(caught.value).toEqual([
+      true,
+      null,
+      expect.stringMatching(/^Request cannot be constructed from a URL that includes credentials/),
+    ]);
+    const uncaught = await sandbox.run({
+      code: `export default () => fetch(${JSON.stringify(`${url}/`)})`,
+      capabilities: { net: [origin.slice("http://".length)] },
+    });
+    expect(uncaught.ok ? "completed" : uncaught.error.code).toBe("ERR_USER_CODE");
+    expect(connections).toBe(before);
+  });
+
   it("refuses a header with a control character, and one that overrides a route under a rule with routes, before connecting", async () => {
     const before = connections;
     const port = new URL(origin).port;

@@ -787,6 +787,15 @@ export function installRuntime(
     if (hasOwn(bindings, "fetch") && typeof bindings.fetch === "number") installFetch(bindings.fetch);
   }
 
+  /** Does a serialized http(s) URL carry a user name or password (an "@" before its path)? */
+  function hasCredentials(url: string): boolean {
+    const start = indexOfIn(url, "//", 0);
+    if (start < 0) return false;
+    const end = indexOfIn(url, "/", start + 2);
+    const at = indexOfIn(url, "@", start + 2);
+    return at >= 0 && (end < 0 || at < end);
+  }
+
   /**
    * The guest's fetch: a Request of the guest realm crosses to the host's egress (rules, address
    * checks, pinned connection), and its Response comes back. A refusal is a catchable TypeError,
@@ -797,12 +806,21 @@ export function installRuntime(
     // The request's signal: init's, else that of a Request passed as input (fetch(request)).
     const signalGetter = getOwnPropDesc(RequestCtor.prototype, "signal")?.get;
     const signalOf = signalGetter === undefined ? undefined : (callOf.bind(signalGetter) as (request: unknown) => unknown);
+    const urlGetter = getOwnPropDesc(RequestCtor.prototype, "url")?.get;
+    const urlOf = urlGetter === undefined ? undefined : (callOf.bind(urlGetter) as (request: unknown) => unknown);
     const fetched = config.fetched;
     define(
       g,
       "fetch",
       async function fetch(input: unknown, init?: unknown) {
         const request = new RequestCtor(input, init);
+        // Cordon's Request refuses a URL with credentials as it is made; Deno's own takes it, and
+        // the host's decoder refused it as unreadable (ERR_NOT_SERIALIZABLE). Refused here as
+        // cordon's Request and Node's fetch do: a plain TypeError.
+        const url = urlOf?.(request);
+        if (typeof url === "string" && hasCredentials(url)) {
+          throw new TypeErrorCtor("Request cannot be constructed from a URL that includes credentials: " + url);
+        }
         const signal = (signalOf?.(request) ?? undefined) as GuestSignal | undefined;
         if (signal?.aborted) throw signal.reason;
         try {
