@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -166,6 +166,30 @@ describe("the deno engine", () => {
     // What Deno would have said: this process is the parent, the bootstrap sits in the temporary directory.
     expect(JSON.stringify(value)).not.toContain(String(process.pid));
     expect(JSON.stringify(value)).not.toContain("cordon-deno-bootstrap");
+  });
+
+  it("names neither the host's nameserver: Deno.resolveDns is refused without an address, node:dns names none", async () => {
+    // why: Deno's own refusal read 'Requires net access to "<the host's nameserver>:53"', a line of
+    // the host's resolv.conf the guest cannot read.
+    const resolvConf = existsSync("/etc/resolv.conf") ? readFileSync("/etc/resolv.conf", "latin1") : "";
+    const nameservers = resolvConf
+      .split("\n")
+      .filter((line) => line.startsWith("nameserver"))
+      .map((line) => line.split(/\s+/)[1]);
+    const code = `import dns from "node:dns";
+      export default async () => {
+        const out = [];
+        for (const f of [() => Deno.resolveDns("example.com", "A"), () => dns.promises.resolve4("example.com"), () => dns.getServers()]) {
+          try { out.push("answered " + JSON.stringify(await f())) } catch (e) { out.push(e.name + ": " + e.message) }
+        }
+        return out;
+      }`;
+    const value = completed(await sandbox.run({ code })).value as string[];
+    expect(value[0]).toMatch(/^NotCapable: Deno.resolveDns is not available in cordon's sandbox/);
+    for (const line of value) {
+      expect(line).not.toMatch(/^answered/);
+      for (const address of nameservers) expect(line).not.toContain(address);
+    }
   });
 
   it("no variable of the host's environment reaches the Deno process", async () => {

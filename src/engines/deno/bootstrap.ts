@@ -241,6 +241,20 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
   }
   defineProperty(D, "kill", { value: refuseSignals("Deno.kill"), writable: true, configurable: true, enumerable: true });
 
+  // Deno.resolveDns asks for net access to the host's nameserver, and its refusal named it
+  // ("Requires net access to \"10.255.255.53:53\""): the host's resolv.conf, which the guest cannot
+  // read. A guest reaches the network through fetch only; its DNS is the host's egress.
+  defineProperty(D, "resolveDns", {
+    value: async function resolveDns() {
+      throw new (D.errors.NotCapable ?? D.errors.PermissionDenied)(
+        "Deno.resolveDns is not available in cordon's sandbox (fetch resolves names through the host's egress)",
+      );
+    },
+    writable: true,
+    configurable: true,
+    enumerable: true,
+  });
+
   // Deno answers execPath without a permission: it would name the host's install path of the
   // binary. Node compatibility reads it too (process.execPath), so it answers a bare name.
   defineProperty(D, "execPath", {
