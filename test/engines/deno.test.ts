@@ -87,6 +87,19 @@ describe("the deno engine", () => {
     expect(value).toEqual({ text: 'import x from "db"; export * from "fs"; import("db")', got: 1, fs: "function" });
   });
 
+  it("an import that climbs out of the private directory is refused, naming the path as the guest wrote it", async () => {
+    // why: the private directory's parents (the host's directory of Deno processes, one per
+    // process) reached the caller in the refusal's text; paths inside it were already rewritten.
+    for (const specifier of ["../x.js", "../../x.js"]) {
+      const result = failed(
+        await sandbox.run({ code: `export default async () => { await import(${JSON.stringify(specifier)}) }` }),
+      );
+      const text = `${result.error.message}\n${result.error.stack ?? ""}`;
+      expect(text).toContain(`"${specifier}"`);
+      expect(text).not.toMatch(/cordon-deno-host-|\/tmp\//);
+    }
+  });
+
   it("runs of the same code with other `imports` objects get their own data and functions", async () => {
     // Deno evaluates a module once per process: keyed by code alone, tenant B's run read tenant A's
     // config, and a call of api.read() ran another host function of the run (its number moved).

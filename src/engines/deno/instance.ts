@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import { type BindingsLike, sharedCodec } from "../../core/bindings.js";
 import { CordonError } from "../../core/errors.js";
 import { joinTexts } from "../../core/joined-texts.js";
@@ -64,6 +65,7 @@ export class DenoInstance implements EngineInstance {
   private readonly replies = new Map<number, { resolve(value: unknown): void; reject(error: Error): void; call?: boolean }>();
   private names = new Map<string, string>();
   private namePattern: RegExp | undefined;
+  private abovePattern: RegExp | undefined;
   private lastCaps: RuntimeCaps | undefined;
   private readonly disk: DiskWatch;
 
@@ -257,15 +259,21 @@ export class DenoInstance implements EngineInstance {
     // Deno prints a frame of eval'd code as "(name, <anonymous>:line:column)": read it as V8 does.
     text = withoutEvalMarkers(text);
     const dir = this.process.dir;
-    if (!text.includes(dir)) return text;
+    // The host's directory of Deno processes, two levels up: a path above the private directory
+    // (an import of "../x.js", refused) named it; it reads as the guest wrote it, relative.
+    const root = posix.dirname(posix.dirname(dir));
+    if (!text.includes(root)) return text;
     this.namePattern ??= new RegExp(
       `(?:file://)?${dir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/([^\\s:)"'?\\\\]+)(?:\\?r=\\d+)?`,
       "g",
     );
-    return text.replace(this.namePattern, (_whole, rel: string) => {
-      const path = `${dir}/${rel}`;
-      return this.names.get(path) ?? (rel.startsWith(".cordon/") ? "<cordon>" : `./${rel}`);
-    });
+    this.abovePattern ??= new RegExp(`(?:file://)?${root.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(/[^\\s:)"'?\\\\]*)?`, "g");
+    return text
+      .replace(this.namePattern, (_whole, rel: string) => {
+        const path = `${dir}/${rel}`;
+        return this.names.get(path) ?? (rel.startsWith(".cordon/") ? "<cordon>" : `./${rel}`);
+      })
+      .replace(this.abovePattern, (_whole, rest: string | undefined) => posix.relative(dir, root + (rest ?? "")) || ".");
   }
 
   private route(message: Record<string, unknown>): void {
