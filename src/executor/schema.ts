@@ -88,7 +88,7 @@ export function parseRunRequest(body: Buffer): RunRequest {
  */
 export function checkProtoImport(imports: unknown, path: string, maxChars: number): void {
   if (imports === null || typeof imports !== "object" || !Object.hasOwn(imports, "__proto__")) return;
-  const text = (imports as Record<string, unknown>).__proto__;
+  const text = Object.getOwnPropertyDescriptor(imports, "__proto__")?.value;
   if (typeof text !== "string") {
     throw new ServiceError(
       "ERR_BAD_REQUEST",

@@ -29,8 +29,8 @@ describe.each(COMBINATIONS)("bindings named __proto__ on $name", (combo) => {
   });
 
   it("a host module named __proto__, and a function under a key named __proto__, are called", async () => {
+    // An own "__proto__" key (JSON.parse makes one), then a function put in its place.
     const inner = JSON.parse('{"__proto__": 0}');
-    inner.__proto__ = undefined;
     Object.defineProperty(inner, "__proto__", { value: async () => "deep", enumerable: true });
     const module = { f: async () => 7, k: 8, inner };
     const imports = JSON.parse('{"__proto__": 0}');
