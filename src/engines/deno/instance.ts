@@ -14,6 +14,7 @@ import {
 import { DEFAULT_DISK_MB, DiskWatch } from "./disk-watch.js";
 import { frameProblem } from "./frames.js";
 import { writeGraph } from "./modules.js";
+import { HOST_DIR_PREFIX } from "./host-dirs.js";
 import { DenoProcess, type DenoProcessOptions } from "./process.js";
 
 /** RSS allowed above a process's resident size at start and its memory limit (V8's young generation, code, buffers). */
@@ -262,18 +263,22 @@ export class DenoInstance implements EngineInstance {
     // The host's directory of Deno processes, two levels up: a path above the private directory
     // (an import of "../x.js", refused) named it; it reads as the guest wrote it, relative.
     const root = posix.dirname(posix.dirname(dir));
-    if (!text.includes(root)) return text;
+    const above = posix.basename(root).startsWith(HOST_DIR_PREFIX);
+    if (!text.includes(above ? root : dir)) return text;
     this.namePattern ??= new RegExp(
       `(?:file://)?${dir.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/([^\\s:)"'?\\\\]+)(?:\\?r=\\d+)?`,
       "g",
     );
+    const named = text.replace(this.namePattern, (_whole, rel: string) => {
+      const path = `${dir}/${rel}`;
+      return this.names.get(path) ?? (rel.startsWith(".cordon/") ? "<cordon>" : `./${rel}`);
+    });
+    if (!above) return named;
     this.abovePattern ??= new RegExp(`(?:file://)?${root.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(/[^\\s:)"'?\\\\]*)?`, "g");
-    return text
-      .replace(this.namePattern, (_whole, rel: string) => {
-        const path = `${dir}/${rel}`;
-        return this.names.get(path) ?? (rel.startsWith(".cordon/") ? "<cordon>" : `./${rel}`);
-      })
-      .replace(this.abovePattern, (_whole, rest: string | undefined) => posix.relative(dir, root + (rest ?? "")) || ".");
+    return named.replace(
+      this.abovePattern,
+      (_whole, rest: string | undefined) => posix.relative(dir, root + (rest ?? "")) || ".",
+    );
   }
 
   private route(message: Record<string, unknown>): void {
