@@ -37,6 +37,8 @@ const ENTRY_SPECIFIER = "cordon:entry";
 export const SLOW_PATH_MS = 1000;
 /** How often a serving task that has served calls is looked at until it ends (see `checkLeftover`). */
 export const LEFTOVER_CHECK_MS = 10;
+/** How long a serving task must have been seen ending before its instance counts as stalled. */
+export const LEFTOVER_STALL_MS = 100;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
@@ -353,11 +355,8 @@ export class V8Instance implements EngineInstance {
     // On this thread when allowed (process workers); in a stream of calls, through shared memory
     // (./channel.ts); else one crossing.
     if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(crossingArgs(), blockForMs);
-    const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps) : undefined;
-    if (served) {
-      this.watchLeftover(leftoverMs);
-      return served;
-    }
+    const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps, leftoverMs) : undefined;
+    if (served) return served;
     return (this.cross("call", crossingArgs()) as Promise<string>).then(
       (out) => {
         this.lastCallEnd = performance.now();
@@ -429,9 +428,19 @@ export class V8Instance implements EngineInstance {
     );
   }
 
-  /** The instance's serving task is running what served calls left queued (see `leftover`). */
+  /**
+   * The instance's serving task has been running what served calls left queued for a while (see
+   * `leftover`). Not at once: a task that ends normally is seen ending now and then (its thread
+   * waiting for a core on a loaded machine), and a call then handed another instance made a
+   * second one, after which no call was served (`alone`).
+   */
   stalled(): boolean {
-    return this.leftover !== undefined && this.channel?.endingTask === this.leftover.task;
+    const leftover = this.leftover;
+    return (
+      leftover !== undefined &&
+      performance.now() - leftover.since >= LEFTOVER_STALL_MS &&
+      this.channel?.endingTask === leftover.task
+    );
   }
 
   /** Look at the serving task until it ends, for the leftover of a call served now (see `leftover`). */
@@ -472,7 +481,12 @@ export class V8Instance implements EngineInstance {
   }
 
   /** A call through the shared-memory channel; undefined when it cannot take this one. */
-  private callServed(path: string, joined: string, caps: RuntimeCaps | undefined): Promise<string> | undefined {
+  private callServed(
+    path: string,
+    joined: string,
+    caps: RuntimeCaps | undefined,
+    leftoverMs: number,
+  ): Promise<string> | undefined {
     this.channel ??= new CallChannel();
     const channel = this.channel;
     if (!channel.fits(path, joined) || channel.awaiting) return undefined;
@@ -490,6 +504,8 @@ export class V8Instance implements EngineInstance {
       if (!opening && this.lastCallEnd - started > 50 * this.busyPollMs)
         this.slowPaths.set(path, this.lastCallEnd + SLOW_PATH_MS);
       if (!("text" in answer)) return channel.bigAnswer();
+      // Answered with the task serving on: what the call left queued runs when the task ends.
+      if (!answer.closed) this.watchLeftover(leftoverMs);
       // The task ended with this answer (a call that returned a promise ends it): what that call
       // left queued runs as the task ends, and the crossing has returned only then. A task that
       // failed as it ended (a promise rejected with nothing to handle it) fails the calls whose
