@@ -721,7 +721,14 @@ export default log`;
         return { held: all.length - refused.length, refused: refused.length, first: refused[0], after: await hold(text) };
       }`;
       const limits = { maxBridgeCallBytes: 1 << 18, wallTimeMs: 8000 };
-      const result = await sandbox.run({ code, globals: { hold, release: () => release() }, limits });
+      // Released once the four are in (or after 2 s): on the remote host each host call is its own
+      // HTTP callback, and the release could overtake the fourth hold (mostHeld read 3 × in CI).
+      const releaseWhenHeld = async () => {
+        const deadline = Date.now() + 2000;
+        while (held < 4 * 225 * 1024 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+        release();
+      };
+      const result = await sandbox.run({ code, globals: { hold, release: releaseWhenHeld }, limits });
       const value = completed(result).value as { held: number; refused: number; first: unknown; after: number };
       // Four calls of 225 KiB (plus the encoding's quotes) fit in 1 MiB; the rest are refused, catchably.
       expect(value).toMatchObject({ held: 4, refused: 36, after: 225 * 1024 });
