@@ -3,6 +3,7 @@ import { type RunResult, type Sandbox, createSandbox, PrepareError } from "../..
 import type { UnderlyingSource } from "node:stream/web";
 import { COMBINATIONS, differs } from "./matrix.js";
 import { code, value } from "../helpers/results.js";
+import { watchLoopGaps } from "../helpers/host-loop.js";
 
 const COUNTER_PREFIX = `
   globalThis.counter = 0;
@@ -741,15 +742,10 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     // thread, its timers (the wall time's) included, for over 40 s; strings made the counted
     // size NaN, and the host process ran out of heap.
     for (const chunk of [() => new Uint8Array(1), () => new Uint8Array(0)]) {
-      let last = performance.now();
-      let longestGap = 0;
-      const ticks = setInterval(() => {
-        longestGap = Math.max(longestGap, performance.now() - last);
-        last = performance.now();
-      }, 5);
+      const gaps = watchLoopGaps(5);
       started = performance.now();
       const result = await call(streamed({ pull: (c) => c.enqueue(chunk()) }));
-      clearInterval(ticks);
+      const longestGap = gaps.stop().longest;
       expect(failed(result).code).toBe("ERR_WALL_TIMEOUT");
       expect(performance.now() - started).toBeLessThan(2000);
       // Held, the thread missed its timers for 40 s; a loaded machine alone stalls it up to ~400 ms

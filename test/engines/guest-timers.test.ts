@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_PENDING_TIMERS } from "../../src/core/limits.js";
 import { GuestTimers } from "../../src/engines/guest-timers.js";
+import { holdLoop } from "../helpers/host-loop.js";
 
 /** Real Node timers: `fired` lists ids as they fire; `settled` resolves once `count` have. */
 function recorder(count: number) {
@@ -14,11 +15,6 @@ function recorder(count: number) {
     if (fired.length === count) done();
   });
   return { timers, fired, settled };
-}
-
-function spin(ms: number): void {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {}
 }
 
 describe("guest timers", () => {
@@ -41,7 +37,7 @@ describe("guest timers", () => {
     const setAt = Date.now();
     for (let id = 1; id <= 60; id++) {
       timers.set(id, 40, setAt);
-      if (id % 6 === 0) spin(1);
+      if (id % 6 === 0) holdLoop(1);
     }
     await settled;
     expect(fired).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { createSandbox } from "../../src/index.js";
 import { FloodGuard, MAX_STDIN_BACKLOG } from "../../src/hosts/process/flood-guard.js";
 import { watchLoop } from "../../src/hosts/process/loop-stalls.js";
+import { holdLoop, watchLoopGaps } from "../helpers/host-loop.js";
 import { value } from "../helpers/results.js";
 
 /**
@@ -11,11 +12,6 @@ import { value } from "../helpers/results.js";
  * guard then read the worker as "reading 0 KB/s", or the backstop as "stopped answering", and
  * ended it, failing another tenant's run in that worker.
  */
-const hold = (ms: number) => {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {}
-};
-
 describe("a host whose own loop is held", () => {
   it("does not end a worker for the silence of its own hold, and the worker's other runs go on", async () => {
     await using sandbox = await createSandbox({ engine: "v8", host: "process", workers: { min: 1, max: 1 } });
@@ -28,7 +24,7 @@ describe("a host whose own loop is held", () => {
     // fires after it, on a worker it has not heard from for 4.5 s, through no fault of the worker.
     const holder = await sandbox.run({
       code: "export default async () => { await holdHost(); return 'not reached' }",
-      globals: { holdHost: async () => hold(4500) },
+      globals: { holdHost: async () => holdLoop(4500) },
       limits: { wallTimeMs: 2000 },
     });
     expect(holder.ok ? "completed" : holder.error.code).toBe("ERR_WALL_TIMEOUT");
@@ -42,7 +38,7 @@ describe("a host whose own loop is held", () => {
       const unread = MAX_STDIN_BACKLOG + 1;
       expect(guard.backlog(unread, 0)).toBeUndefined();
       // 3.5 s held: nothing could be fed, nothing read.
-      hold(3500);
+      holdLoop(3500);
       expect(guard.backlog(unread, 0)).toBeUndefined();
       // 3.5 s with the loop free and nothing read: that worker is not reading.
       await new Promise((resolve) => setTimeout(resolve, 3500));
@@ -55,13 +51,8 @@ describe("a host whose own loop is held", () => {
   it("encodes one large host-call answer a turn: many at once do not hold the loop", async () => {
     await using sandbox = await createSandbox({ engine: "v8", host: "process", workers: { min: 1, max: 1 } });
     const big = "y".repeat(8 * 1024 * 1024);
-    let last = performance.now();
-    let longest = 0;
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      longest = Math.max(longest, now - last);
-      last = now;
-    }, 5);
+    const gaps = watchLoopGaps(5);
+    let longest: number;
     try {
       const result = await sandbox.run({
         code: "export default async () => (await Promise.all(Array.from({ length: 20 }, () => big()))).length",
@@ -70,7 +61,7 @@ describe("a host whose own loop is held", () => {
       });
       expect(value(result)).toBe(20);
     } finally {
-      clearInterval(ticker);
+      ({ longest } = gaps.stop());
     }
     // All twenty in one turn held it ~2 s here; one a turn, ~0.2 s at a time.
     expect(longest).toBeLessThan(1000);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createSandbox, type Prefix, type RunResult, type Sandbox } from "../../src/index.js";
+import { watchLoopGaps } from "../helpers/host-loop.js";
 
 /**
  * Quick warm calls run synchronously on a process worker's own thread (decision 012). These
@@ -195,15 +196,9 @@ describe("in-process hosts never block the caller's loop", () => {
     opened.push(s);
     const prefix = await s.prepare({ code: HANDLERS, globals: { ping: async () => 0 } });
     await teach(prefix, "work", 1);
-    let last = performance.now();
-    let widest = 0;
-    const ticker = setInterval(() => {
-      const now = performance.now();
-      widest = Math.max(widest, now - last);
-      last = now;
-    }, 2);
+    const gaps = watchLoopGaps(2);
     const spun = await prefix.call({ export: "work", args: [-1], limits });
-    clearInterval(ticker);
+    const widest = gaps.stop().longest;
     expect(failure(spun).code).toBe("ERR_CPU_TIMEOUT");
     expect(failure(spun).message).not.toMatch(/worker's thread/);
     // Blocked, the loop would have missed its timer for the whole 100 ms.

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunResult, type Sandbox, createSandbox } from "../../src/index.js";
 import { COMBINATIONS } from "../conformance/matrix.js";
 import { completed } from "../conformance/results.js";
+import { watchLoopGaps } from "../helpers/host-loop.js";
 
 /**
  * Resource bombs. Each ends with its own code within its limit plus one second, the host's event
@@ -297,14 +298,7 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
 
   it.each(BOMBS)("$name ends with its code and the next run succeeds", async (bomb) => {
     await spareReady(sandbox);
-    let ticks = 0;
-    let lastTick = performance.now();
-    let longestGap = 0;
-    const ticker = setInterval(() => {
-      ticks++;
-      longestGap = Math.max(longestGap, performance.now() - lastTick);
-      lastTick = performance.now();
-    }, 10);
+    const gaps = watchLoopGaps(10);
     const started = performance.now();
     const result = await sandbox.run({
       code: bomb.code,
@@ -312,7 +306,7 @@ describe.each(COMBINATIONS)("exhaustion on $name", (combo) => {
       limits: { ...LIMITS, ...bomb.limits },
     });
     const elapsed = performance.now() - started;
-    clearInterval(ticker);
+    const { ticks, longest: longestGap } = gaps.stop();
     const allowed = Array.isArray(bomb.expect) ? bomb.expect : [bomb.expect];
     // On a starved machine (CI: vitest's workers and a spinning Deno process on 2 cores) the
     // wall clock can run out before the guest was given its CPU time. A wall timeout is then the
