@@ -70,9 +70,9 @@ export class WorkerProcess {
   private culprit: number | undefined;
   /** When the worker last sent anything: a slow worker still talks, a hung one does not. */
   private lastHeard = performance.now();
-  /** loopHeldMs() at lastHeard: silence while this process's loop was held is not the worker's. */
-  private heldAtHeard = 0;
   private readonly unwatchLoop = watchLoop();
+  /** loopHeldMs() at lastHeard: silence while this process's loop was held is not the worker's. */
+  private heldAtHeard = loopHeldMs();
   private deathCause = "";
   private dead = false;
   /** SIGKILL sent: what it still writes is not read (a flooding worker's frames cost a parse each). */
@@ -100,8 +100,8 @@ export class WorkerProcess {
         this.kill("ERR_INSTANCE_RESET", "the worker did not start in time");
       }, START_TIMEOUT_MS);
       const reader = new FrameReader(
+        // (Heard already: every frame comes out of a chunk the data listener below has noted.)
         (message, bytes) => {
-          this.heard();
           const event = message as HostEvent;
           const oversized = this.guard.frameSize(event.t, bytes);
           if (oversized) {
