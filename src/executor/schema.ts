@@ -87,8 +87,10 @@ export function parseRunRequest(body: Buffer): RunRequest {
  * object. Without the check a "__proto__" import could have been any JSON value, of any size.
  */
 export function checkProtoImport(imports: unknown, path: string, maxChars: number): void {
-  if (imports === null || typeof imports !== "object" || !Object.hasOwn(imports, "__proto__")) return;
-  const text = Object.getOwnPropertyDescriptor(imports, "__proto__")?.value;
+  if (imports === null || typeof imports !== "object") return;
+  const own = Object.getOwnPropertyDescriptor(imports, "__proto__");
+  if (own === undefined) return;
+  const text = own.value;
   if (typeof text !== "string") {
     throw new ServiceError(
       "ERR_BAD_REQUEST",
