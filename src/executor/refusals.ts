@@ -36,10 +36,13 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Duplex):
       : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
         ? [408, "Request Timeout", "the request did not arrive in time"]
         : [400, "Bad Request", "the request is not valid HTTP/1.1"];
-  const body = JSON.stringify({ error: { code: "ERR_BAD_REQUEST", message } });
-  socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
+  socket.end(rawRefusal(status, reason, "ERR_BAD_REQUEST", message));
+}
+
+/** A whole HTTP/1.1 response in the refusal form, for a socket no response object serves; the connection closes. */
+function rawRefusal(status: number, reason: string, code: string, message: string): string {
+  const body = JSON.stringify({ error: { code, message } });
+  return `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }
 
 /** The routes, as a refusal names them. */
@@ -63,9 +66,6 @@ export function answerExpectation(_incoming: IncomingMessage, outgoing: ServerRe
  */
 export function answerConnect(incoming: IncomingMessage, socket: Duplex): void {
   const target = String(incoming.url ?? "").slice(0, 200);
-  const body = JSON.stringify({ error: { code: "ERR_NOT_FOUND", message: `no route for CONNECT ${target}; routes: ${ROUTES}` } });
   socket.on("error", () => {});
-  socket.end(
-    `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
+  socket.end(rawRefusal(404, "Not Found", "ERR_NOT_FOUND", `no route for CONNECT ${target}; routes: ${ROUTES}`));
 }
