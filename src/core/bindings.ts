@@ -1,4 +1,5 @@
 import type { BrokeredFetch } from "../capabilities.js";
+import type { AnswerGate } from "./answer-gate.js";
 import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
 import { readBodiesWithin } from "./body-reads.js";
@@ -26,8 +27,10 @@ export interface BindingsLike {
    * when the run or call that made it has ended: the brokered fetch stops its exchange then (a
    * host function of the caller's own runs to its end; its answer is dropped). An answer
    * longer than `maxBytes` (the run's maxBridgeCallBytes) is not sent: `tooLarge` says so.
+   * `gate`, the run's answers on their way to its guest: an answer is encoded when it lets it,
+   * and what it holds (`held`) the caller releases once the guest's engine has it.
    */
-  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer>;
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number, gate?: AnswerGate): Promise<BridgeAnswer>;
 }
 
 export interface BridgeAnswer {
@@ -35,6 +38,8 @@ export interface BridgeAnswer {
   text: string;
   /** The answer was longer than the caller's maxBytes: `text` is empty, the run ends with ERR_BRIDGE_PAYLOAD_TOO_LARGE. */
   tooLarge?: boolean;
+  /** Characters this answer holds of the dispatch's gate: release them once it is delivered or dropped. */
+  held?: number;
 }
 
 /** The answer for one longer than the caller's maxBytes. */
@@ -117,8 +122,8 @@ export class Bindings implements BindingsLike {
     return this.functions.length;
   }
 
-  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer> {
-    return dispatchBridgeCall(this, fnId, argsText, signal, maxBytes);
+  dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number, gate?: AnswerGate): Promise<BridgeAnswer> {
+    return dispatchBridgeCall(this, fnId, argsText, signal, maxBytes, gate);
   }
 }
 
@@ -243,6 +248,7 @@ export async function dispatchBridgeCall(
   argsText: string,
   signal?: AbortSignal,
   maxBytes = Number.POSITIVE_INFINITY,
+  gate?: AnswerGate,
 ): Promise<BridgeAnswer> {
   const codec = sharedCodec();
   const target = bindings.functions[fnId];
@@ -262,7 +268,7 @@ export async function dispatchBridgeCall(
       ? (target.fn as unknown as BrokeredFetch)(list[0] as Request, signal)
       : target.fn.apply(target.owner, list));
   } catch (error) {
-    return errorAnswer(error, maxBytes);
+    return gated(gate, signal, () => errorAnswer(error, maxBytes));
   }
   try {
     if (result !== null && typeof result === "object" && needsBodies([result])) {
@@ -273,16 +279,41 @@ export async function dispatchBridgeCall(
       if (read === "aborted") throw signal?.reason;
       if (typeof read === "object") throw read.failed;
     }
-    // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
-    while (largeAnswerTurn) await largeAnswerTurn;
-    if (signal?.aborted) return { ok: false, text: bridgeErrorText(new Error("the host call was stopped")) };
-    const text = codec.encode(result, `${target.label}() result`, maxBytes, false);
-    if (text.length >= LARGE_ANSWER_CHARS) encodedLargeAnswer();
-    return { ok: true, text };
   } catch (error) {
-    if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") return TOO_LARGE;
-    return errorAnswer(error, maxBytes);
+    return gated(gate, signal, () => errorAnswer(error, maxBytes));
   }
+  return gated(gate, signal, () => {
+    try {
+      // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
+      return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };
+    } catch (error) {
+      if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") return TOO_LARGE;
+      return errorAnswer(error, maxBytes);
+    }
+  });
+}
+
+/**
+ * Make an answer (`encode`: never throws) when it may be: on the loop's turn after a large
+ * answer, and with room among the run's answers in flight (`gate`), which it then holds.
+ */
+async function gated(
+  gate: AnswerGate | undefined,
+  signal: AbortSignal | undefined,
+  encode: () => BridgeAnswer,
+): Promise<BridgeAnswer> {
+  for (let turn = largeAnswerTurn ?? gate?.turn(signal); turn; turn = largeAnswerTurn ?? gate?.turn(signal)) {
+    await turn;
+    if (signal?.aborted) break;
+  }
+  if (signal?.aborted) return { ok: false, text: bridgeErrorText(new Error("the host call was stopped")) };
+  // Checked, encoded and held with no await between: the gate's check and hold are one step.
+  const answer = encode();
+  const chars = answer.text.length;
+  if (chars >= LARGE_ANSWER_CHARS) encodedLargeAnswer();
+  if (!gate || chars === 0) return answer;
+  gate.hold(chars);
+  return { ...answer, held: chars };
 }
 
 /** A host error as the guest's answer, or TOO_LARGE when its text is longer than `maxBytes`. */

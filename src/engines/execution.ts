@@ -10,6 +10,7 @@ import {
   sanitizeStack,
   withoutRuntimeFrames,
 } from "../core/guest-errors.js";
+import { AnswerGate } from "../core/answer-gate.js";
 import { PENDING_ARGS_FACTOR, type ResolvedLimits } from "../core/limits.js";
 import { TEXT_SEPARATOR } from "../core/joined-texts.js";
 import { msSince, roundToUs } from "../core/milliseconds.js";
@@ -79,6 +80,8 @@ export class Execution implements InstanceListener, Watched {
   private readonly hostCalls = new Map<number, AbortController>();
   /** The arguments of the host calls in flight, together (bounded: see PENDING_ARGS_FACTOR). */
   private argCharsInFlight = 0;
+  /** The answers on their way to the guest (made at the first host call): core/answer-gate.ts. */
+  private answers: AnswerGate | undefined;
   private resolveOutcomes!: (results: RunResult[]) => void;
   /** Every call's result, in order, once all are settled. */
   readonly outcomes = new Promise<RunResult[]>((resolve) => {
@@ -329,19 +332,29 @@ export class Execution implements InstanceListener, Watched {
     this.hostCalls.set(id, controller);
     const chars = argsText.length;
     this.argCharsInFlight += chars;
+    this.answers ??= new AnswerGate(limits.maxBridgeCallBytes);
+    const answers = this.answers;
     void bindings
-      .dispatch(fnId, argsText, controller.signal, limits.maxBridgeCallBytes)
+      .dispatch(fnId, argsText, controller.signal, limits.maxBridgeCallBytes, answers)
       // Dispatching never rejects (bindings.ts); a binding of another kind must not end the host either.
       .catch((): BridgeAnswer => ({ ok: false, text: bridgeErrorText(new Error("the host function failed")) }))
-      .then(({ ok, text, tooLarge }) => {
+      .then(({ ok, text, tooLarge, held = 0 }) => {
         this.hostCalls.delete(id);
         this.argCharsInFlight -= chars;
-        if (this.settled) return;
+        if (this.settled) {
+          answers.release(held);
+          return;
+        }
         if (tooLarge || text.length > limits.maxBridgeCallBytes) {
+          answers.release(held);
           this.kill("ERR_BRIDGE_PAYLOAD_TOO_LARGE", `a host call's result exceeded ${limits.maxBridgeCallBytes} bytes`);
           return;
         }
-        this.instance.settle(id, ok, text).catch((error: unknown) => this.taskFailed(error));
+        // Held until the engine has it (the settle crossing is over): then the next may be encoded.
+        this.instance
+          .settle(id, ok, text)
+          .catch((error: unknown) => this.taskFailed(error))
+          .finally(() => answers.release(held));
       });
   }
 

@@ -104,6 +104,16 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
     "deno/inprocess":
       "Deno's guest has Deno's own URL, which parses in the Deno process, not on the host: cordon's URL limits (1 MiB once percent-encoded, 4096 bytes for a host that needs IDNA) do not apply there, and what a parse costs is the Deno process's time, under the run's limits.",
   },
+  "answers-taken-by-worker": {
+    "v8/process":
+      "The guest's engine runs in a worker process that reads its pipe whatever the guest does: a host-call answer is delivered once the worker has read it, so a guest that takes none holds them in its worker, whose memory the RSS watchdog bounds. What the host holds is still under the run's maxBridgeCallBytes plus one answer (a stopped worker: test/conformance/answers-in-flight.test.ts).",
+    "quickjs/process":
+      "The guest's engine runs in a worker process that reads its pipe whatever the guest does: a host-call answer is delivered once the worker has read it, so a guest that takes none holds them in its worker, whose memory the RSS watchdog bounds. What the host holds is still under the run's maxBridgeCallBytes plus one answer (a stopped worker: test/conformance/answers-in-flight.test.ts).",
+    "v8/remote":
+      "The executor runs the guest on its own host (the process host by default): the executor reads a callback's answer as soon as its worker has read the ones before, so a guest that takes none holds them in the executor's worker. The application answering the callbacks holds an answer until its response is sent (with cordon's callback server, or `RpcEnv` passed to `handle`).",
+    "quickjs/remote":
+      "The executor runs the guest on its own host (the process host by default): the executor reads a callback's answer as soon as its worker has read the ones before, so a guest that takes none holds them in the executor's worker. The application answering the callbacks holds an answer until its response is sent (with cordon's callback server, or `RpcEnv` passed to `handle`).",
+  },
   "callsite-files": {
     "deno/inprocess":
       "Guest modules are files in the function's private temporary directory, so a CallSite's getFileName() is that path (and an eval origin may name its file: URL); Deno's own web APIs (URL, structuredClone) are `ext:` modules; the runtime is an eval'd script, so its frames have no file name and the eval origin `<cordon>`. Error stacks that reach the caller are still renamed to the guest's own names (`<guest>`, the `imports` specifier).",

@@ -188,9 +188,9 @@ export class DenoInstance implements EngineInstance {
       : value;
   }
 
-  async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
-    this.process.send({ t: "settle", callId, ok, text });
-    return undefined;
+  /** Resolves once the answer is out of this process (the run's AnswerGate waits for that). */
+  settle(callId: number, ok: boolean, text: string): Promise<unknown> {
+    return new Promise((resolve) => this.process.send({ t: "settle", callId, ok, text }, () => resolve(undefined)));
   }
 
   async fire(timerId: number): Promise<unknown> {

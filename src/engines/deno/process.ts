@@ -263,11 +263,17 @@ export class DenoProcess {
     return this.childPid;
   }
 
-  send(message: unknown): void {
-    if (this.exited) return;
+  /** `onWritten`: called once the frame is out of this process (in the FIFO, or the Deno process has it), or dropped. */
+  send(message: unknown, onWritten?: () => void): void {
+    if (this.exited) {
+      onWritten?.();
+      return;
+    }
     try {
-      this.input.write(encodeFrame(message));
+      if (onWritten) this.input.write(encodeFrame(message), () => onWritten());
+      else this.input.write(encodeFrame(message));
     } catch (error) {
+      onWritten?.();
       this.kill(`could not write to the Deno process: ${(error as Error).message}`);
     }
   }

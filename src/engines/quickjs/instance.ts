@@ -17,6 +17,9 @@ import type { QuickJSThread, QuickJSThreads } from "./threads.js";
 
 let nextId = 0;
 
+/** Host-call answers this long are acknowledged once in the guest (settle): 64 Ki characters. */
+const ACKED_SETTLE_CHARS = 64 * 1024;
+
 /**
  * What a guest's timer firing costs the machine outside the VM, where the guest's CPU clock
  * (time inside a crossing) cannot see it: the host's timer, the "fire" message, the worker
@@ -174,10 +177,21 @@ export class QuickJSInstance implements EngineInstance {
     return value.includes("\u2063") ? renameThrownOutcomes(value, untagged) : value;
   }
 
+  /**
+   * Resolves once the thread has the answer in the guest when it is long (the run's AnswerGate
+   * waits for that: posted, it is held in the thread's queue, in this process). A short one is
+   * not worth a message back.
+   */
   async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
-    this.thread.post({ t: "settle", id: this.id, callId, ok, text });
+    if (text.length < ACKED_SETTLE_CHARS) {
+      this.thread.post({ t: "settle", id: this.id, callId, ok, text });
+      this.expectMessage();
+      return undefined;
+    }
+    const taken = this.thread.postForReply({ t: "settle", id: this.id, callId, ok, text });
     this.expectMessage();
-    return undefined;
+    // Refused only when the run was stopped or the thread is gone: the answer is dropped either way.
+    return taken.catch(() => undefined);
   }
 
   async fire(timerId: number): Promise<unknown> {

@@ -41,7 +41,8 @@ export type ToWorker =
       };
     }
   | { t: "call"; id: number; seq: number; path: string; joined: string; caps?: RuntimeCaps }
-  | { t: "settle"; id: number; callId: number; ok: boolean; text: string }
+  /** With `seq` (a long answer), the worker replies once the guest has it: the run's AnswerGate waits for that. */
+  | { t: "settle"; id: number; callId: number; ok: boolean; text: string; seq?: number }
   | { t: "fire"; id: number; timerId: number }
   | { t: "ping"; id: number; seq: number }
   | { t: "heap"; id: number; seq: number }

@@ -46,6 +46,15 @@ export interface ThreadListener {
 }
 
 /** One worker thread hosting many QuickJS instances. */
+/** A message the worker replies to (it has a `seq`, or may), without the `seq` posting adds. */
+type ReplyingMessage = ToWorker extends infer M
+  ? M extends { t: string }
+    ? "seq" extends keyof M
+      ? Omit<M, "seq">
+      : never
+    : never
+  : never;
+
 export class QuickJSThread {
   private readonly worker: Worker;
   private readonly listeners = new Map<number, ThreadListener>();
@@ -134,17 +143,21 @@ export class QuickJSThread {
   }
 
   request(
-    message: ToWorker extends infer M ? (M extends { seq: number } ? Omit<M, "seq"> : never) : never,
+    message: ReplyingMessage,
     /** Whether the worker has begun on it (see busy-poll.ts, pollUntilSettled). */
     started?: () => boolean,
   ): Promise<unknown> {
+    return pollUntilSettled(this.postForReply(message), this.busyPollMs, false, started);
+  }
+
+  /** Post `message` and resolve with the worker's reply to it, polling for none (the caller does, if anyone). */
+  postForReply(message: ReplyingMessage): Promise<unknown> {
     if (this.dead) return Promise.reject(new CordonError("ERR_INSTANCE_RESET", "the QuickJS worker is gone"));
     const seq = ++this.seq;
-    const reply = new Promise((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       this.replies.set(seq, { resolve, reject });
       this.post({ ...message, seq } as ToWorker);
     });
-    return pollUntilSettled(reply, this.busyPollMs, false, started);
   }
 
   /** After telling a guest to stop: a thread that stays silent is stuck in code the interrupt cannot reach. */

@@ -252,6 +252,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
       }
       case "settle":
         inVm(inst, () => callInternal(inst, "settle", [message.callId, message.ok ? 1 : 0, message.text]));
+        if (message.seq !== undefined) post({ t: "reply", id: inst.id, seq: message.seq, value: true });
         return;
       case "fire":
         inVm(inst, () => callInternal(inst, "fire", [message.timerId]));

@@ -1,3 +1,4 @@
+import { AnswerGate } from "../../core/answer-gate.js";
 import { type BindingsLike, type BridgeAnswer, peerMaxBytes } from "../../core/bindings.js";
 import { MAX_FRAME_BYTES } from "../../core/framing.js";
 import type { HostRequest } from "../../core/protocol.js";
@@ -10,23 +11,47 @@ import type { HostRequest } from "../../core/protocol.js";
 export class BridgeCalls {
   /** By call id: what stops it, and the request (or prefix owner) id it belongs to. */
   private readonly calls = new Map<number, { controller: AbortController; id: number }>();
+  /**
+   * The answers on their way to the worker (core/answer-gate.ts), by request id: a one-off run's,
+   * or a prefix's (its calls' host calls name the prepare's id: they share one). Kept while a
+   * call of that id is open.
+   */
+  private readonly gates = new Map<number, { gate: AnswerGate; open: number }>();
 
-  /** Dispatch call `cid` of request `id` to `bindings`; `answer` gets what it returns (never a throw). */
+  /**
+   * Dispatch call `cid` of request `id` to `bindings`; `answer` gets what it returns (never a
+   * throw) and calls `delivered` once the worker has read it (or it is dropped). `capChars`: the
+   * request's maxBridgeCallBytes, as the host resolved it (not the worker's word).
+   */
   start(
     cid: number,
     id: number,
     bindings: BindingsLike,
     call: { fnId: number; argsText: string; maxBytes?: unknown },
-    answer: (cid: number, answer: BridgeAnswer) => void,
+    capChars: number,
+    answer: (cid: number, answer: BridgeAnswer, delivered: () => void) => void,
   ): void {
     const controller = new AbortController();
     this.calls.set(cid, { controller, id });
+    let entry = this.gates.get(id);
+    if (!entry) {
+      entry = { gate: new AnswerGate(capChars), open: 0 };
+      this.gates.set(id, entry);
+    }
+    entry.open++;
+    const { gate } = entry;
     void bindings
-      .dispatch(call.fnId, call.argsText, controller.signal, peerMaxBytes(call.maxBytes))
+      .dispatch(call.fnId, call.argsText, controller.signal, peerMaxBytes(call.maxBytes), gate)
       .catch((): BridgeAnswer => ({ ok: false, text: '{"$":"e","n":"Error","m":"the host function failed"}' }))
       .then((result) => {
         this.calls.delete(cid);
-        answer(cid, result);
+        let released = false;
+        answer(cid, result, () => {
+          if (released) return;
+          released = true;
+          gate.release(result.held ?? 0);
+          if (--(entry as { open: number }).open === 0 && this.gates.get(id) === entry) this.gates.delete(id);
+        });
       });
   }
 

@@ -18,6 +18,8 @@ export interface Pending {
   owner?: number;
   /** Host calls the request may still make (its maxBridgeCalls): the worker's own count, checked again here. */
   hostCalls?: number;
+  /** Its maxBridgeCallBytes as the host resolved it: the cap of its answers on their way (BridgeCalls). */
+  maxAnswerChars?: number;
   memoryMb: number;
   /** A one-off run: its memory stays counted for a while after its answer (ReleasingMemory). */
   oneOff?: boolean;

@@ -17,6 +17,9 @@ export class PipeOut {
   private corked = false;
   private ending = false;
 
+  /** Callbacks of frames written with one, in order of `end`: the byte count once they are read. */
+  private readonly readers: { end: number; onRead: () => void }[] = [];
+
   private stdin: Writable | undefined;
 
   /**
@@ -29,6 +32,7 @@ export class PipeOut {
     stdin.on("close", () => {
       this.queue.length = 0;
       this.queued = 0;
+      this.flushedTo(Number.POSITIVE_INFINITY);
     });
     this.feed();
   }
@@ -43,11 +47,28 @@ export class PipeOut {
     return this.handed - (this.stdin?.writableLength ?? 0);
   }
 
-  write(frame: Buffer): void {
-    if (this.ending || this.stdin?.destroyed) return;
+  /**
+   * `onRead`, when given, is called once the frame is out of this process (handed to the pipe:
+   * the worker has read all of it but what the kernel's pipe buffer holds), or dropped (the pipe
+   * closed). A host call's answer waits for it (core/answer-gate.ts).
+   */
+  write(frame: Buffer, onRead?: () => void): void {
+    if (this.ending || this.stdin?.destroyed) {
+      onRead?.();
+      return;
+    }
     this.queue.push(frame);
     this.queued += frame.length;
+    if (onRead) this.readers.push({ end: this.handed + this.queued, onRead });
     this.feed();
+  }
+
+  private flushedTo(bytes: number): void {
+    const readers = this.readers;
+    let n = 0;
+    while (n < readers.length && (readers[n] as { end: number }).end <= bytes) n++;
+    if (n === 0) return;
+    for (const reader of readers.splice(0, n)) reader.onRead();
   }
 
   /** Close the pipe once what is queued has been handed to it. */
@@ -66,9 +87,14 @@ export class PipeOut {
       if (chunk === head) this.queue.shift();
       else this.queue[0] = head.subarray(room);
       this.cork(stdin);
-      stdin.write(chunk);
       this.queued -= chunk.length;
       this.handed += chunk.length;
+      // A callback only while a frame waits on one (most writes have none: the hot path).
+      if (this.readers.length === 0) stdin.write(chunk);
+      else {
+        const handed = this.handed;
+        stdin.write(chunk, () => this.flushedTo(handed));
+      }
       room -= chunk.length;
     }
     if (this.ending && this.queue.length === 0 && !stdin.writableEnded) stdin.end();

@@ -4,7 +4,7 @@ import { pollUntilSettled, wouldPollProcess } from "../../core/busy-poll.js";
 import type { ErrorCode } from "../../core/errors.js";
 import { encodeJoinedTextFrame, encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
-import type { ResolvedLimits } from "../../core/limits.js";
+import { DEFAULT_LIMITS, type ResolvedLimits } from "../../core/limits.js";
 import type { HostEvent, HostRequest } from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
@@ -239,7 +239,14 @@ export class WorkerProcess {
       if (message.t !== "prefix-call") this.runs++;
       this.lastUsed = performance.now();
       const owner = message.t === "run" ? undefined : this.prefixes.ownerOf(message.prefix);
-      const pending: Pending = { resolve, bindings, memoryMb, owner, hostCalls: message.limits?.maxBridgeCalls };
+      const pending: Pending = {
+        resolve,
+        bindings,
+        memoryMb,
+        owner,
+        hostCalls: message.limits?.maxBridgeCalls,
+        maxAnswerChars: message.limits?.maxBridgeCallBytes,
+      };
       if (message.t === "run") pending.oneOff = true;
       this.pending.set(id, pending);
       this.backstop(id, pending, backstopMs, "the worker did not answer within the run's wall time");
@@ -277,6 +284,7 @@ export class WorkerProcess {
         keptBytes: heldBytesOf(message),
         bindings,
         hostCalls: message.limits.maxBridgeCalls,
+        maxAnswerChars: message.limits.maxBridgeCallBytes,
         onPrepared: (prefix, result) => {
           if (prefix !== undefined) this.prefixes.prepared(id, bindings);
           resolve({ prefix, result, owner: id });
@@ -411,19 +419,26 @@ export class WorkerProcess {
    * Frame and write `message`. A frame over MAX_FRAME_BYTES throws a RangeError before anything
    * is written (the worker's pipe stays in step): callers sending guest-controlled data catch it.
    */
-  private send(message: HostRequest): void {
+  private send(message: HostRequest, onRead?: () => void): void {
     this.calls.flush();
-    this.write(message);
+    this.write(message, onRead);
   }
 
-  private write(message: HostRequest): void {
-    if (this.dead) return;
-    this.writeFrame(encodeTextFrame(message));
+  private write(message: HostRequest, onRead?: () => void): void {
+    if (this.dead) {
+      onRead?.();
+      return;
+    }
+    this.writeFrame(encodeTextFrame(message), onRead);
   }
 
-  private writeFrame(frame: Buffer): void {
-    if (this.dead) return;
-    this.out.write(frame);
+  /** `onRead` (PipeOut.write): called once the worker has read the frame, or it is dropped. */
+  private writeFrame(frame: Buffer, onRead?: () => void): void {
+    if (this.dead) {
+      onRead?.();
+      return;
+    }
+    this.out.write(frame, onRead);
     const stalled = this.guard.backlog(this.out.unread, this.out.read);
     if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);
   }
@@ -490,9 +505,20 @@ export class WorkerProcess {
           this.retire("ERR_INSTANCE_RESET", "protocol error: more host calls than the run's maxBridgeCalls");
           return;
         }
-        this.bridgeCalls.start(event.cid, event.id, bindings, event, (cid, answer) =>
-          sendBridgeAnswer((m) => this.send(m), cid, answer),
-        );
+        const capChars = caller.maxAnswerChars ?? DEFAULT_LIMITS.maxBridgeCallBytes;
+        this.bridgeCalls.start(event.cid, event.id, bindings, event, capChars, (cid, answer, delivered) => {
+          // Held by the run's gate until the worker has read it off the pipe (or it is dropped).
+          let handed = false;
+          sendBridgeAnswer(
+            (m) => {
+              this.send(m, delivered);
+              handed = true;
+            },
+            cid,
+            answer,
+          );
+          if (!handed) delivered();
+        });
         return;
       }
       case "bridge-cancel":

@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Sandbox, createSandbox } from "../../src/index.js";
+import { COMBINATIONS, differs } from "./matrix.js";
+import { workerPids } from "../helpers/processes.js";
+import { completed } from "./results.js";
+
+const ANSWER_CHARS = 256 * 1024;
+const BIG = "y".repeat(ANSWER_CHARS);
+const CALLS = 40;
+
+/**
+ * A run's host-call answers on their way to its guest are bounded (core/answer-gate.ts): under
+ * the run's maxBridgeCallBytes, plus one answer. A guest awaited 40 calls of a host function
+ * returning one shared 8 MB string, and the host encoded all 40 at once, a copy each: 450–520 MB
+ * of the host's memory under a 64 MB guest limit. Here the guest stops taking answers (it spins)
+ * while they become ready: the host encodes two (each ~256 Ki characters under a cap of 512 Ki),
+ * and the rest wait until the guest takes those.
+ *
+ * Encodes are counted on the host: each answer holds an object whose getter only encoding reads.
+ */
+describe.each(COMBINATIONS)("host-call answers in flight on $name", (combo) => {
+  let sandbox: Sandbox;
+  beforeAll(async () => {
+    sandbox = await createSandbox(combo.options);
+  });
+  afterAll(async () => {
+    await sandbox.dispose();
+  });
+
+  it("wait to be encoded while the guest takes none, and all arrive once it does", async () => {
+    const midway = await answersEncodedMidway(sandbox);
+    if (differs(combo, "answers-taken-by-worker")) expect(midway).toBeGreaterThan(3);
+    else expect(midway).toBeLessThanOrEqual(3);
+  }, 40_000);
+});
+
+/**
+ * On the process host the worker reads its pipe whatever its guest does: the host's bound is on
+ * what the worker has not read. A worker stopped (SIGSTOP) reads nothing: the host encodes two.
+ */
+describe.each(COMBINATIONS.filter((combo) => combo.host === "process"))(
+  "host-call answers to a stopped worker on $name",
+  (combo) => {
+    let sandbox: Sandbox;
+    beforeAll(async () => {
+      sandbox = await createSandbox(combo.options);
+    });
+    afterAll(async () => {
+      await sandbox.dispose();
+    });
+
+    it("wait to be encoded until the worker reads the earlier ones", async () => {
+      let stopped: number[] = [];
+      const midway = await answersEncodedMidway(sandbox, {
+        marked: () => {
+          stopped = workerPids(sandbox);
+          for (const pid of stopped) process.kill(pid, "SIGSTOP");
+        },
+        sampled: () => {
+          for (const pid of stopped) process.kill(pid, "SIGCONT");
+        },
+        spinMs: 0,
+      });
+      expect(stopped.length).toBeGreaterThan(0);
+      expect(midway).toBeLessThanOrEqual(3);
+    }, 40_000);
+  },
+);
+
+/**
+ * Run a guest that calls `big()` 40 times, then (after a `mark()` call) takes no answer for
+ * `spinMs`; the answers become ready 0.3 s after their calls. Returns how many answers the host
+ * had encoded 0.9 s after the mark (answers ready for ~0.6 s), after checking all 40 arrived.
+ */
+async function answersEncodedMidway(
+  sandbox: Sandbox,
+  { marked = () => {}, sampled = () => {}, spinMs = 1500 }: { marked?(): void; sampled?(): void; spinMs?: number } = {},
+): Promise<number> {
+  const encoded = new Set<object>();
+  let markedAt = 0;
+  const big = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const answer = {};
+    Object.defineProperty(answer, "s", {
+      enumerable: true,
+      get() {
+        encoded.add(answer);
+        return BIG;
+      },
+    });
+    // Deeper than the walk for Request/Response bodies reaches (fetch-wire.ts, visit): only
+    // encoding reads the getter.
+    return { a: { b: answer } };
+  };
+  const mark = async () => {
+    markedAt = performance.now();
+    marked();
+  };
+  const running = sandbox.run({
+    code: `export default async () => {
+      const calls = Array.from({ length: ${CALLS} }, () => big());
+      await mark();
+      const end = Date.now() + ${spinMs};
+      while (Date.now() < end) {}
+      const got = await Promise.all(calls);
+      return got.reduce((n, o) => n + o.a.b.s.length, 0);
+    }`,
+    globals: { big, mark },
+    limits: { maxBridgeCallBytes: 512 * 1024, cpuTimeMs: 10_000, wallTimeMs: 20_000 },
+  });
+  let midway = -1;
+  try {
+    while (markedAt === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    midway = encoded.size;
+  } finally {
+    sampled();
+  }
+  const result = completed(await running);
+  expect(result.value).toBe(CALLS * ANSWER_CHARS);
+  expect(encoded.size).toBe(CALLS);
+  return midway;
+}
