@@ -3,7 +3,7 @@ export { createSandbox } from "./create-sandbox.js";
 export { Sandbox } from "./sandbox.js";
 export { Prefix, PrepareError } from "./prefix.js";
 export { createRpcHandler } from "./hosts/remote/rpc.js";
-export type { RpcHandler } from "./hosts/remote/rpc.js";
+export type { RpcEnv, RpcHandler } from "./hosts/remote/rpc.js";
 export { GrantError } from "./hosts/remote/grant.js";
 export type { PrefixCallOptions, PrefixRunOptions } from "./prefix.js";
 export { CordonError, ERROR_CODES } from "./core/errors.js";

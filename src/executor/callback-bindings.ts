@@ -1,4 +1,5 @@
 import { Pool } from "undici";
+import type { AnswerGate } from "../core/answer-gate.js";
 import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
 import { bridgeErrorText, TOO_LARGE } from "../core/bindings.js";
 import { readCapped } from "../core/read-capped.js";
@@ -55,7 +56,13 @@ export class CallbackBindings implements BindingsLike {
     this.inFlight.clear();
   }
 
-  async dispatch(fnId: number, argsText: string, signal?: AbortSignal, maxBytes?: number): Promise<BridgeAnswer> {
+  async dispatch(
+    fnId: number,
+    argsText: string,
+    signal?: AbortSignal,
+    maxBytes?: number,
+    gate?: AnswerGate,
+  ): Promise<BridgeAnswer> {
     const callback = this.callback;
     const name = callback?.names[fnId];
     if (!callback || name === undefined) return failure(new TypeError("unknown host function"));
@@ -65,7 +72,7 @@ export class CallbackBindings implements BindingsLike {
     // The run or call that made it ended: the callback's request is aborted, and the host stops it.
     const detach = whenAborted([signal], () => controller.abort());
     try {
-      return await this.call(callback, name, argsText, controller.signal, maxBytes);
+      return await this.call(callback, name, argsText, controller.signal, maxBytes, gate);
     } finally {
       detach();
       this.inFlight.delete(controller);
@@ -78,6 +85,29 @@ export class CallbackBindings implements BindingsLike {
     argsText: string,
     signal: AbortSignal,
     maxBytes = Number.POSITIVE_INFINITY,
+    gate?: AnswerGate,
+  ): Promise<BridgeAnswer> {
+    // What this call holds of the gate while its body is read: the body's declared length.
+    let reserved = 0;
+    const answer = await this.exchange(callback, name, argsText, signal, maxBytes, gate, (bytes) => {
+      reserved = bytes;
+      gate?.hold(bytes);
+    });
+    gate?.release(reserved);
+    if (!gate || answer.tooLarge) return answer;
+    // The answer itself is what stays held until the guest has it.
+    gate.hold(answer.text.length);
+    return { ...answer, held: answer.text.length };
+  }
+
+  private async exchange(
+    callback: RemoteCallback,
+    name: string,
+    argsText: string,
+    signal: AbortSignal,
+    maxBytes: number,
+    gate: AnswerGate | undefined,
+    reserve: (bytes: number) => void,
   ): Promise<BridgeAnswer> {
     let status: number;
     let body: unknown;
@@ -94,6 +124,14 @@ export class CallbackBindings implements BindingsLike {
         signal: AbortSignal.any([signal, AbortSignal.timeout(CALLBACK_TIMEOUT_MS)]),
       });
       status = response.statusCode;
+      // Read when the run's answers on their way to its guest leave room (core/answer-gate.ts):
+      // meanwhile the body waits in the connection, not in this process. Reserved as soon as it
+      // may be read, with no await between: the turn and the hold are one step.
+      for (let turn = gate?.turn(signal); turn; turn = gate?.turn(signal)) {
+        await turn;
+        if (signal.aborted) break;
+      }
+      reserve(Math.min(Number(response.headers["content-length"]) || 0, maxBody));
       const text = await readCapped(response.body, maxBody);
       // Longer than any answer within the run's limit: not buffered further, the run ends.
       if (text === undefined) return TOO_LARGE;

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { Bindings, type BindingsLike } from "../../core/bindings.js";
 import type { RemoteCallback } from "../../core/protocol.js";
 import { requestTimeouts } from "../../core/http-timeouts.js";
-import { createRpcHandler, MAX_CALL_BODY_MB, type RpcHandler } from "./rpc.js";
+import { createRpcHandler, MAX_CALL_BODY_MB, type RpcEnv, type RpcHandler } from "./rpc.js";
 
 export interface CallbackOptions {
   /** The URL the executor calls back at. With `rpc`: where you mounted its `handle`. */
@@ -84,7 +84,7 @@ export class Callbacks {
       // The executor's bounds on how long a request may take to arrive (a trickled head: 10 s,
       // was Node's 60 s checked every 30 s), for calls of up to MAX_CALL_BODY_MB.
       const server = createAdaptorServer({
-        fetch: (request: Request) => this.rpc.handle(request),
+        fetch: (request: Request, env: RpcEnv) => this.rpc.handle(request, env),
         overrideGlobalObjects: false,
         serverOptions: requestTimeouts(MAX_CALL_BODY_MB),
       }) as Server;

@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
+import { AnswerGate } from "../../core/answer-gate.js";
 import { type BindingsLike, peerMaxBytes } from "../../core/bindings.js";
+import { DEFAULT_LIMITS } from "../../core/limits.js";
 import { readCapped } from "../../core/read-capped.js";
 import { whenAborted } from "../../core/when-aborted.js";
 import { checkGrant, checkGrantKey, GrantError, type GrantPayload, signGrant, verifyGrant } from "./grant.js";
@@ -18,6 +20,16 @@ interface Registered {
   scoped: boolean;
   /** Requests of a scoped registration in flight (renew opens one, close ends it). */
   open: number;
+  /** Its answers on their way to the executor (core/answer-gate.ts), made at the first callback. */
+  answers?: AnswerGate;
+}
+
+/**
+ * Where the handler's answer is written, when it can tell (the `env` @hono/node-server passes a
+ * handler: `{ incoming, outgoing }`): an answer holds the run's gate until its response closes.
+ */
+export interface RpcEnv {
+  outgoing?: { once(event: "close", listener: () => void): unknown };
 }
 
 /** Is this registration answering callbacks now: not expired, and (scoped) with a request open. */
@@ -43,8 +55,12 @@ export interface RpcHandler {
    * only while one of its requests is open, and stops the host calls of the ended ones when none is.
    */
   close(run: string): void;
-  /** Answer one callback: POST `{ run, name, argsText }` with `authorization: Bearer <grant>`. */
-  handle(request: Request): Promise<Response>;
+  /**
+   * Answer one callback: POST `{ run, name, argsText }` with `authorization: Bearer <grant>`.
+   * Pass `env` where your server gives the Node response (hono on @hono/node-server: `c.env`):
+   * a run's long answers then wait for earlier ones to be sent, not only encoded.
+   */
+  handle(request: Request, env?: RpcEnv): Promise<Response>;
 }
 
 /** The largest call body the handler reads, in MiB. */
@@ -103,7 +119,7 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       return signGrant(key, { run, sub: registered.subject, names: [...registered.names.keys()], exp: Date.now() + ttlMs });
     },
 
-    async handle(request) {
+    async handle(request, env) {
       if (request.method !== "POST") return answer(405, { error: "POST only" });
       const auth = request.headers.get("authorization") ?? "";
       if (!auth.startsWith("Bearer ")) return answer(401, { error: "a grant is required" });
@@ -146,11 +162,22 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       // host unregisters it (its result arrived): the binding's work (a fetch) stops too.
       const stop = new AbortController();
       const detach = whenAborted([request.signal, registered.ended.signal], () => stop.abort());
+      const maxBytes = peerMaxBytes(call.maxBytes);
+      // Capped by the run's maxBridgeCallBytes as the executor resolved it (it holds the run's limits).
+      registered.answers ??= new AnswerGate(maxBytes ?? DEFAULT_LIMITS.maxBridgeCallBytes);
+      const gate = registered.answers;
+      let held = 0;
       try {
-        const maxBytes = peerMaxBytes(call.maxBytes);
-        return answer(200, await registered.bindings.dispatch(fnId, call.argsText, stop.signal, maxBytes));
+        const result = await registered.bindings.dispatch(fnId, call.argsText, stop.signal, maxBytes, gate);
+        held = result.held ?? 0;
+        return answer(200, { ok: result.ok, text: result.text, tooLarge: result.tooLarge });
       } finally {
         detach();
+        // Released once the response is sent (closed) where the server says so; else now: the
+        // gate then bounds how many answers are encoded at once, not how many are being sent.
+        const release = () => gate.release(held);
+        if (held > 0 && env?.outgoing) env.outgoing.once("close", release);
+        else release();
       }
     },
   };
