@@ -30,15 +30,12 @@ import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
 import { fromShallowStack } from "./shallow-stack.js";
 import { Outbox } from "./outbox.js";
+import { LeftoverWatch } from "./leftover-watch.js";
 
 /** The driver imports the guest under this name. A guest importing it only imports itself. */
 const ENTRY_SPECIFIER = "cordon:entry";
 /** How long an export whose served call was slow crosses the usual way (V8Instance.slowPaths). */
 export const SLOW_PATH_MS = 1000;
-/** How often a serving task that has served calls is looked at until it ends (see `checkLeftover`). */
-export const LEFTOVER_CHECK_MS = 10;
-/** How long a serving task must have been seen ending before its instance counts as stalled. */
-export const LEFTOVER_STALL_MS = 100;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
@@ -93,16 +90,16 @@ export class V8Instance implements EngineInstance {
    * the instance's whole life.
    */
   private readonly slowPaths = new Map<string, number>();
-  /**
-   * A served call's answer is out before what it left queued has run (a chain a synchronous
-   * export did not await): that runs when the serving task ends, after the call and outside its
-   * limits. The task seen ending with it, since when, and for how long it may run (the wall time
-   * of the last call served); past that the instance is disposed. Meanwhile the instance counts
-   * as stalled, so no other call is handed it (and charged for the leftover's time).
-   */
-  private leftover: { task: Promise<unknown>; since: number } | undefined;
-  private leftoverMs = 0;
-  private leftoverTimer: NodeJS.Timeout | undefined;
+  /** What served calls left queued, run as the serving task ends (leftover-watch.ts). */
+  private readonly leftovers = new LeftoverWatch({
+    channel: () => this.channel,
+    gone: () => this.isolate.isDisposed,
+    overran: () => {
+      // No execution is attached: nothing reports it, the pool discards the instance.
+      this.tainted = true;
+      this.dispose();
+    },
+  });
   /** Source maps by module filename, so failures report the caller's own lines. */
   readonly lineMaps = new Map<string, LineMap>();
   /**
@@ -428,48 +425,10 @@ export class V8Instance implements EngineInstance {
     );
   }
 
-  /**
-   * The instance's serving task has been running what served calls left queued for a while (see
-   * `leftover`). Not at once: a task that ends normally is seen ending now and then (its thread
-   * waiting for a core on a loaded machine), and a call then handed another instance made a
-   * second one, after which no call was served (`alone`).
-   */
+  /** The serving task is running what served calls left queued (LeftoverWatch.stalled): hand it no call. */
   stalled(): boolean {
-    const leftover = this.leftover;
-    return (
-      leftover !== undefined &&
-      performance.now() - leftover.since >= LEFTOVER_STALL_MS &&
-      this.channel?.endingTask === leftover.task
-    );
+    return this.leftovers.stalled();
   }
-
-  /** Look at the serving task until it ends, for the leftover of a call served now (see `leftover`). */
-  private watchLeftover(ms: number): void {
-    this.leftoverMs = ms;
-    if (this.leftoverTimer !== undefined) return;
-    this.leftoverTimer = setTimeout(this.checkLeftover, LEFTOVER_CHECK_MS);
-    this.leftoverTimer.unref();
-  }
-
-  private readonly checkLeftover = (): void => {
-    this.leftoverTimer = undefined;
-    if (!this.channel?.serving || this.isolate.isDisposed) {
-      this.leftover = undefined;
-      return;
-    }
-    const ending = this.channel.endingTask;
-    const now = performance.now();
-    if (ending === undefined) this.leftover = undefined;
-    else if (this.leftover?.task !== ending) this.leftover = { task: ending, since: now };
-    else if (now - this.leftover.since >= this.leftoverMs) {
-      // No execution is attached: nothing reports it, the pool discards the instance.
-      this.tainted = true;
-      this.dispose();
-      return;
-    }
-    this.leftoverTimer = setTimeout(this.checkLeftover, LEFTOVER_CHECK_MS);
-    this.leftoverTimer.unref();
-  };
 
   /** Does `path` still cross the usual way after a slow served call (slowPaths)? */
   private slowNow(path: string): boolean {
@@ -505,7 +464,7 @@ export class V8Instance implements EngineInstance {
         this.slowPaths.set(path, this.lastCallEnd + SLOW_PATH_MS);
       if (!("text" in answer)) return channel.bigAnswer();
       // Answered with the task serving on: what the call left queued runs when the task ends.
-      if (!answer.closed) this.watchLeftover(leftoverMs);
+      if (!answer.closed) this.leftovers.watch(leftoverMs);
       // The task ended with this answer (a call that returned a promise ends it): what that call
       // left queued runs as the task ends, and the crossing has returned only then. A task that
       // failed as it ended (a promise rejected with nothing to handle it) fails the calls whose
@@ -613,8 +572,7 @@ export class V8Instance implements EngineInstance {
 
   dispose(): void {
     this.listener = undefined;
-    clearTimeout(this.leftoverTimer);
-    this.leftoverTimer = undefined;
+    this.leftovers.stop();
     disposeIsolate(this.isolate);
   }
 }
