@@ -400,6 +400,23 @@ export class WarmPool implements EnginePrefix {
     return instance;
   }
 
+  /**
+   * Idle instances lost while idle (a leftover of a served call ran past its time, a QuickJS
+   * thread ended) out of the idle list and the residency budget: else stats counted them idle
+   * until a call passed over them.
+   */
+  private dropLost(): void {
+    for (let i = this.idle.length - 1; i >= 0; i--) {
+      const instance = this.idle[i];
+      if (!(instance.disposed || instance.tainted)) continue;
+      this.idle.splice(i, 1);
+      const resident = this.residents.get(instance);
+      if (resident) this.residency.leave(resident);
+      this.residents.delete(instance);
+      instance.dispose();
+    }
+  }
+
   /** An idle instance out of the idle list and the residency budget (not counted busy yet). */
   private leaveIdle(): EngineInstance | undefined {
     for (let i = this.idle.length - 1; i >= 0; i--) {
@@ -421,6 +438,7 @@ export class WarmPool implements EnginePrefix {
   }
 
   counts(): PrefixCounts {
+    this.dropLost();
     return {
       key: this.request.key.slice(0, 16),
       warm: this.idle.length + this.busy,

@@ -51,5 +51,9 @@ describe("what a served call leaves queued", () => {
     const { user, system } = process.cpuUsage(cpu);
     // Unbounded, the spin took a core: ~1,000 ms of CPU in this second.
     expect((user + system) / 1000).toBeLessThan(400);
+    // And the disposed instance is no longer counted idle (it was, until a call passed over it).
+    const stats = sandbox.stats();
+    expect(stats.idleInstances).toBe(1);
+    expect(stats.prefixes?.[0]?.idle).toBe(1);
   });
 });
