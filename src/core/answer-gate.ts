@@ -28,7 +28,8 @@ export class AnswerGate {
    * and calls `hold` with no await in between, so the check and the hold are one step.
    */
   turn(signal?: AbortSignal): Promise<void> | undefined {
-    if (this.held < this.cap || signal?.aborted) return undefined;
+    // Nothing held: passes whatever the cap (a run is never stuck behind its own empty gate).
+    if (this.held === 0 || this.held < this.cap || signal?.aborted) return undefined;
     return new Promise((resolve) => {
       const wake = () => {
         signal?.removeEventListener("abort", wake);
