@@ -186,7 +186,8 @@ export interface RunOptions {
   /**
    * The tenant the run is for. The deno engine keeps a function's process for the next run of the
    * same function: runs with different keys never share one (invariant 4). The other engines run
-   * every one-off run in a fresh instance, whatever the key.
+   * every one-off run in a fresh instance, whatever the key; on the process host with
+   * `isolateProcesses: "partition"`, in worker processes of that key's own.
    */
   partitionKey?: string;
 }

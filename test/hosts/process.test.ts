@@ -323,6 +323,25 @@ describe("process host", () => {
     expect(pids.get("tenant-a")).not.toBe(pids.get("tenant-b"));
   });
 
+  it("partition isolation gives one-off runs their key's worker processes too", async () => {
+    // Found by a red-team pass: one-off runs of every key shared the keyless worker, so a tenant's
+    // stuck guest could reset another tenant's runs there.
+    const s = await sandbox({ isolateProcesses: "partition", workers: { max: 4 } });
+    const prefix = await s.prepare({ code: "export const who = () => 'a'", partitionKey: "tenant-a" });
+    await prefix.call({ export: "who" });
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const wait = { code: "export default async () => { await hold(); return 1 }", globals: { hold: () => held } };
+    const runs = [s.run({ ...wait, partitionKey: "tenant-a" }), s.run({ ...wait, partitionKey: "tenant-b" })];
+    await until(() => (s.stats().workers ?? []).filter((w) => w.busy > 0).length === 2, 10_000);
+    const busy = (s.stats().workers ?? []).filter((w) => w.busy > 0).map((w) => w.partition);
+    release();
+    expect((await Promise.all(runs)).map((r) => r.ok && r.value)).toEqual([1, 1]);
+    expect(busy.sort()).toEqual(["tenant-a", "tenant-b"]);
+  });
+
   it("a prefix whose worker died is prepared again elsewhere, cold", async () => {
     const s = await sandbox();
     const prefix = await s.prepare({ code: "let n = 0; export function next() { return ++n }" });

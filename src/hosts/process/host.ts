@@ -54,7 +54,8 @@ export class ProcessHost implements Engine {
   async run(request: EngineRunRequest): Promise<RunResult> {
     let worker: WorkerProcess;
     try {
-      worker = await this.pool.pick("");
+      // Its key's own workers with isolateProcesses "partition" (the pool ignores keys otherwise).
+      worker = await this.pool.pick(request.partitionKey ?? "");
     } catch (error) {
       return instanceFailure(this.name, "process", error);
     }
