@@ -525,6 +525,36 @@ export function installRuntime(
   );
   define(g, "console", consoleObject);
 
+  // ---- FinalizationRegistry ------------------------------------------------------------------
+  // A cleanup callback runs when the collector decides, in whatever call is running then: call
+  // 1's registrations were cleaned up during call 2, their logs (call 1's data) and host calls
+  // counted as call 2's (found by a red-team pass). So it always runs as a leftover (see
+  // run.open): it may change the instance's state, but logs nothing, makes no host call, arms no
+  // timer, and what it throws is dropped. The native constructor stays out of the guest's reach.
+  const NativeRegistry = g.FinalizationRegistry as (new (cleanup: (held: unknown) => void) => object) | undefined;
+  if (typeof NativeRegistry === "function") {
+    const construct = Reflect.construct;
+    const Registry = function (cleanup: unknown) {
+      if (new.target === undefined) throw new TypeErrorCtor("Constructor FinalizationRegistry requires 'new'");
+      if (typeof cleanup !== "function") throw new TypeErrorCtor("FinalizationRegistry: cleanup must be callable");
+      const asLeftover = (held: unknown) => {
+        const open = run.open;
+        run.open = false;
+        try {
+          apply(cleanup, undefined, [held]);
+        } catch {
+        } finally {
+          run.open = open;
+        }
+      };
+      return construct(NativeRegistry, [asLeftover], new.target);
+    };
+    defineProperty(Registry, "name", { value: "FinalizationRegistry", configurable: true });
+    defineProperty(Registry, "prototype", { value: NativeRegistry.prototype });
+    define(NativeRegistry.prototype, "constructor", Registry);
+    define(g, "FinalizationRegistry", Registry);
+  }
+
   // ---- timers ----------------------------------------------------------------------------------
   function arm(fn: unknown, ms: unknown, args: unknown[], repeat: boolean): number {
     if (typeof fn !== "function") throw new TypeErrorCtor("the callback must be a function (strings are not evaluated)");
