@@ -1,4 +1,5 @@
 import { Resolver } from "node:dns";
+import type { BodyReading } from "./core/answer-gate.js";
 import { BRIDGE_BYTES_PER_BODY_BYTE, type ResolvedLimits } from "./core/limits.js";
 import { checkKnownKeys, checkObject } from "./core/options.js";
 import { takeBody } from "./core/fetch-wire.js";
@@ -8,9 +9,10 @@ import type { NetRule, SandboxPolicy } from "./core/types.js";
 
 /**
  * The run's brokered fetch, as the guest's `fetch` global calls it on the host. `signal` aborts
- * when the guest aborts the fetch or the run or call that asked has ended: its exchange ends with it.
+ * when the guest aborts the fetch or the run or call that asked has ended: its exchange ends with
+ * it. `reading`: the response body counts in the run's AnswerGate as it arrives.
  */
-export type BrokeredFetch = (request: Request, signal?: AbortSignal) => Promise<Response>;
+export type BrokeredFetch = (request: Request, signal?: AbortSignal, reading?: BodyReading) => Promise<Response>;
 
 /**
  * Exchanges in flight per run or prefix; more wait their turn. Each may buffer a response of up
@@ -76,7 +78,7 @@ export async function brokeredFetch(
     }
   };
   const inFlight = new Slots(MAX_FETCHES_IN_FLIGHT, Number.POSITIVE_INFINITY);
-  return async (request, signal) => {
+  return async (request, signal, reading) => {
     // A fetch aborted (or a run ended) before or while it waits its turn never starts.
     if (signal?.aborted || !(await inFlight.acquire(signal))) throw new TypeError("fetch aborted");
     try {
@@ -89,7 +91,7 @@ export async function brokeredFetch(
         await response.body?.cancel().catch(() => {});
         throw error;
       }
-      const body = await takeBody(response);
+      const body = await takeBody(response, reading?.chunk);
       checkFits(response, body?.byteLength ?? 0);
       return response;
     } catch (error) {

@@ -1,5 +1,5 @@
 import type { BrokeredFetch } from "../capabilities.js";
-import type { AnswerGate } from "./answer-gate.js";
+import type { AnswerGate, BodyReading } from "./answer-gate.js";
 import { isValidGlobalName } from "../names.js";
 import { createCodec } from "./codec.js";
 import { readBodiesWithin } from "./body-reads.js";
@@ -261,48 +261,80 @@ export async function dispatchBridgeCall(
     // guest sent that text. Anything else is the host's business, not the guest's.
     return { ok: false, text: bridgeErrorText(codec.refused(error) ? error : new TypeError("malformed arguments")) };
   }
+  // The body of an answer (a Response returned, or fetched) counts in the gate as it is read.
+  const reading = gate?.reading(signal);
+  try {
+    return await answerOf(target, fnId === bindings.fetchId, args, signal, maxBytes, gate, reading);
+  } finally {
+    // After its answer holds its encoded text (or it has none): the body's bytes count no more.
+    reading?.end();
+  }
+}
+
+async function answerOf(
+  target: BridgedFunction,
+  isFetch: boolean,
+  args: unknown,
+  signal: AbortSignal | undefined,
+  maxBytes: number,
+  gate: AnswerGate | undefined,
+  reading: BodyReading | undefined,
+): Promise<BridgeAnswer> {
+  const codec = sharedCodec();
   let result: unknown;
   try {
     const list = Array.isArray(args) ? args : [];
-    result = await (fnId === bindings.fetchId
-      ? (target.fn as unknown as BrokeredFetch)(list[0] as Request, signal)
+    result = await (isFetch
+      ? (target.fn as unknown as BrokeredFetch)(list[0] as Request, signal, reading)
       : target.fn.apply(target.owner, list));
   } catch (error) {
-    return gated(gate, signal, () => errorAnswer(error, maxBytes));
+    return gated(gate, signal, () => errorAnswer(error, maxBytes), reading);
   }
   try {
     if (result !== null && typeof result === "object" && needsBodies([result])) {
       // Bounded like the answer: a Response body (an upstream's, say) that never ends is refused
       // once past maxBytes, and one that stalls is dropped when the call is over.
-      const read = await readBodiesWithin([result], { maxBytes, signal });
+      const read = await readBodiesWithin([result], { maxBytes, signal, chunk: reading?.chunk });
       if (read === "too-large") return TOO_LARGE;
       if (read === "aborted") throw signal?.reason;
       if (typeof read === "object") throw read.failed;
     }
   } catch (error) {
-    return gated(gate, signal, () => errorAnswer(error, maxBytes));
+    return gated(gate, signal, () => errorAnswer(error, maxBytes), reading);
   }
-  return gated(gate, signal, () => {
-    try {
-      // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
-      return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };
-    } catch (error) {
-      if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") return TOO_LARGE;
-      return errorAnswer(error, maxBytes);
-    }
-  });
+  return gated(
+    gate,
+    signal,
+    () => {
+      try {
+        // Encoded within the caller's limit: an answer past it is refused here, not copied to the guest first.
+        return { ok: true, text: codec.encode(result, `${target.label}() result`, maxBytes, false) };
+      } catch (error) {
+        if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE") return TOO_LARGE;
+        return errorAnswer(error, maxBytes);
+      }
+    },
+    reading,
+  );
 }
 
 /**
  * Make an answer (`encode`: never throws) when it may be: on the loop's turn after a large
- * answer, and with room among the run's answers in flight (`gate`), which it then holds.
+ * answer, and with room among the run's answers in flight (`gate`), which it then holds. One
+ * whose body was counted as it was read waits as its body's next chunk would (BodyReading.encodable).
  */
 async function gated(
   gate: AnswerGate | undefined,
   signal: AbortSignal | undefined,
   encode: () => BridgeAnswer,
+  reading?: BodyReading,
 ): Promise<BridgeAnswer> {
-  for (let turn = largeAnswerTurn ?? gate?.turn(signal); turn; turn = largeAnswerTurn ?? gate?.turn(signal)) {
+  const counted = reading?.counted === true;
+  for (
+    let turn = largeAnswerTurn ?? (counted ? reading?.encodable() : gate?.turn(signal));
+    turn;
+    turn = largeAnswerTurn ?? (counted ? reading?.encodable() : gate?.turn(signal))
+  ) {
     await turn;
     if (signal?.aborted) break;
   }

@@ -14,7 +14,7 @@ export type BodiesRead = "read" | "timed-out" | "aborted" | "too-large" | { fail
  */
 export async function readBodiesWithin(
   values: unknown[],
-  { ms, maxBytes, signal }: { ms?: number; maxBytes: number; signal?: AbortSignal },
+  { ms, maxBytes, signal, chunk }: { ms?: number; maxBytes: number; signal?: AbortSignal; chunk?: BodyReadBounds["chunk"] },
 ): Promise<BodiesRead> {
   const stop = new AbortController();
   let timedOut = false;
@@ -28,7 +28,7 @@ export async function readBodiesWithin(
   const onAbort = () => stop.abort();
   signal?.addEventListener("abort", onAbort, { once: true });
   if (signalAborted(signal)) stop.abort();
-  const bounds: BodyReadBounds = { signal: stop.signal, maxBytes };
+  const bounds: BodyReadBounds = { signal: stop.signal, maxBytes, chunk };
   try {
     await readBodies(values, bounds);
     return "read";

@@ -8,6 +8,8 @@ export interface BodyReadBounds {
   signal: AbortSignal;
   maxBytes: number;
   exceeded?: boolean;
+  /** Told of each chunk as it arrives; the read goes on once what it returns settles (an AnswerGate's room). */
+  chunk?: (bytes: number) => Promise<void> | undefined;
 }
 
 /**
@@ -25,7 +27,7 @@ export interface FetchWire {
    * a message nothing else reads (the brokered fetch's Response), so it is held once, not three
    * times (a clone's tee keeps every chunk for the unread branch). Returns the bytes.
    */
-  takeBody(message: Request | Response): Promise<Uint8Array | null>;
+  takeBody(message: Request | Response, chunk?: BodyReadBounds["chunk"]): Promise<Uint8Array | null>;
   /**
    * True when `values` hold a Request or Response whose body is not buffered yet (so readBodies
    * is needed). One without a body is buffered here, as no bytes.
@@ -180,6 +182,8 @@ export function createFetchWire(): FetchWire {
           throw new RangeError(`a body passed ${bounds.maxBytes} bytes`);
         }
         if (value.byteLength > 0) chunks.push(value);
+        const room = bounds.chunk?.(value.byteLength);
+        if (room) await room;
         if (now() - sliceStarted >= YIELD_EVERY_MS) {
           await new Promise((resolve) => setTimeoutOf(resolve, 0));
           sliceStarted = now();
@@ -188,6 +192,8 @@ export function createFetchWire(): FetchWire {
     } finally {
       bounds.signal.removeEventListener("abort", stop);
     }
+    // One chunk (a body made from bytes in memory): it is the body, not copied once more.
+    if (chunks.length === 1 && (chunks[0] as Uint8Array).byteLength === size) return chunks[0] as Uint8Array;
     const bytes = new Uint8Array(size);
     let at = 0;
     for (const chunk of chunks) {
@@ -215,8 +221,16 @@ export function createFetchWire(): FetchWire {
       for (const value of list) visit(value, 0, read);
       await Promise.all(pending);
     },
-    async takeBody(message) {
-      const bytes = message.body === null ? null : new Uint8Array(await message.arrayBuffer());
+    async takeBody(message, chunk) {
+      let bytes: Uint8Array | null = null;
+      if (message.body !== null) {
+        if (!chunk) bytes = new Uint8Array(await message.arrayBuffer());
+        else {
+          // Counted as it arrives (an AnswerGate): the read waits for room between chunks.
+          const never = new AbortController().signal;
+          bytes = await readBounded(message, { signal: never, maxBytes: Number.POSITIVE_INFINITY, chunk });
+        }
+      }
       bodies.set(message, bytes);
       return bytes;
     },
@@ -318,7 +332,7 @@ export function hostWire(): FetchWire {
 }
 
 export const readBodies: FetchWire["readBodies"] = (values, bounds) => hostWire().readBodies(values, bounds);
-export const takeBody: FetchWire["takeBody"] = (message) => hostWire().takeBody(message);
+export const takeBody: FetchWire["takeBody"] = (message, chunk) => hostWire().takeBody(message, chunk);
 export const needsBodies: FetchWire["needsBodies"] = (values) => hostWire().needsBodies(values);
 export const hostFetchExtension: CodecExtension = {
   encode: (value) => hostWire().extension.encode(value),

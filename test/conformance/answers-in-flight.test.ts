@@ -16,7 +16,8 @@ const CALLS = 40;
  * while they become ready: the host encodes two (each ~256 Ki characters under a cap of 512 Ki),
  * and the rest wait until the guest takes those.
  *
- * Encodes are counted on the host: each answer holds an object whose getter only encoding reads.
+ * Encodes are counted on the host: each answer holds an object whose getter only encoding reads
+ * (or, a Response, a body whose last chunk is pulled once read).
  */
 describe.each(COMBINATIONS)("host-call answers in flight on $name", (combo) => {
   let sandbox: Sandbox;
@@ -29,6 +30,13 @@ describe.each(COMBINATIONS)("host-call answers in flight on $name", (combo) => {
 
   it("wait to be encoded while the guest takes none, and all arrive once it does", async () => {
     const midway = await answersEncodedMidway(sandbox);
+    if (differs(combo, "answers-taken-by-worker")) expect(midway).toBeGreaterThan(3);
+    else expect(midway).toBeLessThanOrEqual(3);
+  }, 40_000);
+
+  it("returned as Responses, wait to be read while the guest takes none, and all arrive once it does", async () => {
+    // The bodies were read whole before the answers waited: 40 × 8 MB held 755–892 MB (red team).
+    const midway = await answersEncodedMidway(sandbox, { responses: true });
     if (differs(combo, "answers-taken-by-worker")) expect(midway).toBeGreaterThan(3);
     else expect(midway).toBeLessThanOrEqual(3);
   }, 40_000);
@@ -74,12 +82,18 @@ describe.each(COMBINATIONS.filter((combo) => combo.host === "process"))(
  */
 async function answersEncodedMidway(
   sandbox: Sandbox,
-  { marked = () => {}, sampled = () => {}, spinMs = 1500 }: { marked?(): void; sampled?(): void; spinMs?: number } = {},
+  {
+    marked = () => {},
+    sampled = () => {},
+    spinMs = 1500,
+    responses = false,
+  }: { marked?(): void; sampled?(): void; spinMs?: number; responses?: boolean } = {},
 ): Promise<number> {
   const encoded = new Set<object>();
   let markedAt = 0;
   const big = async () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
+    if (responses) return streamedResponse(encoded);
     const answer = {};
     Object.defineProperty(answer, "s", {
       enumerable: true,
@@ -103,7 +117,9 @@ async function answersEncodedMidway(
       const end = Date.now() + ${spinMs};
       while (Date.now() < end) {}
       const got = await Promise.all(calls);
-      return got.reduce((n, o) => n + o.a.b.s.length, 0);
+      let n = 0;
+      for (const o of got) n += o instanceof Response ? (await o.text()).length : o.a.b.s.length;
+      return n;
     }`,
     globals: { big, mark },
     limits: { maxBridgeCallBytes: 512 * 1024, cpuTimeMs: 10_000, wallTimeMs: 20_000 },
@@ -120,4 +136,23 @@ async function answersEncodedMidway(
   expect(result.value).toBe(CALLS * ANSWER_CHARS);
   expect(encoded.size).toBe(CALLS);
   return midway;
+}
+
+const CHUNK = new Uint8Array(16 * 1024).fill(121);
+
+/** A Response whose 256 KiB body is pulled in 16 chunks (streams pull a chunk or two ahead of their reader); `read` gets it once the last is pulled. */
+function streamedResponse(read: Set<object>): Response {
+  let pulled = 0;
+  const marker = {};
+  return new Response(
+    new ReadableStream<Uint8Array>({
+      pull(controller) {
+        controller.enqueue(CHUNK);
+        if (++pulled * CHUNK.length >= ANSWER_CHARS) {
+          read.add(marker);
+          controller.close();
+        }
+      },
+    }),
+  );
 }
