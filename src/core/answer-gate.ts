@@ -123,14 +123,15 @@ export class BodyReading {
     private readonly signal: AbortSignal | undefined,
   ) {}
 
-  /** Has any of the body been counted (its answer is then encoded without waiting its turn: it holds room already)? */
+  /** Has any of the body been counted (its answer then waits as its next chunk would: `encodable`)? */
   get counted(): boolean {
     return this.bytes > 0;
   }
 
   /** `bytes` of the body arrived: await what this returns before reading on (undefined: read on). */
   readonly chunk = (bytes: number): Promise<void> | undefined => {
-    if (this.over) return undefined;
+    // An empty chunk adds nothing: it neither puts the body in line nor waits.
+    if (this.over || !(bytes > 0)) return undefined;
     const first = this.bytes === 0;
     this.bytes += bytes;
     return this.gate.read(this, bytes, this.signal, first);
