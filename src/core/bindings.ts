@@ -330,11 +330,8 @@ async function gated(
   reading?: BodyReading,
 ): Promise<BridgeAnswer> {
   const counted = reading?.counted === true;
-  for (
-    let turn = largeAnswerTurn ?? (counted ? reading?.encodable() : gate?.turn(signal));
-    turn;
-    turn = largeAnswerTurn ?? (counted ? reading?.encodable() : gate?.turn(signal))
-  ) {
+  const next = () => largeAnswerTurn ?? (counted ? reading?.encodable() : gate?.turn(signal));
+  for (let turn = next(); turn; turn = next()) {
     await turn;
     if (signal?.aborted) break;
   }

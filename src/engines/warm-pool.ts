@@ -408,12 +408,7 @@ export class WarmPool implements EnginePrefix {
   private dropLost(): void {
     for (let i = this.idle.length - 1; i >= 0; i--) {
       const instance = this.idle[i];
-      if (!(instance.disposed || instance.tainted)) continue;
-      this.idle.splice(i, 1);
-      const resident = this.residents.get(instance);
-      if (resident) this.residency.leave(resident);
-      this.residents.delete(instance);
-      instance.dispose();
+      if (instance.disposed || instance.tainted) this.removeIdle(i).dispose();
     }
   }
 
@@ -425,16 +420,22 @@ export class WarmPool implements EnginePrefix {
       // On a stalled thread (another tenant's stopped guest holds it) it stays idle: a call
       // would wait for that guest, and die with the thread if it is stuck.
       if (!lost && instance.stalled?.()) continue;
-      this.idle.splice(i, 1);
-      const resident = this.residents.get(instance);
-      if (resident) this.residency.leave(resident);
-      this.residents.delete(instance);
+      this.removeIdle(i);
       if (!lost) return instance;
       // Lost while idle (a QuickJS thread ended under another tenant's stuck guest): handed
       // out, it failed the call at once and hung a run until its wall time.
       instance.dispose();
     }
     return undefined;
+  }
+
+  /** The idle instance at `i`, out of the idle list and the residency budget. */
+  private removeIdle(i: number): EngineInstance {
+    const [instance] = this.idle.splice(i, 1) as [EngineInstance];
+    const resident = this.residents.get(instance);
+    if (resident) this.residency.leave(resident);
+    this.residents.delete(instance);
+    return instance;
   }
 
   counts(): PrefixCounts {
