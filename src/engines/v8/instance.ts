@@ -29,6 +29,7 @@ import { loadIsolatedVm } from "./load.js";
 import { compileRuntime, recacheRuntime, warmUp } from "./runtime-script.js";
 import { syncCall } from "./sync-call.js";
 import { fromShallowStack } from "./shallow-stack.js";
+import { CrossingDrain } from "./crossing-drain.js";
 import { Outbox } from "./outbox.js";
 import { LeftoverWatch } from "./leftover-watch.js";
 
@@ -36,6 +37,12 @@ import { LeftoverWatch } from "./leftover-watch.js";
 const ENTRY_SPECIFIER = "cordon:entry";
 /** How long an export whose served call was slow crosses the usual way (V8Instance.slowPaths). */
 export const SLOW_PATH_MS = 1000;
+/**
+ * Text a stream of crossings may leave in the isolate before the next waits for its task loop to
+ * end: a sixteenth of its memory limit in characters (a two-byte text is twice that in bytes).
+ */
+const DRAIN_BUDGET_DIVISOR = 16;
+const MIN_DRAIN_CHARS = 256 * 1024;
 
 type Ref = IVM.Reference<(...args: unknown[]) => unknown>;
 
@@ -108,6 +115,8 @@ export class V8Instance implements EngineInstance {
    * firings. Host functions (globals, imports, fetch) are not in it: time awaiting them is not CPU.
    */
   hostNs = 0n;
+  /** Crossings wait here once enough text crossed without the isolate's task loop ending (crossing-drain.ts). */
+  private readonly drain: CrossingDrain;
 
   private constructor(
     readonly isolate: IVM.Isolate,
@@ -119,7 +128,9 @@ export class V8Instance implements EngineInstance {
     private readonly refs: Record<RefName, Ref>,
     /** The log lines and timer changes the guest wrote without crossing (outbox.ts). */
     private readonly outbox: Outbox,
-  ) {}
+  ) {
+    this.drain = new CrossingDrain(Math.max(MIN_DRAIN_CHARS, (memoryMb * 1024 * 1024) / DRAIN_BUDGET_DIVISOR));
+  }
 
   /** A new isolate, its runtime bootstrapped (and warmed up when made ahead). */
   static create(memoryMb: number, options: V8InstanceOptions = {}): Promise<V8Instance> {
@@ -240,14 +251,18 @@ export class V8Instance implements EngineInstance {
   /** Install host bindings (globals and host modules) once for this instance's lifetime. */
   async install(bindings: BindingsLike): Promise<void> {
     this.bindings = bindings;
-    await this.cross("install", [intoIsolate(bindings.text)]);
+    await this.cross("install", [intoIsolate(bindings.text)], bindings.text.length);
   }
 
   /** Install bindings and begin the first run in one crossing (fresh instances). */
   start(bindings: BindingsLike, mode: RunMode, inputText: string, caps: RuntimeCaps): Promise<unknown> {
     this.bindings = bindings;
     this.lastCaps = caps;
-    return this.cross("start", [intoIsolate(bindings.text), mode, intoIsolate(inputText), ...caps]);
+    return this.cross(
+      "start",
+      [intoIsolate(bindings.text), mode, intoIsolate(inputText), ...caps],
+      bindings.text.length + inputText.length,
+    );
   }
 
   /**
@@ -270,7 +285,7 @@ export class V8Instance implements EngineInstance {
       intoIsolate(source.script.code),
       source.filename,
     ];
-    return this.cross("runScript", args);
+    return this.cross("runScript", args, (bindings?.text.length ?? 0) + inputText.length + source.script.code.length);
   }
 
   /** runScript for a script form compiled from the host: compile, make its factory, then one crossing. */
@@ -292,7 +307,7 @@ export class V8Instance implements EngineInstance {
       intoIsolate(inputText),
       ...caps,
     ];
-    return this.cross("runFactory", args);
+    return this.cross("runFactory", args, (bindings?.text.length ?? 0) + inputText.length);
   }
 
   /** What runScript and runCompiled note before their crossing: the run's bindings, caps and line map. */
@@ -309,11 +324,11 @@ export class V8Instance implements EngineInstance {
   /** Reset per-run state in the guest: caps, input, pending timers and host calls of earlier runs. */
   begin(mode: RunMode, inputText: string, caps: RuntimeCaps): Promise<unknown> {
     this.lastCaps = caps;
-    return this.cross("begin", [mode, intoIsolate(inputText), ...caps]);
+    return this.cross("begin", [mode, intoIsolate(inputText), ...caps], inputText.length);
   }
 
   settle(id: number, ok: boolean, text: string): Promise<unknown> {
-    return this.cross("settle", [id, ok, intoIsolate(text)]).catch(renameLostThrow);
+    return this.cross("settle", [id, ok, intoIsolate(text)], text.length).catch(renameLostThrow);
   }
 
   /**
@@ -354,7 +369,7 @@ export class V8Instance implements EngineInstance {
     if (blockForMs !== undefined && this.syncCalls && !this.channel?.serving) return this.callSync(crossingArgs(), blockForMs);
     const served = this.inStream(path) ? this.callServed(path, joined, same ? undefined : caps, leftoverMs) : undefined;
     if (served) return served;
-    return (this.cross("call", crossingArgs()) as Promise<string>).then(
+    return (this.cross("call", crossingArgs(), joined.length) as Promise<string>).then(
       (out) => {
         this.lastCallEnd = performance.now();
         return out;
@@ -486,9 +501,14 @@ export class V8Instance implements EngineInstance {
    * failure for a promise rejected with a non-Error that nothing handled says so in cordon's
    * terms (renameLostThrow), on every crossing: script-form runs and calls showed isolated-vm's text.
    */
-  private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
+  /** `chars`: the length of the texts among `args`, which the isolate keeps until its task loop ends (crossing-drain.ts). */
+  private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[], chars = 0): Promise<unknown> {
     // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
     this.channel?.close();
+    return this.drain.through(chars, () => this.crossNow(name, args));
+  }
+
+  private crossNow(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
     const ref = this.refs[name];
     if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
       return this.running(fromShallowStack(() => ref.apply(undefined, args))).catch(renameLostThrow);
