@@ -58,11 +58,13 @@ const BOMBS: Bomb[] = [
   },
   {
     // Each answer decoded in the guest: QuickJS's parser running out of memory was reported as
-    // unreadable text (ERR_USER_CODE, "not JSON text it can read: out of memory").
+    // unreadable text (ERR_USER_CODE, "not JSON text it can read: out of memory"). In 16 MB:
+    // every answer crosses to the guest (1-2.4 s for 32 MB of them here, by host), and on a
+    // loaded CI machine 32 MB of them ran into the wall time on Deno and quickjs/remote.
     name: "host-call answers held until memory runs out",
     code: "export default async () => { const held = []; for (let i = 0; i < 200; i++) held.push(await big()); return held.length }",
     globals: { big: async () => TWO_MB },
-    limits: { cpuTimeMs: 5000, wallTimeMs: 5000 },
+    limits: { cpuTimeMs: 5000, wallTimeMs: 5000, memoryMb: 16 },
     withinMs: 5000,
     expect: "ERR_MEMORY_LIMIT",
   },
