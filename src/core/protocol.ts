@@ -126,6 +126,18 @@ export interface RemoteCallback {
 }
 
 /**
+ * A callback's answer, by the request's choice: an executor that sends this header with `text`
+ * reads the body as the answer's kind (`ok`, `error` or `too-large`), a line feed, then its codec
+ * text; without it, the body is JSON `{ ok, text, tooLarge }` (what executors before it read, and
+ * what a host before it sends: a body starting with `{` is read so). The kind is in the body, not
+ * a header, because an app mounting the handler may pass on the body alone. The text is codec
+ * text already: wrapped in JSON it was escaped and parsed again, 18 of the ~45 ms of host CPU a
+ * 2 MB answer took here.
+ */
+export const CALLBACK_ANSWER_HEADER = "x-cordon-answer";
+export type CallbackAnswerKind = "ok" | "error" | "too-large";
+
+/**
  * Client → executor (`POST /host`, admitted by the executor's bearer secret): the host protocol's
  * requests, one per HTTP request, with the engine to run them on. The answer to run, prefix-run
  * and prefix-call is the RunResult as codec text; to prepare, the same with the prefix's handle in

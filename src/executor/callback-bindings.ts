@@ -4,7 +4,7 @@ import type { BindingsLike, BridgeAnswer } from "../core/bindings.js";
 import { bridgeErrorText, TOO_LARGE } from "../core/bindings.js";
 import { readCapped } from "../core/read-capped.js";
 import { whenAborted } from "../core/when-aborted.js";
-import type { RemoteCallback } from "../core/protocol.js";
+import { CALLBACK_ANSWER_HEADER, type RemoteCallback } from "../core/protocol.js";
 import { peekGrant } from "../hosts/remote/grant.js";
 
 /** A callback that has not answered in this long fails the guest's call (the run's own wall limit is usually first). */
@@ -111,6 +111,7 @@ export class CallbackBindings implements BindingsLike {
   ): Promise<BridgeAnswer> {
     let status: number;
     let body: unknown;
+    let kind: string | undefined;
     // JSON doubles a text at most when it escapes it (quotes, backslashes); \u escapes are 6 bytes
     // of a 1-3 byte character: 6 bytes a character bounds any answer of maxBytes characters.
     const maxBody = Number.isFinite(maxBytes) ? 6 * maxBytes + 1024 : Number.POSITIVE_INFINITY;
@@ -119,7 +120,11 @@ export class CallbackBindings implements BindingsLike {
       const response = await poolFor(url.origin).request({
         path: url.pathname + url.search,
         method: "POST",
-        headers: { authorization: `Bearer ${callback.grant}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${callback.grant}`,
+          "content-type": "application/json",
+          [CALLBACK_ANSWER_HEADER]: "text",
+        },
         body: JSON.stringify({ run: callback.run, name, argsText, maxBytes: Number.isFinite(maxBytes) ? maxBytes : undefined }),
         signal: AbortSignal.any([signal, AbortSignal.timeout(CALLBACK_TIMEOUT_MS)]),
       });
@@ -135,10 +140,17 @@ export class CallbackBindings implements BindingsLike {
       const text = await readCapped(response.body, maxBody);
       // Longer than any answer within the run's limit: not buffered further, the run ends.
       if (text === undefined) return TOO_LARGE;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = undefined;
+      // The answer's kind and text (core/protocol.ts), or JSON from a host that sends that.
+      const lineEnd = status === 200 && text[0] !== "{" ? text.indexOf("\n") : -1;
+      if (lineEnd > 0 && lineEnd <= MAX_KIND_CHARS) {
+        kind = text.slice(0, lineEnd);
+        body = text.slice(lineEnd + 1);
+      } else {
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
       }
     } catch {
       // The guest learns that the host did not answer, never the address it was called at.
@@ -148,6 +160,11 @@ export class CallbackBindings implements BindingsLike {
       const message = (body as { error?: unknown } | undefined)?.error;
       return failure(new Error(`the host refused the call to ${name}: ${typeof message === "string" ? message : status}`));
     }
+    // The answer as its own text (core/protocol.ts), from a host that read the request's header.
+    if (kind === "too-large") return TOO_LARGE;
+    if (kind === "ok" || kind === "error") return { ok: kind === "ok", text: body as string };
+    if (kind !== undefined)
+      return failure(new Error(`the host's binding ${name} answered with something that is not a bridge answer`));
     const answer = body as Partial<BridgeAnswer>;
     if (answer?.tooLarge === true) return TOO_LARGE;
     if (typeof answer?.ok !== "boolean" || typeof answer.text !== "string") {
@@ -165,6 +182,9 @@ function failure(error: Error): BridgeAnswer {
   // Without stacks: the executor's frames and paths never reach a guest.
   return { ok: false, text: bridgeErrorText(error) };
 }
+
+/** The longest answer kind ("too-large"): a body whose first line is longer is no answer. */
+const MAX_KIND_CHARS = 9;
 
 /** Keep-alive connections per callback origin (a few hosts call one executor); the oldest goes past the cap. */
 const pools = new Map<string, Pool>();

@@ -150,6 +150,48 @@ describe("createRpcHandler", () => {
   });
 });
 
+describe("createRpcHandler's answer as its own text", () => {
+  const asText = (grant: string, body: Record<string, unknown>) => {
+    const request = call(grant, body);
+    request.headers.set("x-cordon-answer", "text");
+    return request;
+  };
+
+  it("answers an executor that asks with the answer's kind, a line feed, then its codec text", async () => {
+    const fails = async () => {
+      throw new TypeError("no such user");
+    };
+    const big = async () => "z".repeat(200_000);
+    const rpc = createRpcHandler({ key: KEY });
+    const names = new Map([
+      ["lookup", 0],
+      ["fails", 1],
+      ["big", 2],
+    ]);
+    const { run, grant } = rpc.register(new Bindings({ lookup: async (id: number) => ({ id }), fails, big }), names, {
+      subject: "t",
+      ttlMs: 60_000,
+    });
+    const read = async (response: Response) => {
+      const body = await response.text();
+      const lineEnd = body.indexOf("\n");
+      return { status: response.status, kind: body.slice(0, lineEnd), text: body.slice(lineEnd + 1) };
+    };
+    const ok = await read(await rpc.handle(asText(grant, { run, name: "lookup", argsText: codec.encode([7]) })));
+    expect([ok.status, ok.kind]).toEqual([200, "ok"]);
+    expect(codec.decode(ok.text)).toEqual({ id: 7 });
+    const error = await read(await rpc.handle(asText(grant, { run, name: "fails", argsText: codec.encode([]) })));
+    expect(error.kind).toBe("error");
+    expect(codec.decode(error.text)).toMatchObject({ name: "TypeError", message: "no such user" });
+    const refused = await rpc.handle(asText(grant, { run, name: "big", argsText: codec.encode([]), maxBytes: 100_000 }));
+    expect(await refused.text()).toBe("too-large\n");
+    // Refusals are JSON whatever was asked: they are no answer.
+    const denied = await rpc.handle(asText(grant, { run, name: "remove", argsText: codec.encode([]) }));
+    expect(denied.status).toBe(403);
+    expect(await denied.json()).toMatchObject({ error: expect.any(String) });
+  });
+});
+
 describe("createRpcHandler and the run's maxBridgeCallBytes", () => {
   it("an answer longer than the caller's maxBytes is refused as tooLarge, not sent", async () => {
     const big = async () => "z".repeat(200_000);

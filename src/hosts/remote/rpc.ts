@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { AnswerGate } from "../../core/answer-gate.js";
-import { type BindingsLike, peerMaxBytes } from "../../core/bindings.js";
+import { type BindingsLike, type BridgeAnswer, peerMaxBytes } from "../../core/bindings.js";
 import { DEFAULT_LIMITS } from "../../core/limits.js";
+import { CALLBACK_ANSWER_HEADER, type CallbackAnswerKind } from "../../core/protocol.js";
 import { readCapped } from "../../core/read-capped.js";
 import { whenAborted } from "../../core/when-aborted.js";
 import { checkGrant, checkGrantKey, GrantError, type GrantPayload, signGrant, verifyGrant } from "./grant.js";
@@ -69,6 +70,15 @@ const MAX_BODY = MAX_CALL_BODY_MB * 1024 * 1024;
 
 function answer(status: number, body: unknown): Response {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+}
+
+/** An answer as its kind, a line feed and its text (core/protocol.ts, CALLBACK_ANSWER_HEADER). */
+function textAnswer(result: BridgeAnswer): Response {
+  const kind: CallbackAnswerKind = result.tooLarge ? "too-large" : result.ok ? "ok" : "error";
+  return new Response(`${kind}\n${result.tooLarge ? "" : result.text}`, {
+    status: 200,
+    headers: { "content-type": "text/plain; charset=utf-8" },
+  });
 }
 
 /**
@@ -170,6 +180,7 @@ export function createRpcHandler(options: { key: Uint8Array | string }): RpcHand
       try {
         const result = await registered.bindings.dispatch(fnId, call.argsText, stop.signal, maxBytes, gate);
         held = result.held ?? 0;
+        if (request.headers.get(CALLBACK_ANSWER_HEADER) === "text") return textAnswer(result);
         return answer(200, { ok: result.ok, text: result.text, tooLarge: result.tooLarge });
       } finally {
         detach();
