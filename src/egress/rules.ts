@@ -247,26 +247,51 @@ function pathMatches(pattern: readonly string[], path: readonly string[]): boole
  * review). A segment is refused, for rules with routes, when its ASCII escapes decoded (up to
  * three rounds) and split at `/` and `\` hold a piece that is `.` or `..` once its `;` parameters
  * are dropped, or a NUL. An encoded separator alone stays allowed (an id such as npm's
- * `@scope%2fname`); WHATWG URL has already resolved plain and `%2e` dot segments.
+ * `@scope%2fname`); WHATWG URL has already resolved plain and `%2e` dot segments. Refused too,
+ * as no server reads them alike: escapes still left after those rounds (`%2525252e`), overlong
+ * UTF-8 (`%c0%ae` is `.` to a lax decoder) and IIS's `%u002e`; and, read as UTF-8 and NFKC
+ * normalized (as some frameworks do), a dot segment (`%EF%BC%8E%EF%BC%8E` is fullwidth `．．`).
  */
 function ambiguousSegment(path: readonly string[]): string {
   for (const segment of path) {
     let text = segment;
-    for (let round = 0; round < 4; round++) {
-      if (text.includes("\0")) return segment;
-      for (const piece of text.split(/[/\\]/)) {
-        const bare = piece.split(";")[0];
-        if (bare === "." || bare === "..") return segment;
-      }
+    for (let round = 0; ; round++) {
+      if (text.includes("\0") || UNREADABLE_ESCAPE.test(text) || holdsDotSegment(text)) return segment;
       const decoded = text.replace(ASCII_ESCAPE, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
       if (decoded === text) break;
+      if (round === MAX_DECODE_ROUNDS) return segment;
       text = decoded;
     }
+    // Servers that normalize what they decoded (NFKC) read a fullwidth `．．／` as `../`.
+    if (NON_ASCII_ESCAPE.test(text) && holdsDotSegment(utf8Decoded(text).normalize("NFKC"))) return segment;
   }
   return "";
 }
 
+/** Does `text`, split at `/` and `\`, hold a piece that is `.` or `..` once its `;` parameters are dropped? */
+function holdsDotSegment(text: string): boolean {
+  for (const piece of text.split(/[/\\]/)) {
+    const bare = piece.split(";")[0];
+    if (bare === "." || bare === "..") return true;
+  }
+  return false;
+}
+
+/** `text` with its escapes read as UTF-8; malformed sequences become U+FFFD, as a lenient server reads them. */
+function utf8Decoded(text: string): string {
+  const bytes = Buffer.from(
+    text.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))),
+    "latin1",
+  );
+  return bytes.toString("utf8");
+}
+
+/** Decoding rounds a segment gets before what is still escaped is refused unread. */
+const MAX_DECODE_ROUNDS = 3;
+/** Overlong UTF-8 lead bytes (C0, C1; E0 or F0 then a byte below A0 or 90) and `%uXXXX`. */
+const UNREADABLE_ESCAPE = /%c[01]|%e0%[89]|%f0%8|%u[0-9a-f]{4}/i;
 const ASCII_ESCAPE = /%([0-7][0-9a-f])/gi;
+const NON_ASCII_ESCAPE = /%[89a-f][0-9a-f]/i;
 
 /**
  * Find the rule that allows `method` on `url`. On refusal, the reason names what failed: the host,
@@ -299,7 +324,7 @@ export function matchRule(rules: readonly NetRule[] | CompiledRules, url: URL, m
     if (ambiguous !== "") {
       if (closeness < 2) {
         closeness = 2;
-        reason = `path ${JSON.stringify(url.pathname)} is not allowed on host ${JSON.stringify(host)}: its segment ${JSON.stringify(ambiguous)} holds a dot segment once decoded, which servers resolve (rule ${describe(rule.source)} has routes)`;
+        reason = `path ${JSON.stringify(url.pathname)} is not allowed on host ${JSON.stringify(host)}: its segment ${JSON.stringify(ambiguous)} holds a dot segment once decoded, or escapes servers read differently, which servers resolve (rule ${describe(rule.source)} has routes)`;
       }
       continue;
     }
