@@ -503,12 +503,13 @@ export class V8Instance implements EngineInstance {
    */
   /** `chars`: the length of the texts among `args`, which the isolate keeps until its task loop ends (crossing-drain.ts). */
   private cross(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[], chars = 0): Promise<unknown> {
-    // A serving task would hold the isolate's thread: ask it to end first (the crossing queues behind it).
-    this.channel?.close();
     return this.drain.through(chars, () => this.crossNow(name, args));
   }
 
   private crossNow(name: keyof V8Instance["refs"], args: Parameters<Ref["apply"]>[1] & unknown[]): Promise<unknown> {
+    // A serving task would hold the isolate's thread: ask it to end first (the crossing queues
+    // behind it). Here, not before the drain: one may have opened while this crossing waited.
+    this.channel?.close();
     const ref = this.refs[name];
     if (!(this.busyPollMs > 0) || this.isolate.isDisposed) {
       return this.running(fromShallowStack(() => ref.apply(undefined, args))).catch(renameLostThrow);
