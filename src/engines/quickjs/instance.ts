@@ -2,6 +2,7 @@ import { type BindingsLike, EMPTY_BINDINGS_TEXT, hostModuleSources, moduleNotFou
 import { pollUntilSettled } from "../../core/busy-poll.js";
 import { CordonError } from "../../core/errors.js";
 import { joinTexts } from "../../core/joined-texts.js";
+import { MAX_PENDING_HOST_CALLS } from "../../core/limits.js";
 import type { LineMap } from "../../core/source-map.js";
 import { normalizeSource } from "../../core/source.js";
 import {
@@ -17,7 +18,11 @@ import type { QuickJSThread, QuickJSThreads } from "./threads.js";
 
 let nextId = 0;
 
-/** Host-call answers this long are acknowledged once in the guest (settle): 64 Ki characters. */
+/**
+ * Host-call answers this long are acknowledged once in the guest (settle): 64 Ki characters, or
+ * less under a small maxBridgeCallBytes, so that the answers posted unacknowledged (at most one
+ * per pending call, MAX_PENDING_HOST_CALLS) hold no more than the run's cap together.
+ */
 const ACKED_SETTLE_CHARS = 64 * 1024;
 
 /**
@@ -183,7 +188,8 @@ export class QuickJSInstance implements EngineInstance {
    * not worth a message back.
    */
   async settle(callId: number, ok: boolean, text: string): Promise<unknown> {
-    if (text.length < ACKED_SETTLE_CHARS) {
+    const cap = this.lastCaps?.[3] ?? Number.POSITIVE_INFINITY;
+    if (text.length < Math.min(ACKED_SETTLE_CHARS, cap / MAX_PENDING_HOST_CALLS)) {
       this.thread.post({ t: "settle", id: this.id, callId, ok, text });
       this.expectMessage();
       return undefined;
