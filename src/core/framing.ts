@@ -30,7 +30,8 @@ const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text", "value
 
 /**
  * `encodeFrame`, with the first string field named in TEXT_FIELDS sent as a text tail. Only for
- * peers whose reader is FrameReader (the process host and its workers; not the deno engine's).
+ * peers that read text frames: FrameReader (the process host and its workers), and the deno
+ * engine's bootstrap (its own reader, which keeps a copy of TEXT_FIELDS: change both together).
  * The header is `message` stringified with that field set to undefined (JSON leaves it out) and
  * then restored: a copy of the message without it cost more than the rest of the header.
  */

@@ -101,6 +101,25 @@ describe("deno: the protocol's frames are not the guest's to read or write", () 
     }, 20_000);
   }
 
+  it("a setter the guest put on Object.prototype takes no field of the host's frames, short or long", async () => {
+    // Settles cross as text frames (their text after a JSON header): the runtime sets the text on
+    // the parsed header, which must not meet a setter the guest defined for "text".
+    const long = "L".repeat(200_000);
+    const result = await sandbox.run({
+      code: `export default async () => {
+        const taken = [];
+        for (const name of ["text", "callId", "ok", "t"]) {
+          Object.defineProperty(Object.prototype, name, { set(v) { taken.push(name); }, get() { return "forged"; }, configurable: true });
+        }
+        const short = await answer("short");
+        const longer = await answer("long");
+        return { short, long: longer.length, taken };
+      }`,
+      globals: { answer: async (kind: string) => (kind === "short" ? "the host's" : long) },
+    });
+    expect(completed(result).value).toEqual({ short: "the host's", long: long.length, taken: [] });
+  }, 20_000);
+
   it("a synchronous read of fd 0 (node:fs readSync) neither blocks the process nor returns a frame", async () => {
     const prefix = await sandbox.prepare({ code: PREFIX });
     const result = await prefix.call({ export: "readSync", limits: { wallTimeMs: 3000 } });

@@ -515,12 +515,28 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     // chunk gets its own buffer, and the rest of it is read straight into place). Growing one
     // buffer per chunk copied a 2 MB answer 32 times: 80 ms of CPU each, and near the heap limit
     // each copy's allocation ran a full collection.
+    /**
+     * A text frame (core/framing.ts): `[0x01][field][4-byte header length][header JSON][text]`.
+     * The host sends settles so; `field` indexes TEXT_FIELDS as framing.ts lists them.
+     */
+    const TEXT_TAIL = 0x01;
+    const TEXT_FIELDS = setPrototypeOf(["argsText", "resultText", "text", "valueText"], null) as string[];
+    const readTextFrame = (body: Uint8Array) => {
+      const buffer = bufferOf(body);
+      const at = offsetOf(body);
+      const headerBytes = getUint32(new DataViewCtor(buffer, at + 2), 0);
+      const message = parse(decode(new U8(buffer, at + 6, headerBytes)));
+      // Before the text is set: a setter the guest put on Object.prototype must not take it.
+      setPrototypeOf(message, null);
+      message[TEXT_FIELDS[body[1]]] = decode(new U8(buffer, at + 6 + headerBytes, lengthOf(body) - 6 - headerBytes));
+      return message;
+    };
     const chunk = new U8(1 << 16);
     let buffered = new U8(0);
     let long: Uint8Array | undefined;
     let filled = 0;
     const dispatchBody = (body: Uint8Array) => {
-      const message = parse(decode(body));
+      const message = lengthOf(body) >= 6 && body[0] === TEXT_TAIL ? readTextFrame(body) : parse(decode(body));
       // Fields a frame leaves out read as undefined, never as what the guest put on Object.prototype.
       setPrototypeOf(message, null);
       dispatch(message);

@@ -190,7 +190,8 @@ export class DenoInstance implements EngineInstance {
 
   /** Resolves once the answer is out of this process (the run's AnswerGate waits for that). */
   settle(callId: number, ok: boolean, text: string): Promise<unknown> {
-    return new Promise((resolve) => this.process.send({ t: "settle", callId, ok, text }, () => resolve(undefined)));
+    // As a text frame: inside JSON a 2 MB answer was escaped here and parsed again in the process.
+    return new Promise((resolve) => this.process.send({ t: "settle", callId, ok, text }, () => resolve(undefined), true));
   }
 
   async fire(timerId: number): Promise<unknown> {

@@ -3,7 +3,7 @@ import { constants, existsSync, openSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { Socket } from "node:net";
 import { join } from "node:path";
-import { encodeFrame, FrameReader } from "../../core/framing.js";
+import { encodeFrame, encodeTextFrame, FrameReader } from "../../core/framing.js";
 import { frameProblem } from "./frames.js";
 import type { SpawnedChild } from "../../core/spawned-child.js";
 import { spawnChild } from "../../core/spawner.js";
@@ -264,14 +264,16 @@ export class DenoProcess {
   }
 
   /** `onWritten`: called once the frame is out of this process (in the FIFO, or the Deno process has it), or dropped. */
-  send(message: unknown, onWritten?: () => void): void {
+  /** `asText`: `message`'s codec text goes as a text tail (core/framing.ts), not escaped inside its JSON. */
+  send(message: object, onWritten?: () => void, asText = false): void {
     if (this.exited) {
       onWritten?.();
       return;
     }
     try {
-      if (onWritten) this.input.write(encodeFrame(message), () => onWritten());
-      else this.input.write(encodeFrame(message));
+      const frame = asText ? encodeTextFrame(message) : encodeFrame(message);
+      if (onWritten) this.input.write(frame, () => onWritten());
+      else this.input.write(frame);
     } catch (error) {
       onWritten?.();
       this.kill(`could not write to the Deno process: ${(error as Error).message}`);
