@@ -6,8 +6,9 @@
  * them), so the guest runs exactly the code the host's tests exercise. The script is evaluated
  * with `//# sourceURL=<cordon>`, so runtime frames never name a host path.
  *
- * It reads length-prefixed JSON frames from a FIFO (`input`) and writes frames to another (`output`); guest console output
- * is captured by the runtime and crosses as "log" frames, never as bytes on stdout.
+ * It reads length-prefixed JSON frames from a FIFO (`input`; host-call answers come as text
+ * frames, core/framing.ts) and writes frames to another (`output`); guest console output is
+ * captured by the runtime and crosses as "log" frames, never as bytes on stdout.
  */
 import type { Codec } from "../../core/codec.js";
 import type { FetchWire } from "../../core/fetch-wire.js";
