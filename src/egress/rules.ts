@@ -257,24 +257,38 @@ function ambiguousSegment(path: readonly string[]): string {
     let text = segment;
     for (let round = 0; ; round++) {
       if (text.includes("\0") || UNREADABLE_ESCAPE.test(text) || holdsDotSegment(text)) return segment;
-      const decoded = text.replace(ASCII_ESCAPE, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+      const decoded = text.replace(ASCII_ESCAPE, asciiOf);
       if (decoded === text) break;
       if (round === MAX_DECODE_ROUNDS) return segment;
       text = decoded;
     }
-    // Servers that normalize what they decoded (NFKC) read a fullwidth `．．／` as `../`.
-    if (NON_ASCII_ESCAPE.test(text) && holdsDotSegment(utf8Decoded(text).normalize("NFKC"))) return segment;
+    // Servers that normalize what they decoded (NFKC) read a fullwidth `．．／` as `../`, and a
+    // fullwidth `％２ｅ` as an escape they may decode once more.
+    if (NON_ASCII_ESCAPE.test(text)) {
+      const normalized = utf8Decoded(text).normalize("NFKC");
+      if (holdsDotSegment(normalized) || holdsDotSegment(normalized.replace(ASCII_ESCAPE, asciiOf))) return segment;
+    }
   }
   return "";
 }
 
-/** Does `text`, split at `/` and `\`, hold a piece that is `.` or `..` once its `;` parameters are dropped? */
+/**
+ * Does `text`, split at `/` and `\`, hold a piece that is `.` or `..` once its `;` parameters and
+ * trailing whitespace are dropped (Windows and IIS trim `..%20` to `..`)?
+ */
 function holdsDotSegment(text: string): boolean {
   for (const piece of text.split(/[/\\]/)) {
-    const bare = piece.split(";")[0];
+    const bare = piece.split(";")[0].replace(TRAILING_SPACE, "");
     if (bare === "." || bare === "..") return true;
   }
   return false;
+}
+
+const TRAILING_SPACE = /[\s\0]+$/;
+
+/** A matched `%XX` escape's character. */
+function asciiOf(_: string, hex: string): string {
+  return String.fromCharCode(Number.parseInt(hex, 16));
 }
 
 /** `text` with its escapes read as UTF-8; malformed sequences become U+FFFD, as a lenient server reads them. */
@@ -288,8 +302,11 @@ function utf8Decoded(text: string): string {
 
 /** Decoding rounds a segment gets before what is still escaped is refused unread. */
 const MAX_DECODE_ROUNDS = 3;
-/** Overlong UTF-8 lead bytes (C0, C1; E0 or F0 then a byte below A0 or 90) and `%uXXXX`. */
-const UNREADABLE_ESCAPE = /%c[01]|%e0%[89]|%f0%8|%u[0-9a-f]{4}/i;
+/**
+ * Overlong UTF-8 (lead bytes C0 and C1; E0 or F0 then a byte below A0 or 90; F5 to FF, which
+ * no UTF-8 has, the 5- and 6-byte forms of old decoders among them) and `%uXXXX`.
+ */
+const UNREADABLE_ESCAPE = /%c[01]|%e0%[89]|%f0%8|%f[5-9a-f]|%u[0-9a-f]{4}/i;
 const ASCII_ESCAPE = /%([0-7][0-9a-f])/gi;
 const NON_ASCII_ESCAPE = /%[89a-f][0-9a-f]/i;
 

@@ -218,6 +218,14 @@ describe("matchRule: routes", () => {
     "/users/%EF%BC%8E%EF%BC%8E%EF%BC%8Fadmin",
     "/users/%E2%80%A4%E2%80%A4",
     "/users/%EF%B9%92.",
+    // Trailing whitespace Windows and IIS trim; UTF-8 lead bytes no decoder should accept (the
+    // 5- and 6-byte overlong forms); a fullwidth escape NFKC makes ASCII (％２ｅ → %2e).
+    "/users/..%20",
+    "/users/..%09",
+    "/users/.%20%20",
+    "/users/%f8%80%80%80%ae",
+    "/users/%fc%80%80%80%80%ae",
+    "/users/%EF%BC%85%EF%BC%92%EF%BD%85%EF%BC%85%EF%BC%92%EF%BD%85",
   ])("refuses %s: a dot segment once decoded", (path) => {
     expect(allowed(rules, `https://api.test${path}`)).toBe(false);
     expect(reason(rules, `https://api.test${path}`)).toMatch(
@@ -240,6 +248,9 @@ describe("matchRule: routes", () => {
       "/items/%u",
       "/items/%EF%BC%8Ex",
       "/items/%E3%80%82%E3%80%82",
+      "/items/..%20x",
+      "/items/a%20",
+      "/items/%EF%BC%85%EF%BC%92%EF%BD%86",
     ])
       expect(allowed(rules, `https://api.test${path}`)).toBe(true);
     expect(allowed(["api.test"], "https://api.test/users/..%2fadmin")).toBe(true);
