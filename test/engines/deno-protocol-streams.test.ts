@@ -120,6 +120,19 @@ describe("deno: the protocol's frames are not the guest's to read or write", () 
     expect(completed(result).value).toEqual({ short: "the host's", long: long.length, taken: [] });
   }, 20_000);
 
+  it("a guest that replaces Function.prototype.call fails its run with an error that says so, and the next run is served", async () => {
+    // Deno's own FsFile.read calls the live `call`: replaced, the read of the host's frames
+    // returned null, which ended the process as if the host had gone (ERR_INSTANCE_RESET).
+    const result = await sandbox.run({
+      code: "export default async () => { Function.prototype.call = function () { return 0 }; await new Promise((r) => setTimeout(r, 10)); return 1 }",
+      limits: { wallTimeMs: 5000 },
+    });
+    expect(result.ok ? "completed" : `${result.error.code}: ${result.error.message}`).toBe(
+      "ERR_USER_CODE: Function.prototype.call was replaced: Deno's own I/O needs it, and this process cannot go on",
+    );
+    expect(completed(await sandbox.run({ code: "export default () => 2" })).value).toBe(2);
+  }, 20_000);
+
   it("a synchronous read of fd 0 (node:fs readSync) neither blocks the process nor returns a frame", async () => {
     const prefix = await sandbox.prepare({ code: PREFIX });
     const result = await prefix.call({ export: "readSync", limits: { wallTimeMs: 3000 } });

@@ -84,7 +84,8 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
 
   // Typed-array and DataView methods too: a guest that replaced Uint8Array.prototype.subarray
   // made every frame's write loop spin (writeSync got what the guest returned).
-  const callOf = Function.prototype.call;
+  const FunctionProto = Function.prototype;
+  const callOf = FunctionProto.call;
   // Views are made with `new`, never `subarray`: subarray reads a species the guest can replace.
   const setIn = callOf.bind(U8.prototype.set) as unknown as (target: Uint8Array, source: Uint8Array, offset: number) => void;
   const setUint32 = callOf.bind(DataViewCtor.prototype.setUint32) as unknown as (
@@ -563,6 +564,15 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     };
     const onRead = (n: number | null) => {
       if (n === null) {
+        // Deno's own FsFile.read calls the live Function.prototype.call: replaced by the guest,
+        // every read returns null. Say so (the run fails with the guest's error) before leaving.
+        try {
+          if (FunctionProto.call !== callOf) {
+            failures(
+              new TypeErrorCtor("Function.prototype.call was replaced: Deno's own I/O needs it, and this process cannot go on"),
+            );
+          }
+        } catch {}
         // The host is gone (its end of the pipe closed): leave nothing behind in the temp directory.
         try {
           removeSync(privateDir, { recursive: true });
