@@ -26,12 +26,12 @@ export function encodeFrame(message: unknown): Buffer {
  */
 const TEXT_TAIL = 0x01;
 /** The fields that may travel as a text tail. */
-const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text", "valueText"];
+export const TEXT_FIELDS: readonly string[] = ["argsText", "resultText", "text", "valueText"];
 
 /**
  * `encodeFrame`, with the first string field named in TEXT_FIELDS sent as a text tail. Only for
  * peers that read text frames: FrameReader (the process host and its workers), and the deno
- * engine's bootstrap (its own reader, which keeps a copy of TEXT_FIELDS: change both together).
+ * engine's bootstrap (its own reader, given TEXT_FIELDS in its config).
  * The header is `message` stringified with that field set to undefined (JSON leaves it out) and
  * then restored: a copy of the message without it cost more than the rest of the header.
  */

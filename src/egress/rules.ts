@@ -286,18 +286,14 @@ function holdsDotSegment(text: string): boolean {
 
 const TRAILING_SPACE = /[\s\0]+$/;
 
-/** A matched `%XX` escape's character. */
+/** A matched `%XX` escape's character (its byte, for a non-ASCII one: see utf8Decoded). */
 function asciiOf(_: string, hex: string): string {
   return String.fromCharCode(Number.parseInt(hex, 16));
 }
 
 /** `text` with its escapes read as UTF-8; malformed sequences become U+FFFD, as a lenient server reads them. */
 function utf8Decoded(text: string): string {
-  const bytes = Buffer.from(
-    text.replace(/%([0-9a-f]{2})/gi, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))),
-    "latin1",
-  );
-  return bytes.toString("utf8");
+  return Buffer.from(text.replace(ANY_ESCAPE, asciiOf), "latin1").toString("utf8");
 }
 
 /** Decoding rounds a segment gets before what is still escaped is refused unread. */
@@ -309,6 +305,7 @@ const MAX_DECODE_ROUNDS = 3;
 const UNREADABLE_ESCAPE = /%c[01]|%e0%[89]|%f0%8|%f[5-9a-f]|%u[0-9a-f]{4}/i;
 const ASCII_ESCAPE = /%([0-7][0-9a-f])/gi;
 const NON_ASCII_ESCAPE = /%[89a-f][0-9a-f]/i;
+const ANY_ESCAPE = /%([0-9a-f]{2})/gi;
 
 /**
  * Find the rule that allows `method` on `url`. On refusal, the reason names what failed: the host,

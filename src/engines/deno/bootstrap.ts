@@ -33,6 +33,8 @@ export interface DenoGuestConfig {
   output: string;
   /** Node builtins loaded before the globals they read at load time are removed. */
   nodeBuiltins: string[];
+  /** The field names a text frame's field index points into (core/framing.ts). */
+  textFields: string[];
 }
 
 export interface DenoGuestParts {
@@ -513,16 +515,12 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
     leftovers.snapshot();
     send({ t: "ready" });
     // Frames are read with captured functions only, and without `await` (which reads a species).
-    // Bytes past the last whole frame wait in `buffered` (under two chunks: a frame longer than a
-    // chunk gets its own buffer, and the rest of it is read straight into place). Growing one
-    // buffer per chunk copied a 2 MB answer 32 times: 80 ms of CPU each, and near the heap limit
-    // each copy's allocation ran a full collection.
     /**
      * A text frame (core/framing.ts): `[0x01][field][4-byte header length][header JSON][text]`.
-     * The host sends settles so; `field` indexes TEXT_FIELDS as framing.ts lists them.
+     * The host sends settles so; `field` indexes config.textFields.
      */
     const TEXT_TAIL = 0x01;
-    const TEXT_FIELDS = setPrototypeOf(["argsText", "resultText", "text", "valueText"], null) as string[];
+    const textFields = setPrototypeOf(config.textFields, null) as string[];
     const readTextFrame = (body: Uint8Array) => {
       const buffer = bufferOf(body);
       const at = offsetOf(body);
@@ -530,19 +528,24 @@ export function denoGuestMain(parts: DenoGuestParts, configText: string): void {
       const message = parse(decode(new U8(buffer, at + 6, headerBytes)));
       // Before the text is set: a setter the guest put on Object.prototype must not take it.
       setPrototypeOf(message, null);
-      message[TEXT_FIELDS[body[1]]] = decode(new U8(buffer, at + 6 + headerBytes, lengthOf(body) - 6 - headerBytes));
+      message[textFields[body[1]]] = decode(new U8(buffer, at + 6 + headerBytes, lengthOf(body) - 6 - headerBytes));
       return message;
     };
-    const chunk = new U8(1 << 16);
-    let buffered = new U8(0);
-    let long: Uint8Array | undefined;
-    let filled = 0;
     const dispatchBody = (body: Uint8Array) => {
-      const message = lengthOf(body) >= 6 && body[0] === TEXT_TAIL ? readTextFrame(body) : parse(decode(body));
+      if (lengthOf(body) >= 6 && body[0] === TEXT_TAIL) return dispatch(readTextFrame(body));
+      const message = parse(decode(body));
       // Fields a frame leaves out read as undefined, never as what the guest put on Object.prototype.
       setPrototypeOf(message, null);
       dispatch(message);
     };
+    // Bytes past the last whole frame wait in `buffered` (under two chunks: a frame longer than a
+    // chunk gets its own buffer, `long`, and the rest of it is read straight into place). Growing
+    // one buffer per chunk copied a 2 MB answer 32 times: 80 ms of CPU each, and near the heap
+    // limit each copy's allocation ran a full collection.
+    const chunk = new U8(1 << 16);
+    let buffered = new U8(0);
+    let long: Uint8Array | undefined;
+    let filled = 0;
     const takeFrames = () => {
       while (lengthOf(buffered) >= 4) {
         const buffer = bufferOf(buffered);

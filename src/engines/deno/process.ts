@@ -263,8 +263,11 @@ export class DenoProcess {
     return this.childPid;
   }
 
-  /** `onWritten`: called once the frame is out of this process (in the FIFO, or the Deno process has it), or dropped. */
-  /** `asText`: `message`'s codec text goes as a text tail (core/framing.ts), not escaped inside its JSON. */
+  /**
+   * `onWritten`: called once the frame is out of this process (in the FIFO, or the Deno process
+   * has it), or dropped. `asText`: `message`'s codec text goes as a text tail (core/framing.ts),
+   * not escaped inside its JSON.
+   */
   send(message: object, onWritten?: () => void, asText = false): void {
     if (this.exited) {
       onWritten?.();

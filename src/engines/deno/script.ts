@@ -5,6 +5,7 @@ import { dirname, join } from "node:path";
 import { codecSource } from "../../core/codec.js";
 import { createFetchWire } from "../../core/fetch-wire.js";
 import { MAX_PENDING_HOST_CALLS, MAX_PENDING_TIMERS, MAX_TIMER_MS, PENDING_ARGS_FACTOR } from "../../core/limits.js";
+import { TEXT_FIELDS } from "../../core/framing.js";
 import { createInspect } from "../guest/inspect.js";
 import { installRuntime } from "../guest/runtime.js";
 import { type DenoGuestConfig, denoGuestMain } from "./bootstrap.js";
@@ -70,6 +71,7 @@ export function guestConfig(memoryMb: number, streams: { input: string; output: 
     pendingArgsFactor: PENDING_ARGS_FACTOR,
     memoryBytes: memoryMb * 1024 * 1024,
     nodeBuiltins: PRELOADED_NODE_BUILTINS,
+    textFields: [...TEXT_FIELDS],
   };
 }
 
