@@ -80,6 +80,21 @@ describe("the nesting scan", () => {
     expect(scanNesting("const x = <div>it's</div>;\nexport default x;")).toBeUndefined();
   });
 
+  it("refuses at once text that makes every reading's work count over and over", () => {
+    // Each `(a)/` forks a regular-expression reading that dies at its line's end (the `[` of
+    // `"["` opens a class no `]` closes): 512 KB held the host's thread 44 s, uncounted.
+    const rereads = `x=${'(a)/"["+'.repeat(64_000)}0;`;
+    // 1,000 levels deep, each `a++/1/` copied 3,000 counts into a fork: 16 MiB took 26 s.
+    const copies = `${"[".repeat(995)}${"a++/1/".repeat(2_796_000)}`;
+    for (const code of [rereads, copies]) {
+      const started = performance.now();
+      expect(scanNesting(code)).toEqual({ kind: "ambiguous" });
+      expect(performance.now() - started).toBeLessThan(5_000);
+    }
+    // The same divisions with the `]` real code has somewhere on the line are read, not refused.
+    expect(scanNesting(`x=${'(a)/2+"["+b[0]+'.repeat(20_000)}0;`)).toBeUndefined();
+  });
+
   it("does not refuse real libraries, and scans them quickly", () => {
     const require = createRequire(import.meta.url);
     for (const name of ["typescript", "zod", "esbuild"]) {
