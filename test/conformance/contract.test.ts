@@ -39,6 +39,24 @@ describe.each(COMBINATIONS)("contract on $name", (combo) => {
       expect(result.skippedExports).toEqual(["handler"]);
     });
 
+    it("never skips an export that is data but too large to copy: the run fails instead", async () => {
+      // why: on v8 a 20 MB string export vanished into skippedExports at memoryMb 32 (the codec's
+      // copy ceiling), and failed the run at 128 (the output limit).
+      const result = await sandbox.run({
+        code: `export const big = "x".repeat(3 * 1024 * 1024); export const small = 1; export default 1`,
+        limits: { memoryMb: 16 },
+      });
+      if (result.ok) {
+        expect(result.skippedExports).toEqual([]);
+        expect((result.exports.big as string).length).toBe(3 * 1024 * 1024);
+      } else {
+        expect(failed(result).error).toMatchObject({
+          code: "ERR_MEMORY_LIMIT",
+          message: expect.stringMatching(/exports\.big is too large to copy/),
+        });
+      }
+    });
+
     it("accepts TypeScript", async () => {
       const code = "interface P { x: number }\nconst p: P = { x: 4 };\nexport default (input: number): number => p.x * input;";
       expect(completed(await sandbox.run({ code, input: 10 })).value).toBe(40);

@@ -677,11 +677,12 @@ export function installRuntime(
           budget -= text.length;
           exportsText += (exportsText ? "," : "") + stringify(key) + ":" + text;
         } catch (error) {
-          // Over the output limit: the run fails with the codec's code. Anything else (not data,
-          // or a getter inside the export that threw) skips the export, as a throwing getter on
-          // the namespace does: the module evaluated, and readExports is never an error.
-          if (codec.threw(error) && (error as { code?: unknown }).code === "ERR_OUTPUT_TOO_LARGE")
-            return failure(error) as string;
+          // Over the output limit, or too large to copy within the memory limit: the run fails
+          // with the codec's code (skipped, a 20 MB export vanished from a run at memoryMb 32 and
+          // failed it at 128). Anything else (not data, or a getter inside the export that threw)
+          // skips the export, as a throwing getter on the namespace does: the module evaluated.
+          const code = codec.threw(error) ? (error as { code?: unknown }).code : undefined;
+          if (code === "ERR_OUTPUT_TOO_LARGE" || code === "ERR_MEMORY_LIMIT") return failure(error) as string;
           skip(key);
         }
       }
