@@ -529,6 +529,12 @@ export class Sandbox implements AsyncDisposable {
         `wall time limit of ${left} ms`,
         `wall time limit of ${limits.wallTimeMs} ms (${spent})`,
       );
+    } else if (engineLimits !== limits && !result.ok && result.error.name === "TimeoutError") {
+      // The same for source imports whose compile ran past the wall time (Execution.checkLimits).
+      result.error.message = result.error.message.replace(
+        `wall time of ${left} ms`,
+        `wall time of ${limits.wallTimeMs} ms (${spent})`,
+      );
     }
     return result;
   }

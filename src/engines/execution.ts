@@ -56,6 +56,8 @@ export class Execution implements InstanceListener, Watched {
   private cpuStartNs: bigint | undefined;
   /** The watchdog's reading of this process's CPU time when startCpu ran (see cpuMs). */
   private processCpuStartUs = 0;
+  /** The engine is compiling the run's source imports (read their bound) and has not started the guest. */
+  private compilingImports = false;
   private cpuSeenMs = 0;
   /** Killed: cpuSeenMs is the run's CPU time for good. */
   private cpuFrozen = false;
@@ -134,6 +136,7 @@ export class Execution implements InstanceListener, Watched {
 
   /** Start counting CPU: from here on, the isolate's CPU time belongs to this execution. */
   startCpu(): void {
+    this.compilingImports = false;
     this.cpuStartNs = this.instance.cpuTimeNs();
     this.processCpuStartUs = watchdog.processCpuUs;
   }
@@ -150,7 +153,12 @@ export class Execution implements InstanceListener, Watched {
     if (this.instance.answerReady?.()) return;
     const { wallTimeMs, cpuTimeMs } = this.options.limits;
     const over = this.overLimit(now, processCpuUs);
-    if (over === "wall") this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${wallTimeMs} ms`);
+    if (over === "wall" && this.compilingImports) {
+      // Named as the module's own compile past its bound is (esbuild-calls.ts): the time went to
+      // the imports' text, not to the guest (which had not started).
+      const message = `compiling the module's source imports took longer than the run's wall time of ${wallTimeMs} ms: the text costs too much to compile`;
+      this.kill("ERR_COMPILE", message, "TimeoutError");
+    } else if (over === "wall") this.kill("ERR_WALL_TIMEOUT", `the run exceeded its wall time limit of ${wallTimeMs} ms`);
     else if (over === "cpu") this.kill("ERR_CPU_TIMEOUT", `the run exceeded its CPU time limit of ${cpuTimeMs} ms`);
   }
 
@@ -216,7 +224,7 @@ export class Execution implements InstanceListener, Watched {
   }
 
   /** Stop the guest wherever it is: the instance is tainted and disposed. */
-  kill(code: ErrorCode, message: string): void {
+  kill(code: ErrorCode, message: string, name = "CordonError"): void {
     if (this.settled) return;
     // The reading now is the run's: the guest may run on until the isolate is gone, and a
     // reading then would count that time (wall time, see cpuMs).
@@ -224,7 +232,7 @@ export class Execution implements InstanceListener, Watched {
     this.cpuFrozen = true;
     this.instance.tainted = true;
     if (code === "ERR_ABORTED") this.settleAll((index) => this.abortedResult(message, index));
-    else this.fail({ code, name: "CordonError", message });
+    else this.fail({ code, name, message });
     this.instance.dispose();
   }
 
@@ -291,6 +299,7 @@ export class Execution implements InstanceListener, Watched {
           // Made when read (a source import's compile): `ended` is an AbortController, and making
           // and aborting one cost 10-15 µs of a one-off run here (Node 20's abort dispatches an Event).
           get compile() {
+            execution.compilingImports = true;
             return compileBound(limits.wallTimeMs, signal, execution.ended);
           },
         },
