@@ -23,7 +23,6 @@ export const RUN_KEYS = [
 export const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
 export const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 export const CALL_KEYS = ["export", "args", "limits", "signal"];
-export const MAX_CODE_LENGTH = 16 * 1024 * 1024;
 
 export function checkExportPath(path: unknown, name: string): asserts path is string {
   if (!isValidExportPath(path)) {

@@ -5,7 +5,7 @@ import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
-import { checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
+import { MAX_CODE_LENGTH, checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
 import { hostWire } from "./core/fetch-wire.js";
 import { hostServices } from "./engines/host-services.js";
@@ -33,7 +33,6 @@ import {
   checkExportPath,
   checkPartitionKey,
   checkRunCall,
-  MAX_CODE_LENGTH,
   ownRunOptions,
   PREFIX_RUN_KEYS,
   PREPARE_KEYS,

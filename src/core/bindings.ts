@@ -5,7 +5,7 @@ import { createCodec } from "./codec.js";
 import { readBodiesWithin } from "./body-reads.js";
 import { hostFetchExtension, needsBodies } from "./fetch-wire.js";
 import { describe } from "./limits.js";
-import { checkModuleName } from "./options.js";
+import { MAX_CODE_LENGTH, checkModuleName } from "./options.js";
 import type { HostBinding } from "./types.js";
 
 /** How a binding appears to the guest runtime: a bridged function, data, or an object of these. */
@@ -207,9 +207,13 @@ export function splitImports(imports: unknown): {
     throw new TypeError(`cordon: imports must be an object of specifier → source text or host module, got ${describe(imports)}`);
   }
   for (const [specifier, value] of Object.entries(imports)) {
-    checkModuleName(specifier, `imports[${JSON.stringify(specifier.slice(0, 40))}]`, 512);
-    if (typeof value === "string") sources[specifier] = value;
-    else if (value !== null && typeof value === "object" && !Array.isArray(value))
+    const where = `imports[${JSON.stringify(specifier.slice(0, 40))}]`;
+    checkModuleName(specifier, where, 512);
+    // Each source import is held to the cap `code` is (it was uncapped: 20 Mi characters ran).
+    if (typeof value === "string") {
+      if (value.length > MAX_CODE_LENGTH) throw new TypeError(`cordon: ${where} is longer than ${MAX_CODE_LENGTH} characters`);
+      sources[specifier] = value;
+    } else if (value !== null && typeof value === "object" && !Array.isArray(value))
       hostModules[specifier] = value as Record<string, HostBinding>;
     else
       throw new TypeError(

@@ -45,6 +45,9 @@ export function checkOneOf<T extends string>(value: unknown, allowed: readonly T
   return value as T;
 }
 
+/** The longest module source a run takes, as `code` and as each source import (characters). */
+export const MAX_CODE_LENGTH = 16 * 1024 * 1024;
+
 export function checkString(value: unknown, where: string, maxLength: number): string {
   if (typeof value !== "string") throw new TypeError(`cordon: ${where} must be a string, got ${describe(value)}`);
   if (value.length > maxLength) throw new TypeError(`cordon: ${where} is longer than ${maxLength} characters`);

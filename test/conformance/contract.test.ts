@@ -801,6 +801,15 @@ export default log`;
       );
       await expect(sandbox.run({ code: "export default 1", globals: { "a-b": 1 } })).rejects.toThrow(TypeError);
     });
+
+    it("a source import longer than code may be is refused as code is, naming it", async () => {
+      // why: only `code` was capped (16 Mi characters): a 20 Mi-character source import ran.
+      const long = `export const x = 1; //${"x".repeat(16 * 1024 * 1024)}`;
+      const options = { code: "import { x } from 'lib'; export default x", imports: { lib: long } };
+      await expect(sandbox.run(options)).rejects.toThrow(/imports\["lib"\] is longer than 16777216 characters/);
+      await expect(sandbox.prepare(options)).rejects.toThrow(TypeError);
+      await expect(sandbox.readExports(options)).rejects.toThrow(TypeError);
+    });
   });
 
   describe("logs", () => {
