@@ -203,8 +203,9 @@ export function originalPosition(
 export function remapStack(stack: string, filename: string, map: LineMap, keepUnmapped = false): string {
   const escaped = filename.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   // QuickJS frames may carry a line without a column. Not inside a longer name: frames of
-  // "mylib" or "a/lib" are not frames of "lib" (they were remapped through its map twice).
-  const position = new RegExp(`(?<![\\w$./-])${escaped}:(\\d+)(?::(\\d+))?`, "g");
+  // "mylib" or "a/lib" are not frames of "lib" (they were remapped through its map twice), and
+  // `a:1:4:32` is a frame of "a:1", not of "a" (line 1, column 4, then a stray ":32").
+  const position = new RegExp(`(?<![\\w$./-])${escaped}:(\\d+)(?::(\\d+))?(?!:?\\d)`, "g");
   const lines = stack.split("\n");
   const out: string[] = [];
   // Each generated line decoded once: a guest that repeated one frame on a long minified line

@@ -563,6 +563,25 @@ export default log`;
       expect(failed(nested).error).toMatchObject({ code: "ERR_COMPILE", message: expect.stringMatching(/^\.\/b\.js:1:\d+: /) });
     });
 
+    it("an import named as the entry's filename is the import, and `a` and `a:1` keep their own lines", async () => {
+      // why: QuickJS named the entry and its imports alike, so with filename "lib" an import of
+      // "lib" was the entry importing itself ("Could not find export 'x'"); and a frame of "a:1"
+      // was remapped through "a"'s map too (line 8 for line 4).
+      const same = await sandbox.run({
+        filename: "lib",
+        code: `import { x } from "lib"; export default () => x`,
+        imports: { lib: "export const x = 'from the import'" },
+      });
+      expect(completed(same).value).toBe("from the import");
+      const thrown = failed(
+        await sandbox.run({
+          code: `import { f } from "a:1";\nexport default () => f()`,
+          imports: { "a:1": "\n\n\nexport const f = () => { throw new Error('line 4') }", a: "export const z = 1;\n\n\n\n\n\n" },
+        }),
+      );
+      expect(thrown.error.stack).toMatch(/at f \(a:1:4:\d+\)/);
+    });
+
     it("a module esbuild passes but the engine does not parse is ERR_COMPILE; a SyntaxError its code throws is its own", async () => {
       // Decorators esbuild leaves as written: the v8 and QuickJS engines here have none, and a
       // script form's parse error came back as the guest's throw (ERR_USER_CODE).

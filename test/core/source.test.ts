@@ -15,6 +15,11 @@ describe("guest source", () => {
     expect(remapStack(stack, "lib", map)).toBe(
       "Error\n    at f (mylib:4:1)\n    at g (a/lib:4:1)\n    at h (lib:25:1)\n    at lib:25:1",
     );
+    // Nor as the start of a name that goes on with `:digits`: `lib:1:4:1` is line 4 of "lib:1"
+    // (QuickJS named it line 8, remapped through both maps).
+    expect(remapStack("Error\n    at f (lib:1:4:1)\n    at lib:1:4:7", "lib", map)).toBe(
+      "Error\n    at f (lib:1:4:1)\n    at lib:1:4:7",
+    );
   });
 
   it("the script form keeps what the module form runs: no tree shaking of pure-annotated calls", async () => {

@@ -340,9 +340,10 @@ export class QuickJSInstance implements EngineInstance {
 }
 
 /**
- * The worker names each evaluation's modules `<n>\u2063<specifier>` (worker.ts, evaluateModule):
+ * The worker names each evaluation's modules `<n>\u2063<filename>` and `<n>\u2063\u2063<specifier>`
+ * (worker.ts, evaluateModule):
  * thrown errors' stacks read the guest's own names again without it.
  */
 function untagged(text: string): string {
-  return text.includes("\u2063") ? text.replace(/\d+\u2063/g, "") : text;
+  return text.includes("\u2063") ? text.replace(/\d+\u2063\u2063?/g, "") : text;
 }

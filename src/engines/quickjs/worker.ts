@@ -112,8 +112,10 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   /**
    * QuickJS keeps every module it loaded, by name, for the runtime's life: a prefix's second
    * module-form run under the name of the first ran the first's code (and could import it). Each
-   * evaluation's modules are named `<n>\u2063<specifier>` instead; the host takes the tag out
-   * of stacks (QuickJSInstance), so frames still read `<guest>:3:13`. The guest can read `n`
+   * evaluation's entry is named `<n>\u2063<filename>` instead, and its imports
+   * `<n>\u2063\u2063<specifier>` (so an import named as the entry's filename is the import, as on
+   * v8, not the entry importing itself); the host takes the tags out of stacks (QuickJSInstance),
+   * so frames still read `<guest>:3:13`. The guest can read `n`
    * (import.meta.url, a stack): it counts this instance's evaluations only, never other
    * instances' on the thread (a counter per thread told a tenant how many runs others made).
    */
@@ -125,12 +127,13 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     inst.uncompiled = undefined;
     const tag = `${++inst.evaluations}\u2063`;
     const entry = `${tag}${module.filename}`;
+    const importTag = `${tag}\u2063`;
     // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against
     // the importer, and gives an import the tag of the module importing it.
     inst.rt.setModuleLoader(
       (name: string) => {
-        const specifier = name.startsWith(tag) ? name.slice(tag.length) : undefined;
         if (name === entry) return module.code;
+        const specifier = name.startsWith(importTag) ? name.slice(importTag.length) : undefined;
         if (specifier !== undefined && Object.hasOwn(module.imports, specifier)) return module.imports[specifier];
         // A source import esbuild refused fails whatever imports it, as on v8, which compiles
         // imports as they are linked; one nothing imports costs nothing.
@@ -138,15 +141,16 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
           inst.uncompiled = module.uncompiled[specifier];
           return { error: new SyntaxError(inst.uncompiled) };
         }
-        const shown = specifier ?? name.slice(name.indexOf("\u2063") + 1);
+        const shown = specifier ?? name.replace(/^\d+\u2063\u2063?/, "");
         // The message a guest sees (a dynamic import() it catches) is the refusal alone; the
         // host knows it by this instance's `notFound` flag, not by a prefix in the text.
         inst.notFound = module.notFound.replace('"%s"', JSON.stringify(shown));
         return { error: new Error(inst.notFound) };
       },
       (base: string, requested: string) => {
+        // The importer's evaluation, whether it is that evaluation's entry or one of its imports.
         const at = base.indexOf("\u2063");
-        return at > 0 ? `${base.slice(0, at + 1)}${requested}` : requested;
+        return at > 0 ? `${base.slice(0, at + 1)}\u2063${requested}` : requested;
       },
     );
     const result = vm.evalCode(`import * as ns from ${JSON.stringify(entry)};\n__cordon_entry(ns);`, "<cordon>", {
