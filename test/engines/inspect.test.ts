@@ -78,3 +78,40 @@ describe("format specifiers", () => {
     },
   );
 });
+
+describe("objects, as Node's console prints them", () => {
+  // why: accessors were called (a getter that logged `this` recursed until the stack overflowed)
+  // and containers were expanded four levels deep, where Node stops at two.
+  const accessors = {
+    get a() {
+      return 1;
+    },
+    set b(_: unknown) {},
+    get c() {
+      return 2;
+    },
+    set c(_: unknown) {},
+    d: 4,
+  };
+  const cases: unknown[][] = [
+    [accessors],
+    [{ a: { b: { c: { d: 1 } } } }, [1, [2, [3, [4]]]]],
+    [{ a: { b: { c: {} } } }, [[[[]]]]],
+    ["%O", { c: { d: { e: { f: 1 } } } }],
+  ];
+  it.each(cases)("prints %o as util.format does", (...args) => {
+    expect(createInspect()(args, 10_000)).toBe(format(...args));
+  });
+
+  it("calls no getter", () => {
+    let calls = 0;
+    const watched = {
+      get a() {
+        calls++;
+        return 1;
+      },
+    };
+    expect(createInspect()([watched, { inner: watched }], 1_000)).toBe("{ a: [Getter] } { inner: { a: [Getter] } }");
+    expect(calls).toBe(0);
+  });
+});

@@ -36,6 +36,7 @@ export function createInspect(): FormatLogArgs {
   const dateGetTime = uncurry(Date.prototype.getTime) as (date: Date) => number;
   const dateIso = uncurry(Date.prototype.toISOString) as (date: Date) => string;
   const hasOwn = uncurry(ObjectProto.hasOwnProperty) as (o: object, key: number | string) => boolean;
+  const getOwnDesc = Object.getOwnPropertyDescriptor;
   // instanceof asks Symbol.hasInstance, the guest's to define: the chain is walked instead.
   const inherits = uncurry(ObjectProto.isPrototypeOf) as (proto: object, value: unknown) => boolean;
   const getterOf = (proto: object, name: string | symbol) =>
@@ -70,7 +71,8 @@ export function createInspect(): FormatLogArgs {
   ];
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
   const MAX_ITEMS = 100;
-  const MAX_DEPTH = 4;
+  /** Containers nested deeper print as `[Object]` / `[Array]`: Node's default depth (2) is 3 here. */
+  const MAX_DEPTH = 3;
   /**
    * Characters the line may still take. Leaves spend it and containers stop expanding once it is
    * gone: a structure that shares subtrees is small to build and huge to print (100×100×100
@@ -142,7 +144,11 @@ export function createInspect(): FormatLogArgs {
       return NumberIsNaN(dateGetTime(date)) ? "Invalid Date" : dateIso(date);
     }
     if (inherits(RegExpProto, value)) return regExpText(value as RegExp);
-    if (depth >= MAX_DEPTH) return isArray(value) ? "[Array]" : "[Object]";
+    if (depth >= MAX_DEPTH) {
+      // Empty ones print whole, as in Node.
+      if (isArray(value)) return (value as unknown[]).length === 0 ? "[]" : "[Array]";
+      return getProto(value) === ObjectProto && ownKeys(value).length === 0 ? "{}" : "[Object]";
+    }
     const at = seen.length;
     seen[at] = value;
     try {
@@ -195,7 +201,17 @@ export function createInspect(): FormatLogArgs {
     for (let i = 0; i < shown; i++) {
       const key = keys[i];
       const name = regExpExec(IDENT, key) !== null ? key : stringify(key);
-      items[n++] = name + ": " + inspect((value as Record<string, unknown>)[key], depth + 1, seen);
+      // An accessor is named, not called, as Node does: a log line runs no getter (one that
+      // logged `this` recursed until the stack overflowed, hundreds of lines).
+      const desc = getOwnDesc(value, key);
+      let shownValue: string;
+      if (desc !== undefined && (hasOwn(desc, "get") || hasOwn(desc, "set"))) {
+        const getter = desc.get !== undefined;
+        shownValue = getter && desc.set !== undefined ? "[Getter/Setter]" : getter ? "[Getter]" : "[Setter]";
+      } else {
+        shownValue = inspect(desc === undefined ? undefined : desc.value, depth + 1, seen);
+      }
+      items[n++] = name + ": " + shownValue;
     }
     if (keys.length > MAX_ITEMS) items[n++] = "... " + (keys.length - MAX_ITEMS) + " more keys";
     return n ? prefix + "{ " + joined(items, n) + " }" : prefix + "{}";
