@@ -34,6 +34,16 @@ describe.each(COMBINATIONS)("timer changes on $name", (combo) => {
     expect(elapsed).toBeLessThan(1100);
   });
 
+  it("a delay past 2^31 - 1 ms is 1 ms, as in Node (it was clamped, so never fired)", async () => {
+    const code = `export default () => new Promise((resolve) => {
+      const order = [];
+      setTimeout(() => order.push("2^31"), 2 ** 31);
+      setTimeout(() => order.push("Infinity"), Infinity);
+      setTimeout(() => resolve(order), 50);
+    })`;
+    expect(completed(await sandbox.run({ code, limits: { wallTimeMs: 3_000 } })).value).toEqual(["2^31", "Infinity"]);
+  });
+
   it("fires 900 timers set in one task in order of their delays, ties in the order set", async () => {
     // 1,000 changes of 500 timers set and cleared first, then the 900: 1,900 changes overflow the
     // outbox (1,024 fit) partway through the 900, and the rest cross after it is emptied. Delays

@@ -561,7 +561,10 @@ export function installRuntime(
     if (timers.size >= config.maxTimers) {
       throw new RangeErrorCtor("too many pending timers (limit " + config.maxTimers + ")");
     }
-    const delay = mathMax(0, mathMin(NumberCtor(ms) || 0, config.maxTimerMs));
+    // Past the longest delay a timer takes, 1 ms, as Node and browsers do (clamped to the
+    // longest, such a timer never fired within any run).
+    const asked = NumberCtor(ms) || 0;
+    const delay = asked > config.maxTimerMs ? 1 : mathMax(0, asked);
     const id = ++timerSeq;
     // A leftover's timer is never armed: the id is still returned, so clearTimeout(id) is harmless.
     if (!run.open) return id;
