@@ -10,6 +10,10 @@ export function installAbort(g: typeof globalThis): void {
   // The realm's own (installed first, dom-exception.ts), captured before guest code can replace it.
   const DOMExceptionCtor = g.DOMException;
   const setTimeoutFn = g.setTimeout;
+  const NumberCtor = Number;
+  const NumberIsFinite = Number.isFinite;
+  const mathTrunc = Math.trunc;
+  const TypeErrorCtor = TypeError;
   const brand = new WeakSet<object>();
   // Captured: the runtime's own listeners (a fetch's) live in these lists.
   const call = Function.prototype.call;
@@ -77,8 +81,9 @@ export function installAbort(g: typeof globalThis): void {
         if (signal !== undefined && !brand.has(signal as object))
           throw new TypeError('The "signal" option must be an AbortSignal');
       }
+      // (Only the option's signal refuses it: added to an aborted signal, a listener is kept, and
+      // a later dispatchEvent of "abort" calls it, as in Node.)
       if (signal !== undefined && (signal as AbortSignal).#aborted) return;
-      if (type === "abort" && this.#aborted) return;
       const entries = this.#entries;
       for (let i = 0; i < entries.length; i++) {
         const e = entries[i];
@@ -182,9 +187,19 @@ export function installAbort(g: typeof globalThis): void {
       return signal;
     }
 
+    /** WebIDL's [EnforceRange] unsigned long long: not a finite number, or out of range, is a TypeError. */
     static timeout(ms: number): AbortSignal {
+      const asked = NumberCtor(ms);
+      if (!NumberIsFinite(asked)) throw new TypeErrorCtor("AbortSignal.timeout: the delay must be a finite number");
+      const delay = mathTrunc(asked);
+      if (delay < 0 || delay > 2 ** 53 - 1)
+        throw new TypeErrorCtor("AbortSignal.timeout: the delay must be from 0 to 2^53 - 1 ms");
       const signal = new AbortSignal(brand);
-      setTimeoutFn(() => abortSignal(signal, abortError("The operation was aborted due to timeout", "TimeoutError")), ms);
+      // A delay no timer takes (past 2^31 - 1 ms, 24.8 days) outlasts any run: never armed
+      // (setTimeout would make it 1 ms).
+      if (delay <= 2 ** 31 - 1) {
+        setTimeoutFn(() => abortSignal(signal, abortError("The operation was aborted due to timeout", "TimeoutError")), delay);
+      }
       return signal;
     }
 

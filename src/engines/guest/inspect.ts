@@ -147,7 +147,7 @@ export function createInspect(): FormatLogArgs {
     if (depth >= MAX_DEPTH) {
       // Empty ones print whole, as in Node.
       if (isArray(value)) return (value as unknown[]).length === 0 ? "[]" : "[Array]";
-      return getProto(value) === ObjectProto && ownKeys(value).length === 0 ? "{}" : "[Object]";
+      return getProto(value) === ObjectProto && ownKeys(value as object).length === 0 ? "{}" : "[Object]";
     }
     const at = seen.length;
     seen[at] = value;

@@ -190,7 +190,6 @@ export function installRuntime(
   const StringCtor = String;
   // A timer's delay is clamped with these: the guest's own let it send the host any number.
   const NumberCtor = Number;
-  const mathMin = Math.min;
   const mathMax = Math.max;
   const mathFloor = Math.floor;
   const parse = JSON.parse;
