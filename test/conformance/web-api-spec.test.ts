@@ -242,4 +242,17 @@ describe.each(COMBINATIONS)("web APIs match Node on $name", (combo) => {
         transfer: err(() => structuredClone(1, { transfer: [1] })),
       };`);
   });
+
+  it("structuredClone: an object that only says it is an Error stays an object; a deleted stack stays deleted", async () => {
+    // why: the clone went by Symbol.toStringTag alone, so { [Symbol.toStringTag]: "Error", name:
+    // "TypeError" } came back a real TypeError; and a copy got a stack ("") its original lacked.
+    await same(`
+      const fake = structuredClone({ [Symbol.toStringTag]: "Error", message: "x", name: "TypeError" });
+      const e = new TypeError("y");
+      delete e.stack;
+      const copy = structuredClone(e);
+      const kept = structuredClone(new RangeError("z"));
+      return [fake instanceof Error, Object.keys(fake), typeof copy.stack, copy instanceof TypeError, copy.message,
+        kept instanceof RangeError, typeof kept.stack];`);
+  });
 });

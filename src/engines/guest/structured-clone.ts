@@ -31,6 +31,9 @@ export function createStructuredClone(
   const objectKeys = Object.keys;
   const hasOwn = uncurry(Object.prototype.hasOwnProperty) as (o: object, k: PropertyKey) => boolean;
   const isArray = Array.isArray;
+  const ErrorProto = Error.prototype;
+  const inherits = uncurry(Object.prototype.isPrototypeOf) as (proto: object, value: unknown) => boolean;
+  const deleteProperty = Reflect.deleteProperty;
   const tagOf = uncurry(Object.prototype.toString) as (v: unknown) => string;
   const MapCtor = Map;
   const SetCtor = Set;
@@ -242,6 +245,10 @@ export function createStructuredClone(
           return set;
         }
         case "[object Error]":
+          // JavaScript has no check for an error's internal slot: a plain object whose
+          // Symbol.toStringTag says "Error" (and that is no Error.prototype heir) is a plain object,
+          // as Node clones it, not a made-up TypeError.
+          if (!inherits(ErrorProto, input)) break;
           return cloneError(input as Error);
         case "[object Promise]":
         case "[object WeakMap]":
@@ -297,8 +304,10 @@ export function createStructuredClone(
       // Only an own message is copied: without one, the copy inherits "" as the original does
       // (defining one with just `enumerable` made an own undefined, read-only and fixed).
       if (hasOwn(error, "message")) define(copy, "message", `${(error as { message: unknown }).message}`, false);
+      // A stack that is not text (deleted, replaced) is not made up: the copy has none, as in Node.
       const stack = (error as { stack?: unknown }).stack;
-      define(copy, "stack", typeof stack === "string" ? stack : "", false);
+      if (typeof stack === "string") define(copy, "stack", stack, false);
+      else deleteProperty(copy, "stack");
       if (hasOwn(error, "cause")) define(copy, "cause", clone(error.cause), false);
       return copy;
     }
