@@ -70,6 +70,20 @@ export function createFetchWire(): FetchWire {
   const now = () => performance.now();
   /** The longest array visit() indexes; a longer one may be sparse (see visit). */
   const INDEXED_MAX = 1024;
+  /**
+   * The most header entries a decoded Headers, Request or Response may hold. undici's Headers
+   * take ~600 bytes of heap an entry: a guest's Response with 600,000 (7 MB of output, under
+   * maxOutputBytes) grew the host by ~350 MB and held its loop 0.3-2.2 s collecting it. Node's
+   * HTTP server reads at most 2,000 from a request.
+   */
+  const MAX_HEADERS = 10_000;
+  /** A Headers' entries for the wire; more than MAX_HEADERS is refused here, where it is made. */
+  const wireHeaders = (headers: Headers): [string, string][] => {
+    const list = [...headers];
+    if (list.length > MAX_HEADERS)
+      throw new TypeError(`headers cannot cross: they hold ${list.length} entries, at most ${MAX_HEADERS}`);
+    return list;
+  };
   /** How long a body read may keep the thread before it lets timers run. */
   const YIELD_EVERY_MS = 5;
   /**
@@ -250,12 +264,12 @@ export function createFetchWire(): FetchWire {
     },
     extension: {
       encode(value) {
-        if (value instanceof HeadersCtor) return { $: "H", h: [...value] };
+        if (value instanceof HeadersCtor) return { $: "H", h: wireHeaders(value) };
         if (value instanceof RequestCtor) {
           const b = bodyOf(value, "Request");
           const m = value.method;
           const u = value.url;
-          const h = [...value.headers];
+          const h = wireHeaders(value.headers);
           // The redirect mode the host's fetch honours; absent for "follow", the default.
           const r = value.redirect === "error" || value.redirect === "manual" ? value.redirect : undefined;
           const p = urlParts !== undefined && u.length <= URL_PARTS_MAX_CHARS ? urlParts(u) : undefined;
@@ -274,7 +288,7 @@ export function createFetchWire(): FetchWire {
             t: value.statusText,
             u: value.url,
             r: value.redirected,
-            h: [...value.headers],
+            h: wireHeaders(value.headers),
             b,
           };
         }
@@ -282,6 +296,8 @@ export function createFetchWire(): FetchWire {
       },
       decode(tagged, revive) {
         const headers = revive(tagged.h, "h") as [string, string][];
+        if (isArray(headers) && headers.length > MAX_HEADERS)
+          throw new TypeError(`it holds ${headers.length} headers; at most ${MAX_HEADERS} cross`);
         const body = (revive(tagged.b, "b") ?? null) as Uint8Array | null;
         switch (tagged.$) {
           case "H":

@@ -77,4 +77,15 @@ describe("the host's fetch wire", () => {
       clone.mockRestore();
     }
   });
+
+  it("refuses more than 10,000 header entries where they are made, and where they are read", () => {
+    const many = Array.from({ length: 10_001 }, (_, i): [string, string] => [`h${i}`, "v"]);
+    expect(() => codec.encode(new Headers(many), "value")).toThrow(
+      /headers cannot cross: they hold 10001 entries, at most 10000/,
+    );
+    // What no encoder here makes (a guest realm's, tampered with) is refused by the decoder too.
+    const text = JSON.stringify({ $: "H", h: many });
+    expect(() => codec.decode(text)).toThrow(/it holds 10001 headers; at most 10000 cross/);
+    expect([...(codec.decode(JSON.stringify({ $: "H", h: many.slice(1) })) as Headers)]).toHaveLength(10_000);
+  });
 });

@@ -413,6 +413,15 @@ describe("body methods", () => {
 });
 
 describe("FetchWire", () => {
+  it("refuses to put more than 10,000 header entries on the wire (the host's decoder refuses them too)", async () => {
+    expect(
+      await inRealm(`const h = new Headers(); for (let i = 0; i < 10000; i++) h.append("x", "1");
+        const fits = __wire.toWire(h).h.length;
+        h.append("x", "2");
+        try { __wire.toWire(new Response(null, { headers: h })); return [fits, "crossed"] } catch (e) { return [fits, e.name, e.message] }`),
+    ).toEqual({ ok: [10_000, "TypeError", "headers cannot cross: they hold 10001 entries, at most 10000"] });
+  });
+
   it("round-trips Headers, keeping list order and duplicates", async () => {
     expect(
       await inRealm(`const h = new Headers(); h.append("Set-Cookie", "a=1"); h.append("x", "1"); h.append("set-cookie", "b=2");

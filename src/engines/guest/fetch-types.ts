@@ -846,8 +846,13 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
     return typeError(`Malformed fetch wire value: ${what}`);
   }
 
+  /** The most header entries that cross (the host's decoder refuses more: fetch-wire.ts, MAX_HEADERS). */
+  const MAX_WIRE_HEADERS = 10_000;
+
   function wireHeaders(h: Headers): WireHeaders {
     const list = listOf(h);
+    if (list.length > MAX_WIRE_HEADERS)
+      throw typeError(`headers cannot cross: they hold ${list.length} entries, at most ${MAX_WIRE_HEADERS}`);
     // Without a prototype: push (or an index write) meets an index setter a guest put on
     // Array.prototype, which swallowed the pairs (the codec then read the getter's value).
     const out = setPrototypeOf([], null) as WireHeaders;
