@@ -114,4 +114,18 @@ describe("objects, as Node's console prints them", () => {
     expect(createInspect()([watched, { inner: watched }], 1_000)).toBe("{ a: [Getter] } { inner: { a: [Getter] } }");
     expect(calls).toBe(0);
   });
+
+  it("prints a Proxy past the depth as an object when its ownKeys trap throws", () => {
+    // Its keys are read only to print an empty object whole: a throw there made the level above
+    // [Uninspectable].
+    const throwing = new Proxy(
+      {},
+      {
+        ownKeys: () => {
+          throw new Error("trap");
+        },
+      },
+    );
+    expect(createInspect()([{ a: { b: { c: throwing } } }], 1_000)).toBe("{ a: { b: { c: [Object] } } }");
+  });
 });

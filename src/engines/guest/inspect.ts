@@ -145,9 +145,13 @@ export function createInspect(): FormatLogArgs {
     }
     if (inherits(RegExpProto, value)) return regExpText(value as RegExp);
     if (depth >= MAX_DEPTH) {
-      // Empty ones print whole, as in Node.
-      if (isArray(value)) return (value as unknown[]).length === 0 ? "[]" : "[Array]";
-      return getProto(value) === ObjectProto && ownKeys(value as object).length === 0 ? "{}" : "[Object]";
+      // Empty ones print whole, as in Node. (A Proxy's traps may throw here: it is an object.)
+      try {
+        if (isArray(value)) return (value as unknown[]).length === 0 ? "[]" : "[Array]";
+        return getProto(value) === ObjectProto && ownKeys(value as object).length === 0 ? "{}" : "[Object]";
+      } catch {
+        return "[Object]";
+      }
     }
     const at = seen.length;
     seen[at] = value;
