@@ -86,7 +86,12 @@ describe("the nesting scan", () => {
     const rereads = `x=${'(a)/"["+'.repeat(64_000)}0;`;
     // 1,000 levels deep, each `a++/1/` copied 3,000 counts into a fork: 16 MiB took 26 s.
     const copies = `${"[".repeat(995)}${"a++/1/".repeat(2_796_000)}`;
-    for (const code of [rereads, copies]) {
+    // Two readings at one place, ~950 template substitutions deep, that cannot merge: they went on
+    // a step each in turn, comparing their substitutions every step (24 s for 2 MiB), uncounted.
+    let forks = "";
+    for (let j = 1; j <= 4; j++) forks += `a++/}\`${")".repeat(j)}\`\${${"(".repeat(j)}a/ `;
+    const lockstep = `${"`${".repeat(950)}${forks}`.padEnd(2 * 1024 * 1024, " ");
+    for (const code of [rereads, copies, lockstep]) {
       const started = performance.now();
       expect(scanNesting(code)).toEqual({ kind: "ambiguous" });
       expect(performance.now() - started).toBeLessThan(5_000);
