@@ -80,7 +80,7 @@ export const DIFFERENCES: Record<string, Partial<Record<Combination["name"], str
   },
   "dynamic-import": {
     "quickjs/inprocess":
-      "QuickJS serves import() from the same loader as static imports, which knows only the modules passed in `imports` (and the guest module itself, by its filename); every other specifier rejects, cordon's internal names included. V8 under isolated-vm rejects every import().",
+      "QuickJS serves import() from the same loader as static imports, which knows only the modules passed in `imports`; every other specifier rejects, the guest module's own filename and cordon's internal names (the engine's tagged module names too) included. V8 under isolated-vm rejects every import().",
     "deno/inprocess":
       "Deno's own loader serves import(): Node builtins (`node:fs`, and bare `fs`, `module`) and data: URLs load; files outside the function's private directory are refused by Deno's read permission, remote hosts by its import permission, and unknown schemes and names reject. Specifiers computed at run time are not rewritten, so a bare name given in `imports` (`db`) rejects.",
   },

@@ -537,6 +537,26 @@ describe.each(COMBINATIONS)("escapes on $name", (combo) => {
       }
     });
 
+    it("no module is reachable by the engine's own name for it, from a module or from new Function", async () => {
+      // why: QuickJS names an evaluation's modules `<n>⁣<name>` and hands back one it loaded
+      // without asking the loader; from `new Function` (code with no tag to resolve against) a
+      // guest imported its own entry, an import, and on a warm instance an earlier run's module.
+      const tagged = ["1\u2063<guest>", "2\u2063<guest>", "1\u2063\u2063db", "\u2063db", "<guest>"];
+      const main = `async () => { const out = [];
+        const viaFunction = new Function("s", "return import(s)");
+        for (const s of ${JSON.stringify(tagged)}) {
+          for (const load of [(x) => import(x), viaFunction]) {
+            try { await load(s); out.push('imported ' + s) } catch (e) { out.push('rejected') }
+          }
+        }
+        return { out, ...report(globalThis) } }`;
+      const value = await expectHostUnchanged(
+        async () => completed(await run({ name: "", main, imports: { db: DB } })).value as Report & { out: string[] },
+      );
+      expectNothingReached(value);
+      expect(value.out).toEqual(tagged.flatMap(() => ["rejected", "rejected"]));
+    });
+
     it("a granted source module cannot dynamic-import either", async () => {
       const imports = { lib: "export const load = () => import('node:fs').then(() => 'imported', () => 'rejected');" };
       const value = await expectHostUnchanged(

@@ -128,6 +128,7 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     const tag = `${++inst.evaluations}\u2063`;
     const entry = `${tag}${module.filename}`;
     const importTag = `${tag}\u2063`;
+    let entryRequested = false;
     // Specifiers are names, not paths: the normalizer keeps QuickJS from resolving "./x" against
     // the importer, and gives an import the tag of the module importing it.
     inst.rt.setModuleLoader(
@@ -148,6 +149,17 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
         return { error: new Error(inst.notFound) };
       },
       (base: string, requested: string) => {
+        // No specifier holds U+2063 (names refuse it): one that does names a module by its tag,
+        // this evaluation's or an earlier one's (from `new Function`, whose code has no tag of
+        // its own to resolve against), and QuickJS hands back one it loaded without asking the
+        // loader. Only the driver's own import of the entry (the first) is such a name.
+        if (requested.includes("\u2063")) {
+          if (requested === entry && !entryRequested) {
+            entryRequested = true;
+            return requested;
+          }
+          return `\u2063${requested}`;
+        }
         // The importer's evaluation, whether it is that evaluation's entry or one of its imports.
         const at = base.indexOf("\u2063");
         return at > 0 ? `${base.slice(0, at + 1)}\u2063${requested}` : requested;
