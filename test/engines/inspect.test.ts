@@ -112,6 +112,16 @@ describe("objects, as Node's console prints them", () => {
       },
     };
     expect(createInspect()([watched, { inner: watched }], 1_000)).toBe("{ a: [Getter] } { inner: { a: [Getter] } }");
+    // An array's index too (it logged itself from its getter: 1,001 lines).
+    const list = [0, 2];
+    Object.defineProperty(list, 0, {
+      get() {
+        calls++;
+        return 1;
+      },
+      enumerable: true,
+    });
+    expect(createInspect()([list], 1_000)).toBe(format(list));
     expect(calls).toBe(0);
   });
 

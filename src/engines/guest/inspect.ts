@@ -164,6 +164,19 @@ export function createInspect(): FormatLogArgs {
     }
   }
 
+  /**
+   * An own property's text: an accessor is named, not called, as Node does (a log line runs no
+   * getter: one that logged `this` recursed until the stack overflowed, hundreds of lines).
+   */
+  function property(value: object, key: string | number, depth: number, seen: unknown[]): string {
+    const desc = getOwnDesc(value, key);
+    if (desc !== undefined && (hasOwn(desc, "get") || hasOwn(desc, "set"))) {
+      const getter = desc.get !== undefined;
+      return getter && desc.set !== undefined ? "[Getter/Setter]" : getter ? "[Getter]" : "[Setter]";
+    }
+    return inspect(desc === undefined ? undefined : desc.value, depth + 1, seen);
+  }
+
   /** An array, Map, Set, typed array or object, its items inspected one level deeper. */
   function container(value: object, depth: number, seen: unknown[]): string {
     const items = list();
@@ -172,7 +185,7 @@ export function createInspect(): FormatLogArgs {
       const length = (value as unknown[]).length;
       const shown = mathMin(length, MAX_ITEMS);
       // A hole prints as nothing between its commas.
-      for (let i = 0; i < shown; i++) items[n++] = hasOwn(value, i) ? inspect((value as unknown[])[i], depth + 1, seen) : "";
+      for (let i = 0; i < shown; i++) items[n++] = hasOwn(value, i) ? property(value, i, depth, seen) : "";
       if (length > MAX_ITEMS) items[n++] = "... " + (length - MAX_ITEMS) + " more items";
       return "[ " + joined(items, n) + " ]";
     }
@@ -205,17 +218,7 @@ export function createInspect(): FormatLogArgs {
     for (let i = 0; i < shown; i++) {
       const key = keys[i];
       const name = regExpExec(IDENT, key) !== null ? key : stringify(key);
-      // An accessor is named, not called, as Node does: a log line runs no getter (one that
-      // logged `this` recursed until the stack overflowed, hundreds of lines).
-      const desc = getOwnDesc(value, key);
-      let shownValue: string;
-      if (desc !== undefined && (hasOwn(desc, "get") || hasOwn(desc, "set"))) {
-        const getter = desc.get !== undefined;
-        shownValue = getter && desc.set !== undefined ? "[Getter/Setter]" : getter ? "[Getter]" : "[Setter]";
-      } else {
-        shownValue = inspect(desc === undefined ? undefined : desc.value, depth + 1, seen);
-      }
-      items[n++] = name + ": " + shownValue;
+      items[n++] = name + ": " + property(value, key, depth, seen);
     }
     if (keys.length > MAX_ITEMS) items[n++] = "... " + (keys.length - MAX_ITEMS) + " more keys";
     return n ? prefix + "{ " + joined(items, n) + " }" : prefix + "{}";
