@@ -81,6 +81,8 @@ export interface CodecExtension {
    * the field in errors), else undefined.
    */
   decode(tagged: Record<string, unknown>, revive: (value: unknown, key?: string) => unknown): unknown;
+  /** A value starts to be encoded or decoded: what the extension counts per crossing starts over. */
+  begin?(): void;
 }
 
 /** What `extend` and `limitCopies` change, shared by the parts that read it. */
@@ -133,6 +135,7 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
   return {
     encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY, stacks = true) {
       forget();
+      state.extension?.begin?.();
       return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
     },
     encodeFast(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
@@ -159,13 +162,17 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
       }
       // Text marked plain holds no tags: nothing to revive. (A guest marking its own text so
       // only keeps tags from being revived: its values stay inert data.)
-      return charCodeOf(text, 0) === 32 ? tree : revive(tree, rootPath);
+      if (charCodeOf(text, 0) === 32) return tree;
+      state.extension?.begin?.();
+      return revive(tree, rootPath);
     },
     revive(tree, rootPath = "value") {
+      state.extension?.begin?.();
       return revive(tree, rootPath);
     },
     encodeError(error, stacks = true, maxChars = Number.POSITIVE_INFINITY) {
       forget();
+      state.extension?.begin?.();
       return encodeWith(error, "error", maxChars, true, stacks);
     },
     extend(next) {

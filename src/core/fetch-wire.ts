@@ -71,17 +71,22 @@ export function createFetchWire(): FetchWire {
   /** The longest array visit() indexes; a longer one may be sparse (see visit). */
   const INDEXED_MAX = 1024;
   /**
-   * The most header entries a decoded Headers, Request or Response may hold. undici's Headers
-   * take ~600 bytes of heap an entry: a guest's Response with 600,000 (7 MB of output, under
-   * maxOutputBytes) grew the host by ~350 MB and held its loop 0.3-2.2 s collecting it. Node's
-   * HTTP server reads at most 2,000 from a request.
+   * The most header entries one crossing value (a result, a call's arguments) may hold, in all
+   * its Headers, Requests and Responses together. undici's Headers take ~600 bytes of heap an
+   * entry: a guest's Response with 600,000 (7 MB of output, under maxOutputBytes) grew the host
+   * by ~350 MB and held its loop 0.3-2.2 s collecting it, and 60 references to one Headers of
+   * 10,000 decoded as 60 of them. Node's HTTP server reads at most 2,000 from a request.
    */
   const MAX_HEADERS = 10_000;
-  /** A Headers' entries for the wire; more than MAX_HEADERS is refused here, where it is made. */
+  /** Header entries encoded, and decoded, in the value crossing now (reset by the codec: begin). */
+  let encodedHeaders = 0;
+  let decodedHeaders = 0;
+  /** A Headers' entries for the wire; past MAX_HEADERS in this value, refused here, where it is made. */
   const wireHeaders = (headers: Headers): [string, string][] => {
     const list = [...headers];
-    if (list.length > MAX_HEADERS)
-      throw new TypeError(`headers cannot cross: they hold ${list.length} entries, at most ${MAX_HEADERS}`);
+    encodedHeaders += list.length;
+    if (encodedHeaders > MAX_HEADERS)
+      throw new TypeError(`headers cannot cross: the value holds ${encodedHeaders} header entries, at most ${MAX_HEADERS}`);
     return list;
   };
   /** How long a body read may keep the thread before it lets timers run. */
@@ -263,6 +268,10 @@ export function createFetchWire(): FetchWire {
       return needed;
     },
     extension: {
+      begin() {
+        encodedHeaders = 0;
+        decodedHeaders = 0;
+      },
       encode(value) {
         if (value instanceof HeadersCtor) return { $: "H", h: wireHeaders(value) };
         if (value instanceof RequestCtor) {
@@ -296,8 +305,9 @@ export function createFetchWire(): FetchWire {
       },
       decode(tagged, revive) {
         const headers = revive(tagged.h, "h") as [string, string][];
-        if (isArray(headers) && headers.length > MAX_HEADERS)
-          throw new TypeError(`it holds ${headers.length} headers; at most ${MAX_HEADERS} cross`);
+        if (isArray(headers)) decodedHeaders += headers.length;
+        if (decodedHeaders > MAX_HEADERS)
+          throw new TypeError(`the value holds ${decodedHeaders} header entries; at most ${MAX_HEADERS} cross`);
         const body = (revive(tagged.b, "b") ?? null) as Uint8Array | null;
         switch (tagged.$) {
           case "H":
@@ -351,6 +361,7 @@ export const readBodies: FetchWire["readBodies"] = (values, bounds) => hostWire(
 export const takeBody: FetchWire["takeBody"] = (message, chunk) => hostWire().takeBody(message, chunk);
 export const needsBodies: FetchWire["needsBodies"] = (values) => hostWire().needsBodies(values);
 export const hostFetchExtension: CodecExtension = {
+  begin: () => hostWire().extension.begin?.(),
   encode: (value) => hostWire().extension.encode(value),
   decode: (tagged, revive) => hostWire().extension.decode(tagged, revive),
 };

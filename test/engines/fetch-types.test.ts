@@ -413,13 +413,18 @@ describe("body methods", () => {
 });
 
 describe("FetchWire", () => {
-  it("refuses to put more than 10,000 header entries on the wire (the host's decoder refuses them too)", async () => {
+  it("refuses to put more than 10,000 header entries of one value on the wire (the host's decoder refuses them too)", async () => {
     expect(
-      await inRealm(`const h = new Headers(); for (let i = 0; i < 10000; i++) h.append("x", "1");
+      await inRealm(`const h = new Headers(); for (let i = 0; i < 6000; i++) h.append("x", "1");
+        __wire.beginWire();
         const fits = __wire.toWire(h).h.length;
-        h.append("x", "2");
-        try { __wire.toWire(new Response(null, { headers: h })); return [fits, "crossed"] } catch (e) { return [fits, e.name, e.message] }`),
-    ).toEqual({ ok: [10_000, "TypeError", "headers cannot cross: they hold 10001 entries, at most 10000"] });
+        let again;
+        try { __wire.toWire(new Response(null, { headers: h })); again = "crossed" } catch (e) { again = [e.name, e.message] }
+        __wire.beginWire();
+        return [fits, again, __wire.toWire(h).h.length]`),
+    ).toEqual({
+      ok: [6_000, ["TypeError", "headers cannot cross: the value holds 12000 header entries, at most 10000"], 6_000],
+    });
   });
 
   it("round-trips Headers, keeping list order and duplicates", async () => {

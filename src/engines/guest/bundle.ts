@@ -95,6 +95,7 @@ const randomPool = (${createRandomPool.toString()})(randomBytes, ${RANDOM_BLOCK_
 const webApiHooks = (${installWebApis.toString()})(g, { parseUrl, setUrlPart, randomBytes: randomPool.take, clone, maxUrlLength: ${MAX_URL_LENGTH} });
 const wire = (${installFetchTypes.toString()})(g, webApiHooks);
 codec.extend({
+  begin: () => wire.beginWire(),
   encode: (value) => wire.toWire(value),
   decode: (t, revive) => (t.$ === "Q" || t.$ === "R" || t.$ === "H")
     ? wire.fromWire({ $: t.$, m: t.m, u: t.u, s: t.s, t: t.t, r: t.r, p: t.p, h: revive(t.h, "h"), b: revive(t.b, "b") ?? null })

@@ -50,6 +50,8 @@ export interface WireHeadersTag {
 export interface FetchWire {
   /** If value is one of THIS realm's Headers/Request/Response instances (brand check via the private fields), return its wire form (body bytes copied, bodyUsed NOT changed); else undefined. A Request/Response whose body was already used -> throw TypeError. */
   toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined;
+  /** A value starts to cross: the header entries counted for it start over. */
+  beginWire(): void;
   /** Build a Headers/Request/Response of this realm from its wire form; anything malformed -> TypeError. */
   fromWire(wire: WireRequest | WireResponse | WireHeadersTag): unknown;
   /**
@@ -846,13 +848,16 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
     return typeError(`Malformed fetch wire value: ${what}`);
   }
 
-  /** The most header entries that cross (the host's decoder refuses more: fetch-wire.ts, MAX_HEADERS). */
+  /** The most header entries one crossing value holds (the host's decoder refuses more: fetch-wire.ts, MAX_HEADERS). */
   const MAX_WIRE_HEADERS = 10_000;
+  /** Header entries put on the wire for the value crossing now (reset by the codec: `begin`). */
+  let wiredHeaders = 0;
 
   function wireHeaders(h: Headers): WireHeaders {
     const list = listOf(h);
-    if (list.length > MAX_WIRE_HEADERS)
-      throw typeError(`headers cannot cross: they hold ${list.length} entries, at most ${MAX_WIRE_HEADERS}`);
+    wiredHeaders += list.length;
+    if (wiredHeaders > MAX_WIRE_HEADERS)
+      throw typeError(`headers cannot cross: the value holds ${wiredHeaders} header entries, at most ${MAX_WIRE_HEADERS}`);
     // Without a prototype: push (or an index write) meets an index setter a guest put on
     // Array.prototype, which swallowed the pairs (the codec then read the getter's value).
     const out = setPrototypeOf([], null) as WireHeaders;
@@ -968,6 +973,9 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
 
   return {
     toWire,
+    beginWire() {
+      wiredHeaders = 0;
+    },
     fromWire: fromWire as FetchWire["fromWire"],
     signals(make) {
       if (makeSignal === undefined) makeSignal = make;
