@@ -190,6 +190,7 @@ export function captureCodecBuiltins(trusted: boolean) {
     regExpExec,
     weakAdd,
     weakHas,
+    trusted,
   };
 }
 
