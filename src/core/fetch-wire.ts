@@ -361,7 +361,9 @@ export const readBodies: FetchWire["readBodies"] = (values, bounds) => hostWire(
 export const takeBody: FetchWire["takeBody"] = (message, chunk) => hostWire().takeBody(message, chunk);
 export const needsBodies: FetchWire["needsBodies"] = (values) => hostWire().needsBodies(values);
 export const hostFetchExtension: CodecExtension = {
-  begin: () => hostWire().extension.begin?.(),
+  // Only a wire made already has counts to reset: making it here would load undici into every
+  // process host worker at its first encode (54 ms of its start; see hostWire).
+  begin: () => madeHostWire?.extension.begin?.(),
   encode: (value) => hostWire().extension.encode(value),
   decode: (tagged, revive) => hostWire().extension.decode(tagged, revive),
 };

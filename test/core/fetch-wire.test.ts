@@ -1,3 +1,5 @@
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it, vi } from "vitest";
 import { sharedCodec } from "../../src/core/bindings.js";
 import { needsBodies, readBodies } from "../../src/core/fetch-wire.js";
@@ -98,5 +100,20 @@ describe("the host's fetch wire", () => {
     ]);
     expect(() => codec.decode(twice)).toThrow(/the value holds 12000 header entries/);
     expect([...(codec.decode(JSON.stringify({ $: "H", h: many.slice(1) })) as Headers)]).toHaveLength(10_000);
+  });
+
+  it("plain values cross without loading Node's fetch (undici): a worker's start does not pay for it", () => {
+    // why: resetting the per-value header count made the wire, and so loaded undici, at a
+    // process host worker's first encode (54 ms of its start).
+    const bindings = fileURLToPath(new URL("../../dist/core/bindings.js", import.meta.url));
+    const script = `import(${JSON.stringify(bindings)}).then(({ sharedCodec }) => {
+      const codec = sharedCodec();
+      codec.decode(codec.encode({ a: [1, new Date(0), new Map([[1, 2]])], e: new Error("x") }));
+      const undici = () => Object.getOwnPropertySymbols(globalThis).filter((s) => String(s).includes("undici")).length;
+      const before = undici();
+      codec.encode(new Headers({ a: "1" }));
+      console.log(JSON.stringify([before, undici() > 0]));
+    })`;
+    expect(JSON.parse(execFileSync(process.execPath, ["-e", script], { encoding: "utf8" }))).toEqual([0, true]);
   });
 });
