@@ -522,18 +522,13 @@ export class Sandbox implements AsyncDisposable {
     const engineLimits = compiledMs < 1 ? limits : { ...limits, wallTimeMs: left, cpuTimeMs: Math.min(limits.cpuTimeMs, left) };
     const result = await run(engineLimits);
     result.stats.wallMs = roundToUs(result.stats.wallMs + compiledMs);
-    if (engineLimits !== limits && !result.ok && result.error.code === "ERR_WALL_TIMEOUT") {
-      // The engine names the limit it was given: the caller's is the one to name.
-      result.error.message = result.error.message.replace(
-        `wall time limit of ${left} ms`,
-        `wall time limit of ${limits.wallTimeMs} ms (${spent})`,
-      );
-    } else if (engineLimits !== limits && !result.ok && result.error.name === "TimeoutError") {
-      // The same for source imports whose compile ran past the wall time (Execution.checkLimits).
-      result.error.message = result.error.message.replace(
-        `wall time of ${left} ms`,
-        `wall time of ${limits.wallTimeMs} ms (${spent})`,
-      );
+    if (engineLimits !== limits && !result.ok) {
+      // The engine names the limit it was given: the caller's is the one to name, in a wall
+      // timeout and in source imports' compile past the wall time (Execution.checkLimits).
+      const { error } = result;
+      const named =
+        error.code === "ERR_WALL_TIMEOUT" ? "wall time limit of" : error.name === "TimeoutError" ? "wall time of" : undefined;
+      if (named) error.message = error.message.replace(`${named} ${left} ms`, `${named} ${limits.wallTimeMs} ms (${spent})`);
     }
     return result;
   }

@@ -303,7 +303,7 @@ export class QuickJSInstance implements EngineInstance {
           listener?.onFailure?.(new CordonError("ERR_MEMORY_LIMIT", message.error.message));
           return;
         }
-        // Messages name modules too ("Could not find export 'x' in module '12\u2063lib'").
+        // Messages name modules too ("Could not find export 'x' in module '12\u2063\u2063lib'").
         message.error.message = untagged(message.error.message);
         message.error.stack = message.error.stack === undefined ? undefined : untagged(message.error.stack);
         const error = new Error(message.error.message);
