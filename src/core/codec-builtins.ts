@@ -125,6 +125,8 @@ export function captureCodecBuiltins(trusted: boolean) {
    * that did not use this encoder (a guest's crafted answer, a remote client's inputText).
    */
   const MAX_DECODE_DEPTH = 520;
+  /** The most objects and arrays the host's codec decodes from one text (codec-containers.ts). */
+  const MAX_CONTAINERS = 1_000_000;
   /** Longer paths are shortened in messages (`shown`). */
   const MAX_SHOWN_PATH = 120;
   /** BigInts cross as decimal text of at most this many characters (sign included). */
@@ -183,6 +185,7 @@ export function captureCodecBuiltins(trusted: boolean) {
     typedCtors,
     MAX_DEPTH,
     MAX_DECODE_DEPTH,
+    MAX_CONTAINERS,
     MAX_SHOWN_PATH,
     MAX_BIGINT_CHARS,
     MAX_BIGINT_BITS,

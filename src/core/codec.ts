@@ -20,6 +20,7 @@
  */
 import { createBase64 } from "./codec-base64.js";
 import { captureCodecBuiltins } from "./codec-builtins.js";
+import { createContainerWeight } from "./codec-containers.js";
 import { createDecoder } from "./codec-decode.js";
 import { createEncoder } from "./codec-encode.js";
 import { createFastPath } from "./codec-fast-path.js";
@@ -40,9 +41,16 @@ export interface Codec {
   /**
    * Decode text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path (from
    * `rootPath`) when the text is not what an encoder writes: not JSON, a malformed or unknown tag,
-   * nesting past the bound the encoders keep.
+   * nesting past the bound the encoders keep; in the host's codec, more objects and arrays than
+   * `weigh` allows.
    */
-  decode(text: string, rootPath?: string): unknown;
+  decode(text: string, rootPath?: string, allowance?: number): unknown;
+  /**
+   * In the host's codec (`trusted`): throw as `decode` would for text of more objects and arrays
+   * than one value may cross with (codec-containers.ts), plus `allowance` for an envelope around
+   * it; `decode` weighs its text so itself. A guest's codec weighs nothing.
+   */
+  weigh(text: string, rootPath?: string, allowance?: number): void;
   /** Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for framing). */
   revive(tree: unknown, rootPath?: string): unknown;
   /** Encode an error leniently: fields that cannot cross are described, never fatal. `stacks` as for `encode`. */
@@ -100,6 +108,7 @@ const CODEC_PARTS = {
   createEncoder,
   createFastPath,
   createDecoder,
+  createContainerWeight,
 };
 
 type CodecParts = typeof CODEC_PARTS;
@@ -130,6 +139,7 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
   const { encodeWith } = encoder;
   const encodeFast = parts.createFastPath(builtins, encoder, failures, state, trusted);
   const revive = parts.createDecoder(builtins, base64, failures, state);
+  const weighText = parts.createContainerWeight(builtins, failures);
   const { forget, threw, refused, overflowed } = failures;
 
   return {
@@ -145,7 +155,9 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
     threw,
     refused,
     overflowed,
-    decode(text, rootPath = "value") {
+    decode(text, rootPath = "value", allowance = 0) {
+      // Before JSON.parse builds what the text holds: on the host's thread, a guest's.
+      if (trusted) weighText(text, rootPath, allowance);
       let tree: unknown;
       try {
         tree = parse(text);
@@ -165,6 +177,9 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
       if (charCodeOf(text, 0) === 32) return tree;
       state.extension?.begin?.();
       return revive(tree, rootPath);
+    },
+    weigh(text, rootPath = "value", allowance = 0) {
+      if (trusted) weighText(text, rootPath, allowance);
     },
     revive(tree, rootPath = "value") {
       state.extension?.begin?.();

@@ -3,6 +3,13 @@ import { isErrorCode } from "./errors.js";
 import type { RunResult } from "./types.js";
 
 /**
+ * What a RunResult's text may hold beside its value's objects and arrays (codec-containers.ts:
+ * the worker or executor weighed the value or the thrown error, exports included, against the
+ * codec's cap): its logs (one object each), stats and error. Passed to the host's decode.
+ */
+export const RESULT_ENVELOPE_CONTAINERS = 1_000_000;
+
+/**
  * Checks for what another process sends as a run's result or an engine's stats (a process
  * worker, a remote executor). A worker a guest has subverted can send anything; a result that
  * reaches a caller must have the shape the types promise (a caller reading `result.error.code`

@@ -424,8 +424,19 @@ export class Execution implements InstanceListener, Watched {
     const limits = this.options.limits;
     // Every outcome counts against the output limit, a thrown error's too (its message, stack
     // and fields are guest text as much as a value is).
+    const what = kind === "t" ? "the error the guest threw" : "the result";
     if (text.length > limits.maxOutputBytes + 64) {
-      this.failTooLarge(kind === "t" ? "the error the guest threw" : "the result", index);
+      this.failTooLarge(what, index);
+      return;
+    }
+    // Weighed before any JSON.parse below builds it (codec-containers.ts): every kind, since a
+    // guest that reached the runtime's builtins can send any text as any kind. The value and
+    // exports share the cap; "o"'s record around them (`{"v":…,"x":{…},"k":[…]}`) is allowed.
+    try {
+      codec.weigh(text, what, kind === "o" ? 3 : 0);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : `${what} holds too many objects and arrays`;
+      this.fail({ code: "ERR_OUTPUT_TOO_LARGE", name: "CordonError", message }, index);
       return;
     }
     try {

@@ -181,3 +181,61 @@ describe("hostile text decoded on the host", () => {
     }
   });
 });
+
+describe("the host weighs a text's objects and arrays before JSON.parse builds them", () => {
+  const MAX = 1_000_000;
+  /** `[{},{},…]`: `n` objects and arrays, the outer array counted. */
+  const empties = (n: number) =>
+    `[${Array(n - 1)
+      .fill("{}")
+      .join(",")}]`;
+
+  // why: JSON.parse's cost follows the objects it makes: 16 M characters of `[{},{},…]` (5.3 M
+  // objects, under maxOutputBytes) held the host's loop 2.5-3.4 s and kept 326 MB of its heap.
+  it("refuses text of more than a million, with a code, the path and what to do instead", () => {
+    const codec = sharedCodec();
+    expect((codec.decode(empties(MAX)) as unknown[]).length).toBe(MAX - 1);
+    const { path, message } = refusal(codec, empties(MAX + 1));
+    expect(path).toBe("value");
+    expect(message).toMatch(/^value: more than 1000000 objects and arrays as the codec writes them .*send fewer, larger values/);
+    // A Map's entry pairs count: the codec's form is weighed, as it is what JSON.parse builds.
+    const pairs = `{"$":"m","v":[${Array(MAX).fill("[1,2]").join(",")}]}`;
+    expect(refusal(codec, pairs).message).toMatch(/more than 1000000 objects and arrays/);
+    // `weigh` refuses alike without decoding; an allowance is added to the cap.
+    expect(() => codec.weigh(empties(MAX + 1), "the result")).toThrow(/^the result: more than 1000000/);
+    expect(() => codec.weigh(empties(MAX + 3), "the result", 3)).not.toThrow();
+    expect(() => codec.weigh(empties(MAX + 4), "the result", 3)).toThrow(/more than 1000000/);
+  });
+
+  it("counts brackets outside strings only, escaped quotes included", () => {
+    const codec = sharedCodec();
+    // 3 M brackets inside strings, one with escaped quotes and backslashes before them.
+    const inside = `["${"{[".repeat(750_000)}","\\\\\\"${"[{".repeat(750_000)}\\""]`;
+    expect((codec.decode(inside) as string[])[1]).toMatch(/^\\"\[\{/);
+    const mixed = `[${Array(MAX - 1)
+      .fill('{"k":"\\"{["}')
+      .join(",")}]`;
+    expect((codec.decode(mixed) as unknown[]).length).toBe(MAX - 1);
+    expect(refusal(codec, `[${Array(MAX).fill('{"k":"\\\\"}').join(",")}]`).message).toMatch(/more than 1000000/);
+  });
+
+  it("a guest's codec decodes what the host sends it without weighing it", () => {
+    expect((guest.decode(empties(MAX + 1)) as unknown[]).length).toBe(MAX);
+    expect(() => guest.weigh(empties(MAX + 1))).not.toThrow();
+  });
+
+  // why: a host call's arguments are decoded on the host's thread: four in flight of 16 M
+  // characters of `[{}…]` took the host's heap ~1.4 GB up.
+  it("a host call's arguments of more than a million are refused before the host function runs", async () => {
+    let called = 0;
+    const bindings = new Bindings({ api: { get: () => called++ } });
+    const answer = await bindings.dispatch(0, `[${empties(MAX)}]`);
+    expect(answer.ok).toBe(false);
+    const error = sharedCodec().decode(answer.text) as Error & { code?: string };
+    expect(error.code).toBe("ERR_NOT_SERIALIZABLE");
+    expect(error.message).toMatch(/^globals\.api\.get\(\) arguments: more than 1000000 objects and arrays/);
+    expect(called).toBe(0);
+    expect((await bindings.dispatch(0, `[${empties(MAX - 1)}]`)).ok).toBe(true);
+    expect(called).toBe(1);
+  });
+});

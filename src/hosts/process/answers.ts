@@ -2,7 +2,7 @@ import { sharedCodec } from "../../core/bindings.js";
 import type { ErrorCode } from "../../core/errors.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { failedResult } from "../../core/results.js";
-import { isRunResult } from "../../core/result-shape.js";
+import { isRunResult, RESULT_ENVELOPE_CONTAINERS } from "../../core/result-shape.js";
 import type { HostEvent } from "../../core/protocol.js";
 import type { EngineName, RunResult, RunStats } from "../../core/types.js";
 import { splitTexts } from "../../core/joined-texts.js";
@@ -18,7 +18,7 @@ type RanEngine = Exclude<EngineName, "auto">;
 /** A "result" answer: a whole RunResult in the codec's text. */
 export function resultOfAnswer(text: string): RunResult | undefined {
   try {
-    const result: unknown = sharedCodec().decode(text);
+    const result: unknown = sharedCodec().decode(text, "result", RESULT_ENVELOPE_CONTAINERS);
     if (!isRunResult(result)) return undefined;
     result.stats.host = "process";
     return result;

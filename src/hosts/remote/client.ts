@@ -5,7 +5,7 @@ import { signalAborted, signalReason } from "../../core/abort-reason.js";
 import { sharedCodec } from "../../core/bindings.js";
 import type { ResolvedLimits } from "../../core/limits.js";
 import { readCapped } from "../../core/read-capped.js";
-import { isRunResult } from "../../core/result-shape.js";
+import { isRunResult, RESULT_ENVELOPE_CONTAINERS } from "../../core/result-shape.js";
 import {
   ABORT_REASON_CHARS,
   CLIENT_HEADER,
@@ -146,7 +146,7 @@ export class ExecutorClient {
     if (status !== 200) return unreachable(`refused the request: ${status} ${refusalText(text)}`);
     let result: RunResult;
     try {
-      const decoded: unknown = sharedCodec().decode(text);
+      const decoded: unknown = sharedCodec().decode(text, "result", RESULT_ENVELOPE_CONTAINERS);
       if (!isRunResult(decoded)) throw new Error("not a result");
       result = decoded;
     } catch {
