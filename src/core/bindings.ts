@@ -163,7 +163,8 @@ export function hostModuleSources(bindingsText: string): Record<string, string> 
 function moduleKeys(desc: BindingDesc): string[] {
   if ("o" in desc) return Object.keys(desc.o);
   if (!("d" in desc)) return [];
-  const value = sharedCodec().decode(desc.d);
+  // The host's own data: not weighed (codec-containers.ts weighs what a guest sends).
+  const value = sharedCodec().decode(desc.d, "value", Number.POSITIVE_INFINITY);
   return value !== null && typeof value === "object" && !Array.isArray(value) ? Object.keys(value) : [];
 }
 

@@ -1,6 +1,6 @@
 import vm from "node:vm";
 import { describe, expect, it } from "vitest";
-import { Bindings, sharedCodec } from "../../src/core/bindings.js";
+import { Bindings, hostModuleSources, sharedCodec } from "../../src/core/bindings.js";
 import { type Codec, codecSource, createCodec } from "../../src/core/codec.js";
 
 /**
@@ -237,5 +237,16 @@ describe("the host weighs a text's objects and arrays before JSON.parse builds t
     expect(called).toBe(0);
     expect((await bindings.dispatch(0, `[${empties(MAX - 1)}]`)).ok).toBe(true);
     expect(called).toBe(1);
+  });
+});
+
+describe("the host's own texts are not weighed", () => {
+  // why: only what a guest sends is weighed; a host's data module of more than a million objects
+  // and arrays was read on the host to list its names, and that read must not refuse it.
+  it("a data import of more than a million objects still lists its names", () => {
+    const big = Array.from({ length: 1_000_001 }, () => ({}));
+    const bindings = new Bindings({}, { data: { items: big, size: 1 } });
+    const sources = hostModuleSources(bindings.text);
+    expect(sources.data).toMatch(/export \{ m0 as items, m1 as size \}/);
   });
 });

@@ -9,6 +9,15 @@ import { guestThrown } from "../../core/guest-errors.js";
 import { msSince } from "../../core/milliseconds.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
 
+/**
+ * A text decoded without weighing it (codec-containers.ts): this engine's code runs on the
+ * host's thread already, so its values spare the host nothing by being refused, and the host's
+ * own texts (input, arguments, answers, data) are not weighed on v8 and QuickJS either.
+ */
+function decodeOwn(text: string): unknown {
+  return sharedCodec().decode(text, "value", Number.POSITIVE_INFINITY);
+}
+
 const LEVELS: LogLevel[] = ["log", "info", "warn", "error", "debug"];
 let runCounter = 0;
 
@@ -85,9 +94,9 @@ export class TrustedEngine implements Engine {
         // A unique URL per run: Node caches modules by URL, and runs must not share one.
         const url = `data:text/javascript;base64,${Buffer.from(`${request.source.code}\n//# run=${++runCounter}`).toString("base64")}`;
         const ns = (await import(url)) as Record<string, unknown>;
-        if (request.mode === "call") return { ns, value: await callExport(ns, codec.decode(request.inputText) as CallInput) };
+        if (request.mode === "call") return { ns, value: await callExport(ns, decodeOwn(request.inputText) as CallInput) };
         const main = ns.default;
-        const value = typeof main === "function" ? await main(codec.decode(request.inputText)) : await main;
+        const value = typeof main === "function" ? await main(decodeOwn(request.inputText)) : await main;
         return { ns, value };
       })();
       const timeout = new Promise<"timeout">((resolve) => {
@@ -119,14 +128,14 @@ export class TrustedEngine implements Engine {
         }
         if (typeof read === "object") throw read.failed;
       }
-      const value = codec.decode(codec.encode(outcome.value, "value", limits.maxOutputBytes));
+      const value = decodeOwn(codec.encode(outcome.value, "value", limits.maxOutputBytes));
       const exports: Record<string, unknown> = {};
       const skippedExports: string[] = [];
       for (const [key, item] of Object.entries(outcome.ns)) {
         if (key === "default") continue;
         try {
           if (typeof item === "function") throw new TypeError("a function");
-          exports[key] = codec.decode(codec.encode(item, `exports.${key}`));
+          exports[key] = decodeOwn(codec.encode(item, `exports.${key}`));
         } catch {
           skippedExports.push(key);
         }
@@ -164,12 +173,12 @@ export class TrustedEngine implements Engine {
         const fnId = desc.f;
         return async (...args: unknown[]) => {
           const answer = await request.bindings.dispatch(fnId, codec.encode(args, "args"));
-          const decoded = codec.decode(answer.text);
+          const decoded = decodeOwn(answer.text);
           if (!answer.ok) throw decoded;
           return decoded;
         };
       }
-      if ("d" in desc) return codec.decode(desc.d);
+      if ("d" in desc) return decodeOwn(desc.d);
       return Object.fromEntries(Object.entries(desc.o).map(([k, v]) => [k, build(v)]));
     };
     for (const [name, desc] of Object.entries(globals)) set(name, build(desc));
