@@ -118,3 +118,20 @@ describe("frames", () => {
     expect(read(Buffer.alloc(4), 1).error).toBe("a frame was not JSON");
   });
 });
+
+describe("a frame's JSON is weighed before it is parsed", () => {
+  // why: a frame's JSON is parsed on the host's thread; a worker a guest took over could send
+  // 64 MiB of `[{},…]` (21 M objects: seconds of that thread, gigabytes of its heap).
+  it("more than a million objects and arrays is a protocol error; a million is read", () => {
+    const frameOf = (n: number) => encodeFrame({ t: "stats", id: 0, x: Array(n - 2).fill({}) });
+    expect(read(frameOf(1_000_000)).messages[0]?.x).toHaveLength(999_998);
+    const { messages, error } = read(frameOf(1_000_001));
+    expect(messages).toEqual([]);
+    expect(error).toMatch(/^a frame: more than 1000000 objects and arrays/);
+    // In a text frame's header too; the text tail is a string, not weighed.
+    const header = JSON.stringify({ t: "result", id: 1, x: Array(1_000_000).fill({}) });
+    expect(read(textFrame(0, header, "")).error).toMatch(/^a frame: more than 1000000/);
+    const tail = JSON.stringify(Array(2_000_000).fill({}));
+    expect(read(encodeTextFrame({ t: "result", id: 1, resultText: tail })).messages[0]?.resultText).toBe(tail);
+  });
+});
