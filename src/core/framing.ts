@@ -146,7 +146,8 @@ export class FrameReader {
     // fields (values travel as text), and a worker a guest took over could send 64 MiB of
     // `[{},…]`, 21 M objects, seconds of the host's thread and gigabytes of its heap.
     try {
-      (weigher ??= createCodec(true)).weigh(text, "a frame");
+      weigher ??= createCodec(true);
+      weigher.weigh(text, "a frame");
     } catch (error) {
       this.fail((error as Error).message);
       return undefined;
