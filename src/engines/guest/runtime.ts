@@ -662,7 +662,9 @@ export function installRuntime(
       const keys = ownKeys(ns);
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i];
-        if (key === "default") continue;
+        // A run's default export is its value. A prepare (and readExports) has none: its default
+        // is listed as any export is, so a deploy path learns the module has one (a handler).
+        if (key === "default" && run.mode !== "prepare") continue;
         let item: unknown;
         try {
           item = ns[key];
