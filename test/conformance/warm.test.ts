@@ -930,6 +930,41 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     );
   });
 
+  it("at most 1,000 Requests, Responses and Headers cross in one value, either way, with an error that says so", async () => {
+    // why: undici builds each slowly: 300,000 `new Request("a:")` a guest returned (13.5 MB,
+    // under the objects cap) held the host's loop 4.8 s and kept 669 MB.
+    await using sandbox = await createSandbox(combo.options);
+    const limits = { wallTimeMs: 20_000 };
+    await using prefix = await sandbox.prepare({
+      code: `export function make(n) { return Array.from({ length: n }, (_, i) => i % 2 ? new Headers() : new Response(null)) }
+      export function count(list) { return list.length }
+      export async function fromHost(n) { try { return (await hostMake(n)).length } catch (e) { return e.name + ": " + e.message } }
+      export async function toHost(n) { try { return await hostCount(make(n)) } catch (e) { return e.name + ": " + e.message } }`,
+      globals: {
+        hostMake: async (n: number) => Array.from({ length: n }, () => new Headers()),
+        hostCount: async (list: unknown[]) => list.length,
+      },
+    });
+    const message = (n: number) => `Requests, Responses and Headers cannot cross: the value holds ${n} of them, at most 1000`;
+    expect((value(await prefix.call({ export: "make", args: [1_000], limits })) as unknown[]).length).toBe(1_000);
+    const over = await prefix.call({ export: "make", args: [1_001], limits });
+    expect(over.ok ? "completed" : over.error.message).toContain(message(1_001));
+    // The host's own arguments, a host function's answer, a guest's arguments to a host function.
+    const requests = Array.from({ length: 1_001 }, () => new Request("https://x.test/"));
+    const sent = await prefix.call({ export: "count", args: [requests], limits });
+    expect(sent.ok ? "completed" : sent.error).toMatchObject({
+      code: "ERR_NOT_SERIALIZABLE",
+      message: expect.stringContaining(message(1_001)),
+    });
+    expect(value(await prefix.call({ export: "count", args: [requests.slice(1)], limits }))).toBe(1_000);
+    expect(value(await prefix.call({ export: "fromHost", args: [1_001], limits }))).toBe(`TypeError: ${message(1_001)}`);
+    expect(value(await prefix.call({ export: "fromHost", args: [1_000], limits }))).toBe(1_000);
+    expect(value(await prefix.call({ export: "toHost", args: [1_001], limits }))).toMatch(
+      /^TypeError: Requests, Responses and Headers cannot cross: the value holds 1001 of them/,
+    );
+    expect(value(await prefix.call({ export: "toHost", args: [1_000], limits }))).toBe(1_000);
+  });
+
   it("a guest's Request or Response comes back at any depth: in exports, deep in a value, in a Map, in an error's fields (described there when it cannot)", async () => {
     // Before, on the process host: ERR_NOT_SERIALIZABLE ("crosses only … at most 2 levels"), and
     // prepare and readExports threw; in-process they crossed.

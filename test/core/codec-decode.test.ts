@@ -163,6 +163,20 @@ describe("hostile text decoded on the host", () => {
     expect(refusal(codec, `{"$":"${"Z".repeat(1000)}"}`).message).toMatch(/^value has a tag \("Z{40}…"\) this codec/);
   });
 
+  // why: undici builds each Request, Response or Headers slowly: 999,000 crafted empty Responses
+  // (under the objects cap) held the host 15 s and 1.3 GB. The guests' encoders refuse more than
+  // 1,000 a value; the host's decoder refuses what a tampered runtime sends past them.
+  it("more than 1,000 Requests, Responses and Headers in one text are refused before they are built", () => {
+    const codec = sharedCodec();
+    const list = (n: number) => `[${Array(n).fill('{"$":"R","s":200,"t":"","h":[],"b":null}').join(",")}]`;
+    expect((codec.decode(list(1_000)) as Response[])[999]).toBeInstanceOf(Response);
+    expect(refusal(codec, list(1_001)).message).toMatch(
+      /Requests, Responses and Headers cannot cross: the value holds 1001 of them, at most 1000/,
+    );
+    // Counted per text: the next decode starts over.
+    expect((codec.decode(list(1_000)) as Response[]).length).toBe(1_000);
+  });
+
   // why: a host call's arguments are text the guest wrote; a malformed one was answered with a
   // bare "malformed arguments", which said neither what nor where.
   it("a host call's malformed arguments are refused with the codec's code and path", async () => {

@@ -850,8 +850,11 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
 
   /** The most header entries one crossing value holds (the host's decoder refuses more: fetch-wire.ts, MAX_HEADERS). */
   const MAX_WIRE_HEADERS = 10_000;
-  /** Header entries put on the wire for the value crossing now (reset by the codec: `begin`). */
+  /** The most Requests, Responses and Headers one crossing value holds (fetch-wire.ts, MAX_MESSAGES). */
+  const MAX_WIRE_MESSAGES = 1_000;
+  /** Header entries and messages put on the wire for the value crossing now (reset by the codec: `begin`). */
   let wiredHeaders = 0;
+  let wiredMessages = 0;
 
   function wireHeaders(h: Headers): WireHeaders {
     const list = listOf(h);
@@ -872,9 +875,15 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
 
   function toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined {
     if (!isObject(value)) return undefined;
-    if (isHeaders(value)) return { $: "H", h: wireHeaders(value) };
-    if (isRequest(value)) {
-      const s = requestState(value);
+    const kind = isHeaders(value) ? "H" : isRequest(value) ? "Q" : isResponse(value) ? "R" : undefined;
+    if (kind === undefined) return undefined;
+    if (++wiredMessages > MAX_WIRE_MESSAGES)
+      throw typeError(
+        `Requests, Responses and Headers cannot cross: the value holds ${wiredMessages} of them, at most ${MAX_WIRE_MESSAGES}`,
+      );
+    if (kind === "H") return { $: "H", h: wireHeaders(value as Headers) };
+    if (kind === "Q") {
+      const s = requestState(value as Request);
       const b = wireBody(s);
       const r = s.options.redirect;
       // Literals only: assigning `r` afterwards would run a setter guest code put on Object.prototype.
@@ -882,12 +891,9 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
         ? { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b, r }
         : { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
     }
-    if (isResponse(value)) {
-      const s = responseState(value);
-      const b = wireBody(s);
-      return { $: "R", s: s.status, t: s.statusText, u: s.url, r: s.redirected, h: wireHeaders(s.headers), b };
-    }
-    return undefined;
+    const s = responseState(value as Response);
+    const b = wireBody(s);
+    return { $: "R", s: s.status, t: s.statusText, u: s.url, r: s.redirected, h: wireHeaders(s.headers), b };
   }
 
   function fromWire(wire: unknown): unknown {
@@ -975,6 +981,7 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
     toWire,
     beginWire() {
       wiredHeaders = 0;
+      wiredMessages = 0;
     },
     fromWire: fromWire as FetchWire["fromWire"],
     signals(make) {
