@@ -65,8 +65,7 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
   it("prepare evaluates once; runs and calls reuse the warm instance and see its globals", async () => {
     await using prefix = await sandbox.prepare({ code: COUNTER_PREFIX });
     expect(prefix.exports).toEqual({ meta: { version: 2 } });
-    // The default export is listed as any export is (here an object with a method: skipped).
-    expect(prefix.skippedExports.sort()).toEqual(["bump", "default", "handlers"]);
+    expect(prefix.skippedExports.sort()).toEqual(["bump", "handlers"]);
     expect(value(await prefix.call({ export: "bump", args: [5] }))).toBe(5);
     const second = await prefix.call({ export: "bump" });
     expect(value(second)).toBe(6);
@@ -485,23 +484,7 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
       code: "export const config = { route: '/x', methods: ['GET'] }; export const schedule = '*/5 * * * *'; export function handler() {}; export default class {}",
     });
     expect(result.exports).toEqual({ config: { route: "/x", methods: ["GET"] }, schedule: "*/5 * * * *" });
-    expect(result.skippedExports.sort()).toEqual(["default", "handler"]);
-  });
-
-  // why: the default export was never listed: `cordon check` said "exports []" of a module
-  // whose only export was its default handler, and a data default was invisible.
-  it("readExports and prepare list the default export: data as data, a handler as skipped", async () => {
-    const data = await sandbox.readExports({ code: "export default { region: 'eu' }; export const n = 1" });
-    expect([data.exports, data.skippedExports]).toEqual([{ default: { region: "eu" }, n: 1 }, []]);
-    const handler = await sandbox.readExports({ code: "export default { fetch() { return new Response('x') } }" });
-    expect([handler.exports, handler.skippedExports]).toEqual([{}, ["default"]]);
-    const none = await sandbox.readExports({ code: "export const n = 1" });
-    expect([none.exports, none.skippedExports]).toEqual([{ n: 1 }, []]);
-    await using prefix = await sandbox.prepare({ code: "export default () => 42" });
-    expect([prefix.exports, prefix.skippedExports]).toEqual([{}, ["default"]]);
-    // A run's default is its value, as before: not among its exports.
-    const run = await sandbox.run({ code: "export default { region: 'eu' }; export const n = 1" });
-    expect(run.ok && [run.value, run.exports, run.skippedExports]).toEqual([{ region: "eu" }, { n: 1 }, []]);
+    expect(result.skippedExports.sort()).toEqual(["handler"]);
   });
 
   it("readExports of a module that throws rejects with a PrepareError naming the module", async () => {
@@ -983,16 +966,16 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(used.ok ? "completed" : used.error).toMatchObject(unsendable);
     if (differs(combo, "stream-bodies")) {
       // Deno's bodies are streams, read before crossing only where the rule says.
-      expect([read.exports, read.skippedExports.sort()]).toEqual([{}, ["default", "fail", "failUsed", "r"]]);
+      expect([read.exports, read.skippedExports.sort()]).toEqual([{}, ["fail", "failUsed", "r"]]);
       // Before: "Uncaught exception (the thrown value could not be read)", its message lost.
       expect(thrown.ok ? "completed" : thrown.error).toMatchObject({ ...unsendable, message: "x" });
       expect(prefix.skippedExports).toContain("r");
       expect(run.ok ? "completed" : run.error.message).toMatch(/^a Response crosses only in a call's arguments/);
       return;
     }
-    expect(read.skippedExports.sort()).toEqual(["default", "fail", "failUsed"]);
+    expect(read.skippedExports.sort()).toEqual(["fail", "failUsed"]);
     expect(await (read.exports.r as Response).text()).toBe("exported");
-    expect(prefix.skippedExports.sort()).toEqual(["default", "fail", "failUsed"]);
+    expect(prefix.skippedExports.sort()).toEqual(["fail", "failUsed"]);
     const result = value(run) as { a: { b: { r: Response } }; m: Map<number, Request> };
     expect(run.ok && (await (run.exports.r as Response).text())).toBe("exported");
     expect(await result.a.b.r.text()).toBe("deep");

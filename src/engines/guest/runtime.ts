@@ -662,9 +662,7 @@ export function installRuntime(
       const keys = ownKeys(ns);
       for (let i = 0; i < keys.length; i++) {
         const key = keys[i];
-        // A run's default export is its value. A prepare (and readExports) has none: its default
-        // is listed as any export is, so a deploy path learns the module has one (a handler).
-        if (key === "default" && run.mode !== "prepare") continue;
+        if (key === "default") continue;
         let item: unknown;
         try {
           item = ns[key];
