@@ -508,7 +508,12 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     }
   }
 
-  return { encodeWith, jsonLength };
+  /** Is an encode under way (this one starts inside it: a getter that logs or calls the host)? */
+  function nested(): boolean {
+    return active > 0;
+  }
+
+  return { encodeWith, jsonLength, nested };
 }
 
 export type Encoder = ReturnType<typeof createEncoder>;

@@ -30,9 +30,11 @@ export interface Codec {
   /**
    * Encode `value` to text; throws a TypeError with `code` ERR_NOT_SERIALIZABLE naming the path.
    * `stacks: false` leaves errors' stacks out: for what the host sends a guest (host frames and
-   * paths never reach a guest).
+   * paths never reach a guest). `continuing`: this value crosses with the one encoded before it
+   * (a result's exports with its value), so what the extension counts per crossing goes on.
+   * An encode inside another (a getter that logs) continues the outer's count too.
    */
-  encode(value: unknown, rootPath?: string, maxChars?: number, stacks?: boolean): string;
+  encode(value: unknown, rootPath?: string, maxChars?: number, stacks?: boolean, continuing?: boolean): string;
   /**
    * `encode` when it needs no walk (a primitive, or plain JSON data in the host's codec), else
    * undefined. Plain data holds no Request or Response, so a caller can skip looking for bodies.
@@ -51,8 +53,11 @@ export interface Codec {
    * it; `decode` weighs its text so itself. A guest's codec weighs nothing.
    */
   weigh(text: string, rootPath?: string, allowance?: number): void;
-  /** Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for framing). */
-  revive(tree: unknown, rootPath?: string): unknown;
+  /**
+   * Decode an already-parsed tree (saves a second JSON.parse when the text was parsed for
+   * framing). `continuing` as for `encode`: the tree crosses with the one revived before it.
+   */
+  revive(tree: unknown, rootPath?: string, continuing?: boolean): unknown;
   /** Encode an error leniently: fields that cannot cross are described, never fatal. `stacks` as for `encode`. */
   encodeError(error: unknown, stacks?: boolean, maxChars?: number): string;
   /**
@@ -136,16 +141,17 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
   const base64 = parts.createBase64(builtins);
   const failures = parts.createCodecFailures(builtins, state);
   const encoder = parts.createEncoder(builtins, base64, failures, state);
-  const { encodeWith } = encoder;
+  const { encodeWith, nested } = encoder;
   const encodeFast = parts.createFastPath(builtins, encoder, failures, state, trusted);
   const revive = parts.createDecoder(builtins, base64, failures, state);
   const weighText = parts.createContainerWeight(builtins, failures);
   const { forget, threw, refused, overflowed } = failures;
 
   return {
-    encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY, stacks = true) {
+    encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY, stacks = true, continuing = false) {
       forget();
-      state.extension?.begin?.();
+      // A crossing's counts start over, but not inside an encode: a getter's log would reset them.
+      if (!continuing && !nested()) state.extension?.begin?.();
       return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
     },
     encodeFast(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
@@ -181,13 +187,13 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
     weigh(text, rootPath = "value", allowance = 0) {
       if (trusted) weighText(text, rootPath, allowance);
     },
-    revive(tree, rootPath = "value") {
-      state.extension?.begin?.();
+    revive(tree, rootPath = "value", continuing = false) {
+      if (!continuing) state.extension?.begin?.();
       return revive(tree, rootPath);
     },
     encodeError(error, stacks = true, maxChars = Number.POSITIVE_INFINITY) {
       forget();
-      state.extension?.begin?.();
+      if (!nested()) state.extension?.begin?.();
       return encodeWith(error, "error", maxChars, true, stacks);
     },
     extend(next) {

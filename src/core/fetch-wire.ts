@@ -85,7 +85,10 @@ export function createFetchWire(): FetchWire {
    * and 1.3 GB. A run makes at most maxBridgeCalls (1,000 by default) fetches.
    */
   const MAX_MESSAGES = 1_000;
-  /** Header entries and messages encoded, and decoded, in the value crossing now (reset by the codec: begin). */
+  /**
+   * Header entries and messages encoded, and decoded, in the crossing under way: reset by the
+   * codec's begin, which a result's exports (and an encode inside another) do not call.
+   */
   let encodedHeaders = 0;
   let decodedHeaders = 0;
   let encodedMessages = 0;

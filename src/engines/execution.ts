@@ -450,7 +450,10 @@ export class Execution implements InstanceListener, Watched {
         const parsed = JSON.parse(text) as { v: unknown; x: Record<string, unknown>; k: string[] };
         const value = codec.revive(parsed.v);
         // A module with no exports but its default: nothing to revive.
-        const exports = isEmptyRecord(parsed.x) ? {} : (codec.revive({ $: "o", v: parsed.x }) as Record<string, unknown>);
+        // One crossing with the value, as the guest counted it (codec.encode's `continuing`).
+        const exports = isEmptyRecord(parsed.x)
+          ? {}
+          : (codec.revive({ $: "o", v: parsed.x }, "value", true) as Record<string, unknown>);
         if (text.includes(ERROR_TAG)) cleanErrorStacks([value, exports], this.cleanStack);
         this.completed(index, value, exports, parsed.k.length === 0 ? [] : parsed.k.map(String));
         return;

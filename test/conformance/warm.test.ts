@@ -948,6 +948,35 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
     expect(value(await prefix.call({ export: "toHost", args: [1_000], limits }))).toBe(1_000);
   });
 
+  // why: the guest counted each export apart and the host read them together (two exports of
+  // 600 Headers: "was the runtime's environment tampered with?"), and a worker re-encodes a whole
+  // result (value 900 + export 900 passed in process, failed on the process host). And a getter
+  // that called a host function reset the guest's count mid-value (1,800 sent, the same message).
+  it("a result's value and exports count as one crossing; an encode inside a getter does not start over", async () => {
+    await using sandbox = await createSandbox(combo.options);
+    const limits = { wallTimeMs: 20_000 };
+    const heads = (n: number) => `Array.from({ length: ${n} }, () => new Headers())`;
+    const split = await sandbox.run({
+      limits,
+      code: `export const a = ${heads(600)}; export const b = ${heads(600)}; export const c = 1; export default ${heads(300)};`,
+    });
+    // 300 + 600 fit; the next export past 1,000 is skipped, as any export that cannot cross.
+    expect(split.ok && [(split.value as unknown[]).length, Object.keys(split.exports).sort(), split.skippedExports]).toEqual([
+      300,
+      ["a", "c"],
+      ["b"],
+    ]);
+    const nested = await sandbox.run({
+      limits,
+      globals: { ping: async () => 1 },
+      code: `export default () => [...${heads(900)}, { get x() { ping(new Headers()); return 1 } }, ...${heads(900)}]`,
+    });
+    expect(nested.ok ? "completed" : nested.error).toMatchObject({
+      code: "ERR_USER_CODE",
+      message: expect.stringContaining("Requests, Responses and Headers cannot cross: the value holds 1001 of them"),
+    });
+  });
+
   it("a guest's Request or Response comes back at any depth: in exports, deep in a value, in a Map, in an error's fields (described there when it cannot)", async () => {
     // Before, on the process host: ERR_NOT_SERIALIZABLE ("crosses only … at most 2 levels"), and
     // prepare and readExports threw; in-process they crossed.

@@ -852,7 +852,7 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
   const MAX_WIRE_HEADERS = 10_000;
   /** The most Requests, Responses and Headers one crossing value holds (fetch-wire.ts, MAX_MESSAGES). */
   const MAX_WIRE_MESSAGES = 1_000;
-  /** Header entries and messages put on the wire for the value crossing now (reset by the codec: `begin`). */
+  /** Header entries and messages put on the wire in the crossing under way (reset by the codec: `begin`, see fetch-wire.ts). */
   let wiredHeaders = 0;
   let wiredMessages = 0;
 

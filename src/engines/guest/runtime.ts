@@ -675,7 +675,8 @@ export function installRuntime(
           continue;
         }
         try {
-          const text = codec.encode(item, "exports." + key, budget);
+          // Continuing the value's crossing: the host reads value and exports as one.
+          const text = codec.encode(item, "exports." + key, budget, true, true);
           budget -= text.length;
           exportsText += (exportsText ? "," : "") + stringify(key) + ":" + text;
         } catch (error) {
