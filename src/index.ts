@@ -13,6 +13,7 @@ export type {
   AbortedResult,
   Capabilities,
   CompletedResult,
+  DefaultExportKind,
   EngineName,
   FailedResult,
   HostBinding,

@@ -16,6 +16,7 @@ import { Slots } from "./core/slots.js";
 import { compileBound, compileFailureName } from "./core/esbuild-calls.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
+  DefaultExportKind,
   EngineName,
   HostName,
   RunLimits,
@@ -71,6 +72,18 @@ export function engineOf(sandbox: Sandbox): Engine {
  * createSandbox (create-sandbox.ts) chose. The only thing users touch. Guest faults and limits come back as results; only
  * misconfiguration throws.
  */
+/** What `typeof` answers: a default export's kind from a guest's realm is one of them or nothing. */
+const DEFAULT_EXPORT_KINDS: readonly string[] = [
+  "function",
+  "object",
+  "string",
+  "number",
+  "bigint",
+  "boolean",
+  "symbol",
+  "undefined",
+];
+
 export class Sandbox implements AsyncDisposable {
   private readonly slots: Slots;
   private readonly defaults: RunLimits;
@@ -295,7 +308,12 @@ export class Sandbox implements AsyncDisposable {
     const files = await this.checkFiles(options.files);
     const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
     if (!outcome.ok) throw new PrepareError(outcome, "module");
-    return { exports: outcome.exports, skippedExports: outcome.skippedExports };
+    // The guest runtime's (or trusted engine's) `typeof` of the default export, checked: it was
+    // written in the guest's realm.
+    const kind = outcome.value;
+    const defaultExport =
+      typeof kind === "string" && DEFAULT_EXPORT_KINDS.includes(kind) ? (kind as DefaultExportKind) : undefined;
+    return { exports: outcome.exports, skippedExports: outcome.skippedExports, defaultExport };
   }
 
   stats(): SandboxStats {

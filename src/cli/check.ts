@@ -31,9 +31,9 @@ export async function check(args: string[]): Promise<number> {
   const sandbox = await createSandbox({ engine: "deno", spareInstances: 0 });
   try {
     const result = await sandbox.readExports({ code, filename: basename(entry), files });
-    process.stdout.write(
-      `ok: ${basename(entry)} exports ${JSON.stringify(Object.keys(result.exports).concat(result.skippedExports).sort())}\n`,
-    );
+    const names = JSON.stringify(Object.keys(result.exports).concat(result.skippedExports).sort());
+    const main = result.defaultExport === undefined ? "no default export" : `default export: ${result.defaultExport}`;
+    process.stdout.write(`ok: ${basename(entry)} exports ${names}, ${main}\n`);
     return 0;
   } catch (error) {
     const failure = (error as { result?: { error?: { code: string; message: string } } }).result?.error;

@@ -261,7 +261,15 @@ export interface PrepareOptions {
 export interface ReadExportsResult {
   exports: Record<string, unknown>;
   skippedExports: string[];
+  /**
+   * `typeof` the module's default export ("function" for a handler, "object" for `{ fetch }`),
+   * undefined when it has none. Read, never encoded or called: `exports` does not hold it.
+   */
+  defaultExport?: DefaultExportKind;
 }
+
+/** What `typeof` says of a module's default export. */
+export type DefaultExportKind = "function" | "object" | "string" | "number" | "bigint" | "boolean" | "symbol" | "undefined";
 
 export interface PrefixStats {
   /** The first 16 hex digits of the prefix key. */

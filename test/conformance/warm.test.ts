@@ -487,6 +487,28 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
     expect(result.skippedExports.sort()).toEqual(["handler"]);
   });
 
+  // why: readExports never said whether a module had a default export (`cordon check` printed
+  // "exports []" of a module whose only export was its default handler).
+  it("readExports says what the default export is, without encoding or calling it", async () => {
+    const kinds = [];
+    for (const code of [
+      "export default function handler() { throw new Error('called') }",
+      "export default { fetch() { return new Response('x') } }",
+      "export default 'x'.repeat(1000)",
+      "export default undefined",
+      "export const n = 1",
+      "const o = { get x() { throw new Error('read') } }; export { o as default }",
+    ]) {
+      const read = await sandbox.readExports({ code, limits: { maxOutputBytes: 100 } });
+      expect([read.exports, read.skippedExports], code).toEqual([code.includes("const n") ? { n: 1 } : {}, []]);
+      kinds.push(read.defaultExport);
+    }
+    expect(kinds).toEqual(["function", "object", "string", "undefined", undefined, "object"]);
+    // A Deno module that serves with Deno.serve answers default.fetch: its default reads "object".
+    const served = "globalThis.Deno?.serve((r) => new Response('hi')); export const a = 1";
+    expect((await sandbox.readExports({ code: served })).defaultExport).toBe(combo.engine === "deno" ? "object" : undefined);
+  });
+
   it("readExports of a module that throws rejects with a PrepareError naming the module", async () => {
     const reading = sandbox.readExports({ code: "export const a = 1; throw new RangeError('no config')" });
     await expect(reading).rejects.toMatchObject({

@@ -28,6 +28,13 @@ describe("trusted engine", () => {
     expect(result.ok && (result.value as unknown[]).length).toBe(1_000_002);
   });
 
+  // why: readExports ran the module's default export here (prepare was read as run).
+  it("readExports says what the default export is without calling it", async () => {
+    await using sandbox = await createSandbox({ engine: "trusted" });
+    const read = await sandbox.readExports({ code: "export const a = 1; export default () => { throw new Error('called') }" });
+    expect(read).toEqual({ exports: { a: 1 }, skippedExports: [], defaultExport: "function" });
+  });
+
   it("calls an export with run({ call }): a Request in, a Response out, a missing path named", async () => {
     await using sandbox = await createSandbox({ engine: "trusted" });
     const code = "export default { async fetch(r) { return new Response(r.method + ' ' + (await r.text()), { status: 202 }) } }";

@@ -899,8 +899,11 @@ export function installRuntime(
     run.entered = true;
     if (run.mode === "prepare") {
       prefix = ns;
+      // The value says what the default export is (readExports reports it), never the export
+      // itself: a handler is not data, and its data is not encoded under prepare's budget.
+      const kind = hasOwn(ns, "default") ? typeof ns.default : null;
       void thenOf(
-        outcomeOf(() => undefined, ns),
+        outcomeOf(() => kind, ns),
         reportOutcome,
       );
       return;

@@ -95,6 +95,8 @@ export class TrustedEngine implements Engine {
         const url = `data:text/javascript;base64,${Buffer.from(`${request.source.code}\n//# run=${++runCounter}`).toString("base64")}`;
         const ns = (await import(url)) as Record<string, unknown>;
         if (request.mode === "call") return { ns, value: await callExport(ns, decodeOwn(request.inputText) as CallInput) };
+        // What the default export is, as the guest runtime reports it (readExports): not called.
+        if (request.mode === "prepare") return { ns, value: "default" in ns ? typeof ns.default : null };
         const main = ns.default;
         const value = typeof main === "function" ? await main(decodeOwn(request.inputText)) : await main;
         return { ns, value };
