@@ -67,11 +67,6 @@ export function engineOf(sandbox: Sandbox): Engine {
   return engine;
 }
 
-/**
- * The facade: run options checked, run slots, prepared prefixes and stats, over the engine that
- * createSandbox (create-sandbox.ts) chose. The only thing users touch. Guest faults and limits come back as results; only
- * misconfiguration throws.
- */
 /** What `typeof` answers: a default export's kind from a guest's realm is one of them or nothing. */
 const DEFAULT_EXPORT_KINDS: readonly string[] = [
   "function",
@@ -84,6 +79,11 @@ const DEFAULT_EXPORT_KINDS: readonly string[] = [
   "undefined",
 ];
 
+/**
+ * The facade: run options checked, run slots, prepared prefixes and stats, over the engine that
+ * createSandbox (create-sandbox.ts) chose. The only thing users touch. Guest faults and limits come back as results; only
+ * misconfiguration throws.
+ */
 export class Sandbox implements AsyncDisposable {
   private readonly slots: Slots;
   private readonly defaults: RunLimits;
