@@ -163,8 +163,7 @@ export function hostModuleSources(bindingsText: string): Record<string, string> 
 function moduleKeys(desc: BindingDesc): string[] {
   if ("o" in desc) return Object.keys(desc.o);
   if (!("d" in desc)) return [];
-  // The host's own data: not weighed (codec-containers.ts weighs what a guest sends).
-  const value = sharedCodec().decode(desc.d, "value", Number.POSITIVE_INFINITY);
+  const value = decodeUnweighed(desc.d);
   return value !== null && typeof value === "object" && !Array.isArray(value) ? Object.keys(value) : [];
 }
 
@@ -192,6 +191,14 @@ export function sharedCodec(): ReturnType<typeof createCodec> {
     codecInstance.extend(hostFetchExtension);
   }
   return codecInstance;
+}
+
+/**
+ * Decode with the host's codec without weighing the text (codec-containers.ts weighs what a
+ * guest sends): for the host's own texts, and for a guest's that was weighed already.
+ */
+export function decodeUnweighed(text: string, rootPath = "value"): unknown {
+  return sharedCodec().decode(text, rootPath, Number.POSITIVE_INFINITY);
 }
 
 /** Check the shape of `imports` and split it into source modules and host modules. */

@@ -1,5 +1,5 @@
 import { signalAborted, signalReason } from "../core/abort-reason.js";
-import { type BridgeAnswer, bridgeErrorText, sharedCodec } from "../core/bindings.js";
+import { type BridgeAnswer, bridgeErrorText, decodeUnweighed, sharedCodec } from "../core/bindings.js";
 import { CordonError, type ErrorCode, LIMIT_CODES, type RunError } from "../core/errors.js";
 import { compileBound } from "../core/esbuild-calls.js";
 import {
@@ -440,8 +440,9 @@ export class Execution implements InstanceListener, Watched {
       return;
     }
     try {
+      // Weighed above: the decodes below do not read the text again.
       if (kind === "v") {
-        const value = codec.decode(text);
+        const value = decodeUnweighed(text);
         if (text.includes(ERROR_TAG)) cleanErrorStacks(value, this.cleanStack);
         this.completed(index, value, {}, []);
         return;
@@ -483,7 +484,7 @@ export class Execution implements InstanceListener, Watched {
         this.fail({ code: "ERR_CALL_TARGET_NOT_FOUND", name: "CordonError", message }, index);
         return;
       }
-      const thrown = codec.decode(text);
+      const thrown = decodeUnweighed(text);
       cleanErrorStacks(thrown, this.cleanStack);
       this.fail(guestThrown(thrown, this.options.guestFiles), index);
     } catch {

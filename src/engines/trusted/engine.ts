@@ -1,5 +1,5 @@
 import { format } from "node:util";
-import { sharedCodec } from "../../core/bindings.js";
+import { decodeUnweighed, sharedCodec } from "../../core/bindings.js";
 import type { BindingDesc } from "../../core/bindings.js";
 import type { Engine, EnginePrefix, EnginePrepareRequest, EngineRunRequest, EngineStats } from "../../core/engine.js";
 import { CordonError, type RunError } from "../../core/errors.js";
@@ -8,15 +8,6 @@ import { needsBodies } from "../../core/fetch-wire.js";
 import { guestThrown } from "../../core/guest-errors.js";
 import { msSince } from "../../core/milliseconds.js";
 import type { LogEntry, LogLevel, RunResult } from "../../core/types.js";
-
-/**
- * A text decoded without weighing it (codec-containers.ts): this engine's code runs on the
- * host's thread already, so its values spare the host nothing by being refused, and the host's
- * own texts (input, arguments, answers, data) are not weighed on v8 and QuickJS either.
- */
-function decodeOwn(text: string): unknown {
-  return sharedCodec().decode(text, "value", Number.POSITIVE_INFINITY);
-}
 
 const LEVELS: LogLevel[] = ["log", "info", "warn", "error", "debug"];
 let runCounter = 0;
@@ -30,7 +21,9 @@ let runCounter = 0;
  * global object for the length of a run and restored after it. The wall time is a soft timeout:
  * the result says ERR_WALL_TIMEOUT, the code keeps running (nothing can stop it), and the next
  * run may start. Every run's module stays in Node's module cache (Node cannot evict it).
- * Only chosen when named; `auto` never picks it.
+ * Only chosen when named; `auto` never picks it. Nothing it decodes is weighed
+ * (codec-containers.ts): its code runs on the host's thread already, and the host's own texts
+ * (input, arguments, answers, data) are not weighed on v8 and QuickJS either.
  */
 export class TrustedEngine implements Engine {
   readonly name = "trusted" as const;
@@ -94,11 +87,11 @@ export class TrustedEngine implements Engine {
         // A unique URL per run: Node caches modules by URL, and runs must not share one.
         const url = `data:text/javascript;base64,${Buffer.from(`${request.source.code}\n//# run=${++runCounter}`).toString("base64")}`;
         const ns = (await import(url)) as Record<string, unknown>;
-        if (request.mode === "call") return { ns, value: await callExport(ns, decodeOwn(request.inputText) as CallInput) };
+        if (request.mode === "call") return { ns, value: await callExport(ns, decodeUnweighed(request.inputText) as CallInput) };
         // What the default export is, as the guest runtime reports it (readExports): not called.
         if (request.mode === "prepare") return { ns, value: "default" in ns ? typeof ns.default : null };
         const main = ns.default;
-        const value = typeof main === "function" ? await main(decodeOwn(request.inputText)) : await main;
+        const value = typeof main === "function" ? await main(decodeUnweighed(request.inputText)) : await main;
         return { ns, value };
       })();
       const timeout = new Promise<"timeout">((resolve) => {
@@ -130,14 +123,14 @@ export class TrustedEngine implements Engine {
         }
         if (typeof read === "object") throw read.failed;
       }
-      const value = decodeOwn(codec.encode(outcome.value, "value", limits.maxOutputBytes));
+      const value = decodeUnweighed(codec.encode(outcome.value, "value", limits.maxOutputBytes));
       const exports: Record<string, unknown> = {};
       const skippedExports: string[] = [];
       for (const [key, item] of Object.entries(outcome.ns)) {
         if (key === "default") continue;
         try {
           if (typeof item === "function") throw new TypeError("a function");
-          exports[key] = decodeOwn(codec.encode(item, `exports.${key}`));
+          exports[key] = decodeUnweighed(codec.encode(item, `exports.${key}`));
         } catch {
           skippedExports.push(key);
         }
@@ -175,12 +168,12 @@ export class TrustedEngine implements Engine {
         const fnId = desc.f;
         return async (...args: unknown[]) => {
           const answer = await request.bindings.dispatch(fnId, codec.encode(args, "args"));
-          const decoded = decodeOwn(answer.text);
+          const decoded = decodeUnweighed(answer.text);
           if (!answer.ok) throw decoded;
           return decoded;
         };
       }
-      if ("d" in desc) return decodeOwn(desc.d);
+      if ("d" in desc) return decodeUnweighed(desc.d);
       return Object.fromEntries(Object.entries(desc.o).map(([k, v]) => [k, build(v)]));
     };
     for (const [name, desc] of Object.entries(globals)) set(name, build(desc));
