@@ -3,13 +3,10 @@
  * length, then that many bytes of UTF-8 JSON. A frame that is too long, not JSON, or not an
  * object is a protocol error: the reader stops and the caller retires the peer.
  */
-import { type Codec, createCodec } from "./codec.js";
+import { sharedCodec } from "./bindings.js";
 import { joinTexts, TEXT_SEPARATOR } from "./joined-texts.js";
 
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
-
-/** Weighs frames' JSON (the host's codec's weigh, made on the first frame that needs it). */
-let weigher: Codec | undefined;
 
 export function encodeFrame(message: unknown): Buffer {
   const body = Buffer.from(JSON.stringify(message), "utf8");
@@ -146,8 +143,7 @@ export class FrameReader {
     // fields (values travel as text), and a worker a guest took over could send 64 MiB of
     // `[{},…]`, 21 M objects, seconds of the host's thread and gigabytes of its heap.
     try {
-      weigher ??= createCodec(true);
-      weigher.weigh(text, "a frame");
+      sharedCodec().weigh(text, "a frame");
     } catch (error) {
       this.fail((error as Error).message);
       return undefined;
