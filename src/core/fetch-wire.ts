@@ -95,6 +95,10 @@ export function createFetchWire(): FetchWire {
   let decodedMessages = 0;
   const tooManyMessages = (count: number) =>
     new TypeError(`Requests, Responses and Headers cannot cross: the value holds ${count} of them, at most ${MAX_MESSAGES}`);
+  /** One more message put on the wire in this crossing; past MAX_MESSAGES, refused before it is made. */
+  const countEncoded = () => {
+    if (++encodedMessages > MAX_MESSAGES) throw tooManyMessages(encodedMessages);
+  };
   /** A Headers' entries for the wire; past MAX_HEADERS in this value, refused here, where it is made. */
   const wireHeaders = (headers: Headers): [string, string][] => {
     const list = [...headers];
@@ -289,10 +293,12 @@ export function createFetchWire(): FetchWire {
         decodedMessages = 0;
       },
       encode(value) {
-        if (!(value instanceof HeadersCtor || value instanceof RequestCtor || value instanceof ResponseCtor)) return undefined;
-        if (++encodedMessages > MAX_MESSAGES) throw tooManyMessages(encodedMessages);
-        if (value instanceof HeadersCtor) return { $: "H", h: wireHeaders(value) };
+        if (value instanceof HeadersCtor) {
+          countEncoded();
+          return { $: "H", h: wireHeaders(value) };
+        }
         if (value instanceof RequestCtor) {
+          countEncoded();
           const b = bodyOf(value, "Request");
           const m = value.method;
           const u = value.url;
@@ -306,6 +312,7 @@ export function createFetchWire(): FetchWire {
           return p === undefined ? { $: "Q", m, u, h, b, r } : { $: "Q", m, u, h, b, r, p };
         }
         if (value instanceof ResponseCtor) {
+          countEncoded();
           const b = bodyOf(value, "Response");
           // url and redirected say where a fetched response came from (fetch's own, or one
           // safe-fetch set); a Response made with the constructor has "" and false.
