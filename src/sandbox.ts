@@ -28,6 +28,7 @@ import type {
   PrepareOptions,
   ReadExportsResult,
 } from "./core/types.js";
+import { DEFAULT_EXPORT_KINDS } from "./core/types.js";
 import { brokeredFetch, importHosts } from "./capabilities.js";
 import {
   CALL_KEYS,
@@ -66,18 +67,6 @@ export function engineOf(sandbox: Sandbox): Engine {
   if (!engine) throw new CordonError("ERR_INTERNAL", "cordon: not a sandbox");
   return engine;
 }
-
-/** What `typeof` answers: a default export's kind from a guest's realm is one of them or nothing. */
-const DEFAULT_EXPORT_KINDS: readonly string[] = [
-  "function",
-  "object",
-  "string",
-  "number",
-  "bigint",
-  "boolean",
-  "symbol",
-  "undefined",
-];
 
 /**
  * The facade: run options checked, run slots, prepared prefixes and stats, over the engine that
@@ -312,7 +301,9 @@ export class Sandbox implements AsyncDisposable {
     // written in the guest's realm.
     const kind = outcome.value;
     const defaultExport =
-      typeof kind === "string" && DEFAULT_EXPORT_KINDS.includes(kind) ? (kind as DefaultExportKind) : undefined;
+      typeof kind === "string" && (DEFAULT_EXPORT_KINDS as readonly string[]).includes(kind)
+        ? (kind as DefaultExportKind)
+        : undefined;
     return { exports: outcome.exports, skippedExports: outcome.skippedExports, defaultExport };
   }
 

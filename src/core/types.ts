@@ -268,8 +268,20 @@ export interface ReadExportsResult {
   defaultExport?: DefaultExportKind;
 }
 
+/** What `typeof` answers: a default export's kind from a guest's realm is one of them or nothing. */
+export const DEFAULT_EXPORT_KINDS = [
+  "function",
+  "object",
+  "string",
+  "number",
+  "bigint",
+  "boolean",
+  "symbol",
+  "undefined",
+] as const;
+
 /** What `typeof` says of a module's default export. */
-export type DefaultExportKind = "function" | "object" | "string" | "number" | "bigint" | "boolean" | "symbol" | "undefined";
+export type DefaultExportKind = (typeof DEFAULT_EXPORT_KINDS)[number];
 
 export interface PrefixStats {
   /** The first 16 hex digits of the prefix key. */
