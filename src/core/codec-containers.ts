@@ -3,7 +3,8 @@
  * MAX_CONTAINERS objects and arrays. JSON.parse of a guest's text runs on the host's thread, and
  * its cost follows the objects it makes, not the bytes: 16 M characters of `[{},{},…]` (5.3 M
  * empty objects, one shared object in the guest) held the host's loop 2.5–3.4 s and kept 326 MB;
- * a million took 0.3 s and 67 MB, as 16 MB of ordinary records (~450,000 objects) do.
+ * a million took its decode 0.37–1.6 s (warm, then cold and loaded) and ~77 MB, about what 16 MB
+ * of ordinary records (~450,000 objects) or of short strings (no object at all) cost.
  *
  * Counted, not parsed: a bracket outside a string opens one, and a text shorter than two brackets
  * a container cannot hold more (a result under 2 M characters is not read at all). ~1.7 ns a
