@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { constants, existsSync, openSync, writeFileSync } from "node:fs";
+import { constants, existsSync, openSync, readSync, writeFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { Socket } from "node:net";
 import { join } from "node:path";
@@ -32,6 +32,8 @@ const START_TIMEOUT_MS = 20_000;
 /** stdin, stdout, stderr of a Deno process: its frames cross FIFOs instead (see DenoProcess's `input`). */
 const DENO_STDIO: ("ignore" | "pipe")[] = ["ignore", "pipe", "pipe"];
 const CLOCK_TICK_NS = 10_000_000n;
+/** At most this much is read from the output FIFO after the process has exited (a pipe holds 64 KiB to 1 MiB). */
+const DRAIN_LIMIT_BYTES = 4 << 20;
 
 export interface DenoProcessOptions {
   binary: string;
@@ -164,7 +166,8 @@ export class DenoProcess {
     // or death, is the bootstrap's end of input) and never writes its output one.
     const fifo = (path: string) => openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
     this.input = new Socket({ fd: fifo(streams.input), readable: false });
-    this.output = new Socket({ fd: fifo(streams.output), writable: false });
+    const outputFd = fifo(streams.output);
+    this.output = new Socket({ fd: outputFd, writable: false });
     this.input.on("error", () => {});
     this.output.on("error", () => {});
     const [command, args] = orphanSafe(options.binary, denoArgs(options, this.dir, main, streams));
@@ -249,6 +252,10 @@ export class DenoProcess {
     });
     this.child.onExit((code, signal) => {
       clearTimeout(timer);
+      // The exit comes by another channel than the frames: what the process wrote just before it
+      // ended may still be in the FIFO (a guest's failure it reported on its way out). Read first,
+      // unless the host ended it (a limit): then the host's reason stands, whatever came before.
+      if (!this.exited && this.endedBy === undefined) this.drainOutput(outputFd, reader);
       const why = this.endedBy ?? `the Deno process exited (${signal ?? `code ${code}`})`;
       rejectReady(new Error(`${why}${this.stderrTail ? `: ${this.stderrTail.trim().split("\n").slice(-3).join(" | ")}` : ""}`));
       this.finish(why, signal);
@@ -334,6 +341,27 @@ export class DenoProcess {
 
   rss(): number | undefined {
     return rssOf(this.proc?.statm.read());
+  }
+
+  /**
+   * Reads what is left in the output FIFO, at once (it is non-blocking: an empty one throws
+   * EAGAIN). Bounded: a process the guest started could keep writing to it.
+   */
+  private drainOutput(fd: number, reader: FrameReader): void {
+    for (let total = 0; total < DRAIN_LIMIT_BYTES && !this.exited; ) {
+      // A new buffer each read: the reader keeps chunks until their frame is whole.
+      const chunk = Buffer.allocUnsafe(1 << 16);
+      let n = 0;
+      try {
+        n = readSync(fd, chunk, 0, chunk.length, null);
+      } catch {
+        return;
+      }
+      if (n <= 0) return;
+      total += n;
+      this.pipedBytes += n;
+      reader.push(chunk.subarray(0, n));
+    }
   }
 
   kill(reason: string): void {
