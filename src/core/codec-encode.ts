@@ -352,11 +352,17 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     return notSerializable(pathOf(), value);
   }
 
+  /** The extension's refusal of the value at hand (a bound it keeps per crossing): the codec's own, with its path. */
+  function refuseExtended(reason: string): never {
+    const path = pathOf();
+    return fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " " + reason);
+  }
+
   /** `value` in the extension's tagged form, or undefined when the extension does not own it. */
   function extendedOrUndefined(value: object): string | undefined {
     let extended: ReturnType<CodecExtension["encode"]>;
     try {
-      extended = state.extension?.encode(value);
+      extended = state.extension?.encode(value, refuseExtended);
     } catch (error) {
       // A Request or Response with no body to send (read already, or never read where bodies
       // are): in an error's fields it is described, as any field that cannot cross is.

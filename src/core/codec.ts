@@ -87,8 +87,12 @@ export interface Codec {
 }
 
 export interface CodecExtension {
-  /** A tagged plain object for values this extension owns, else undefined. */
-  encode(value: object): (Record<string, unknown> & { $: string }) | undefined;
+  /**
+   * A tagged plain object for values this extension owns, else undefined. `refuse` fails the
+   * encode as the codec's own refusal (ERR_NOT_SERIALIZABLE at this value's path, `reason` after
+   * it): for a bound the extension keeps per crossing (how many messages, header entries).
+   */
+  encode(value: object, refuse: (reason: string) => never): (Record<string, unknown> & { $: string }) | undefined;
   /**
    * The value for a tagged object this extension owns (fields revived with `revive`, `key` naming
    * the field in errors), else undefined.

@@ -96,15 +96,22 @@ export function createFetchWire(): FetchWire {
   const tooManyMessages = (count: number) =>
     new TypeError(`Requests, Responses and Headers cannot cross: the value holds ${count} of them, at most ${MAX_MESSAGES}`);
   /** One more message put on the wire in this crossing; past MAX_MESSAGES, refused before it is made. */
-  const countEncoded = () => {
-    if (++encodedMessages > MAX_MESSAGES) throw tooManyMessages(encodedMessages);
+  const countEncoded = (refuse: (reason: string) => never) => {
+    if (++encodedMessages > MAX_MESSAGES)
+      refuse(
+        "brings the Requests, Responses and Headers of one crossing to " +
+          encodedMessages +
+          "; at most " +
+          MAX_MESSAGES +
+          " cross at once",
+      );
   };
   /** A Headers' entries for the wire; past MAX_HEADERS in this value, refused here, where it is made. */
-  const wireHeaders = (headers: Headers): [string, string][] => {
+  const wireHeaders = (headers: Headers, refuse: (reason: string) => never): [string, string][] => {
     const list = [...headers];
     encodedHeaders += list.length;
     if (encodedHeaders > MAX_HEADERS)
-      throw new TypeError(`headers cannot cross: the value holds ${encodedHeaders} header entries, at most ${MAX_HEADERS}`);
+      refuse("brings the header entries of one crossing to " + encodedHeaders + "; at most " + MAX_HEADERS + " cross at once");
     return list;
   };
   /** How long a body read may keep the thread before it lets timers run. */
@@ -292,17 +299,17 @@ export function createFetchWire(): FetchWire {
         encodedMessages = 0;
         decodedMessages = 0;
       },
-      encode(value) {
+      encode(value, refuse) {
         if (value instanceof HeadersCtor) {
-          countEncoded();
-          return { $: "H", h: wireHeaders(value) };
+          countEncoded(refuse);
+          return { $: "H", h: wireHeaders(value, refuse) };
         }
         if (value instanceof RequestCtor) {
-          countEncoded();
+          countEncoded(refuse);
           const b = bodyOf(value, "Request");
           const m = value.method;
           const u = value.url;
-          const h = wireHeaders(value.headers);
+          const h = wireHeaders(value.headers, refuse);
           // The redirect mode the host's fetch honours; absent for "follow", the default.
           const r = value.redirect === "error" || value.redirect === "manual" ? value.redirect : undefined;
           const p = urlParts !== undefined && u.length <= URL_PARTS_MAX_CHARS ? urlParts(u) : undefined;
@@ -312,7 +319,7 @@ export function createFetchWire(): FetchWire {
           return p === undefined ? { $: "Q", m, u, h, b, r } : { $: "Q", m, u, h, b, r, p };
         }
         if (value instanceof ResponseCtor) {
-          countEncoded();
+          countEncoded(refuse);
           const b = bodyOf(value, "Response");
           // url and redirected say where a fetched response came from (fetch's own, or one
           // safe-fetch set); a Response made with the constructor has "" and false.
@@ -322,7 +329,7 @@ export function createFetchWire(): FetchWire {
             t: value.statusText,
             u: value.url,
             r: value.redirected,
-            h: wireHeaders(value.headers),
+            h: wireHeaders(value.headers, refuse),
             b,
           };
         }
@@ -391,6 +398,6 @@ export const hostFetchExtension: CodecExtension = {
   // Only a wire made already has counts to reset: making it here would load undici into every
   // process host worker at its first encode (54 ms of its start; see hostWire).
   begin: () => madeHostWire?.extension.begin?.(),
-  encode: (value) => hostWire().extension.encode(value),
+  encode: (value, refuse) => hostWire().extension.encode(value, refuse),
   decode: (tagged, revive) => hostWire().extension.decode(tagged, revive),
 };

@@ -43,13 +43,15 @@ export interface WireResponse {
   h: WireHeaders;
   b: Uint8Array | null;
 }
+/** The codec's refusal of the value being encoded, at its path (CodecExtension's `refuse`). */
+type Refuse = (reason: string) => never;
 export interface WireHeadersTag {
   $: "H";
   h: WireHeaders;
 }
 export interface FetchWire {
   /** If value is one of THIS realm's Headers/Request/Response instances (brand check via the private fields), return its wire form (body bytes copied, bodyUsed NOT changed); else undefined. A Request/Response whose body was already used -> throw TypeError. */
-  toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined;
+  toWire(value: unknown, refuse: Refuse): WireRequest | WireResponse | WireHeadersTag | undefined;
   /** A value starts to cross: the header entries counted for it start over. */
   beginWire(): void;
   /** Build a Headers/Request/Response of this realm from its wire form; anything malformed -> TypeError. */
@@ -856,11 +858,12 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
   let wiredHeaders = 0;
   let wiredMessages = 0;
 
-  function wireHeaders(h: Headers): WireHeaders {
+  function wireHeaders(h: Headers, refuse: Refuse): WireHeaders {
     const list = listOf(h);
     wiredHeaders += list.length;
+    // Joined with +: a template literal calls the guest's String.prototype.concat in QuickJS.
     if (wiredHeaders > MAX_WIRE_HEADERS)
-      throw typeError(`headers cannot cross: the value holds ${wiredHeaders} header entries, at most ${MAX_WIRE_HEADERS}`);
+      refuse("brings the header entries of one crossing to " + wiredHeaders + "; at most " + MAX_WIRE_HEADERS + " cross at once");
     // Without a prototype: push (or an index write) meets an index setter a guest put on
     // Array.prototype, which swallowed the pairs (the codec then read the getter's value).
     const out = setPrototypeOf([], null) as WireHeaders;
@@ -873,27 +876,31 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
     return s.bytes === null ? null : copyBytes(s.bytes);
   }
 
-  function toWire(value: unknown): WireRequest | WireResponse | WireHeadersTag | undefined {
+  function toWire(value: unknown, refuse: Refuse): WireRequest | WireResponse | WireHeadersTag | undefined {
     if (!isObject(value)) return undefined;
     const kind = isHeaders(value) ? "H" : isRequest(value) ? "Q" : isResponse(value) ? "R" : undefined;
     if (kind === undefined) return undefined;
     if (++wiredMessages > MAX_WIRE_MESSAGES)
-      throw typeError(
-        `Requests, Responses and Headers cannot cross: the value holds ${wiredMessages} of them, at most ${MAX_WIRE_MESSAGES}`,
+      refuse(
+        "brings the Requests, Responses and Headers of one crossing to " +
+          wiredMessages +
+          "; at most " +
+          MAX_WIRE_MESSAGES +
+          " cross at once",
       );
-    if (kind === "H") return { $: "H", h: wireHeaders(value as Headers) };
+    if (kind === "H") return { $: "H", h: wireHeaders(value as Headers, refuse) };
     if (kind === "Q") {
       const s = requestState(value as Request);
       const b = wireBody(s);
       const r = s.options.redirect;
       // Literals only: assigning `r` afterwards would run a setter guest code put on Object.prototype.
       return r === "error" || r === "manual"
-        ? { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b, r }
-        : { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers), b };
+        ? { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers, refuse), b, r }
+        : { $: "Q", m: s.method, u: s.url, h: wireHeaders(s.headers, refuse), b };
     }
     const s = responseState(value as Response);
     const b = wireBody(s);
-    return { $: "R", s: s.status, t: s.statusText, u: s.url, r: s.redirected, h: wireHeaders(s.headers), b };
+    return { $: "R", s: s.status, t: s.statusText, u: s.url, r: s.redirected, h: wireHeaders(s.headers, refuse), b };
   }
 
   function fromWire(wire: unknown): unknown {
