@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { QuickJSInstance } from "../../src/engines/quickjs/instance.js";
 import { CONTROL_BYTES } from "../../src/engines/quickjs/protocol.js";
 import { type QuickJSThread, QuickJSThreads } from "../../src/engines/quickjs/threads.js";
+import { warmUpModulesJson } from "../../src/engines/warm-up-modules.js";
 import { type Sandbox, createSandbox } from "../../src/index.js";
 
 /**
@@ -167,6 +168,35 @@ describe("quickjs: one template per engine", () => {
     thread.detach(id);
     return (JSON.parse(text) as { v: unknown }).v;
   }
+
+  // why: a thread was started only once esbuild had made the warm-up modules (its own start
+  // ~160 ms), so a process's first QuickJS run waited for esbuild, then the thread, then the
+  // template, one after another (~470 ms from createSandbox to the first run's end; ~390 now).
+  it("a thread starts before the warm-up modules exist; its template waits for them, then serves", async () => {
+    const threads = new QuickJSThreads(0, 1);
+    let give: (modules: string) => void = () => {};
+    // What pick would begin (esbuild's transform of the warm-up modules), held until given here.
+    (threads as unknown as { warmUp: Promise<string> }).warmUp = new Promise((resolve) => {
+      give = resolve;
+    });
+    try {
+      const thread = await threads.pick();
+      expect(thread.makingTemplate).toBe(true);
+      let ran = false;
+      const run = runOn(thread, 1, "6 * 7").then((value) => {
+        ran = true;
+        return value;
+      });
+      // Its template boots up to the warm-up, then waits (a loaded machine boots one in ~1 s).
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(ran).toBe(false);
+      give(await warmUpModulesJson());
+      expect(await run).toBe(42);
+      expect(threads.templatesMade).toBe(1);
+    } finally {
+      await threads.dispose();
+    }
+  }, 20_000);
 
   // why: each thread booted its own template (~0.5 s of a core here, mostly page faults reading
   // 16 MB memories), and the two an engine starts with did so at once, each slowing the other.

@@ -16,6 +16,8 @@ import type { QuickJSTemplate } from "./worker-instances.js";
 export const CONTROL_BYTES = 24;
 
 export type ToWorker =
+  /** The warm-up modules, for a thread started before the host had them (worker.ts, QuickJSWorkerData). */
+  | { t: "warm-up"; id: 0; modules: string }
   /** `warmUp`: a spare made ahead runs the warm-up modules once (engines/warm-up-modules.ts). */
   | { t: "create"; id: number; seq: number; memoryMb: number; control: SharedArrayBuffer; warmUp: boolean }
   | {

@@ -238,6 +238,9 @@ export class QuickJSThread {
 export class QuickJSThreads {
   private readonly threads: QuickJSThread[] = [];
   private data: QuickJSWorkerData | undefined;
+  /** The warm-up modules' JSON: made by esbuild once, not waited for by a thread's start (see pick). */
+  private warmUp: Promise<string> | undefined;
+  private warmUpModules: string | undefined;
   /** The first template a thread of this engine made: threads started later copy from it. */
   private template: QuickJSTemplate | undefined;
   /** How many threads sent a template (tests: one, however many threads start after it). */
@@ -257,6 +260,12 @@ export class QuickJSThreads {
    * `waitedForStall`: a stalled thread has had its grace already (stallGraceMs).
    */
   async pick(waitedForStall = false): Promise<QuickJSThread> {
+    // Begun before anything is awaited: esbuild's start (~160 ms) then runs beside the thread's.
+    // A warm-up that cannot be made costs only its benefit.
+    this.warmUp ??= warmUpModulesJson().then(
+      (json) => (this.warmUpModules = json),
+      () => (this.warmUpModules = "[]"),
+    );
     this.data ??= await workerData(this.busyPollMs);
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "the QuickJS engine was disposed");
     // A stalled thread does not count: one more is started beside it (it is answering again,
@@ -287,9 +296,11 @@ export class QuickJSThreads {
       return this.pick(true);
     }
     if (usable.length < this.size) {
-      const data = this.template ? { ...this.data, template: this.template } : this.data;
+      const data = { ...this.data, template: this.template, warmUpModules: this.warmUpModules };
       const thread = new QuickJSThread(data, this.events, this.busyPollMs);
       this.threads.push(thread);
+      // Posted once esbuild has made them; the thread boots its template meanwhile, up to its warm-up.
+      if (data.warmUpModules === undefined) void this.warmUp.then((modules) => thread.post({ t: "warm-up", id: 0, modules }));
       return thread;
     }
     return usable.reduce((a, b) => (b.load < a.load ? b : a));
@@ -342,7 +353,6 @@ async function workerData(busyPollMs: number): Promise<QuickJSWorkerData> {
     callbackNames: HOST_CALLBACK_NAMES,
     stackBytes: STACK_BYTES,
     busyPollMs,
-    warmUpModules: await warmUpModulesJson(),
   };
 }
 

@@ -30,13 +30,15 @@ export interface QuickJSTemplate {
 export interface InstancesContext {
   req(id: string): Any;
   workerData: QuickJSWorkerData;
+  /** The warm-up runs (engines/warm-up-modules.ts), once the host has sent them. */
+  warmUpModules: Promise<string>;
   post(message: unknown): void;
   instances: Map<number, Instance>;
   crossings: ReturnType<typeof quickjsCrossings>;
   release(handle: Any): void;
 }
 
-export function quickjsInstances({ req, workerData, post, instances, crossings, release }: InstancesContext) {
+export function quickjsInstances({ req, workerData, warmUpModules, post, instances, crossings, release }: InstancesContext) {
   const core = req(workerData.corePath);
   const variantModule = req(workerData.variantPath);
   const variant = variantModule.default ?? variantModule;
@@ -282,9 +284,10 @@ export function quickjsInstances({ req, workerData, post, instances, crossings, 
     // pages its first run touches are then mapped already, and QuickJS's atoms and shapes made.
     // Measured, paced one-off p50 (one run per 60 ms): 1.28-1.48 ms without, 1.27-1.30 ms with.
     if (warmUp) {
+      const modules = await warmUpModules;
       enter(inst);
       try {
-        callInternal(inst, "warmUp", [workerData.warmUpModules]);
+        callInternal(inst, "warmUp", [modules]);
         pump(inst);
       } catch {
         // A warm-up that fails costs only its benefit.

@@ -36,8 +36,12 @@ export interface QuickJSWorkerData {
   stackBytes: number;
   /** After a request that came in a stream, the thread's loop turns this long for the next one (core/busy-poll.ts). */
   busyPollMs: number;
-  /** The warm-up runs for spares made ahead (engines/warm-up-modules.ts). */
-  warmUpModules: string;
+  /**
+   * The warm-up runs for spares made ahead (engines/warm-up-modules.ts), when the host had them
+   * as the thread started; else they come in a "warm-up" message (esbuild makes them, and its
+   * start, ~160 ms, is not waited for: the thread starts and boots meanwhile).
+   */
+  warmUpModules?: string;
   /** `installSeededRandom.toString()`: each instance's Math.random, seeded from the host's CSPRNG. */
   seededRandomSource: string;
   /** `memorySnapshots.toString()`: copies of a booted instance's memory (memory-snapshot.ts). */
@@ -76,9 +80,18 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
     release,
   });
   const { describeError, inVm, threw, callInternal } = crossings;
+  // The warm-up modules: given at the start, or in the host's "warm-up" message (the first counts).
+  let warmUpGiven: (modules: string) => void = () => {};
+  const warmUpModules =
+    workerData.warmUpModules !== undefined
+      ? Promise.resolve(workerData.warmUpModules)
+      : new Promise<string>((resolve) => {
+          warmUpGiven = resolve;
+        });
   const { create, dispose } = (new Function(`return (${workerData.instancesSource})`)() as typeof quickjsInstances)({
     req,
     workerData,
+    warmUpModules,
     post,
     instances,
     crossings,
@@ -214,6 +227,10 @@ export function quickjsWorkerMain(req: (id: string) => any): void {
   parentPort.on("message", (message: ToWorker) => {
     // A wake-up call (Engine.expectRun) only had to get this thread running; it is no request.
     if (message.t === "wake") return;
+    if (message.t === "warm-up") {
+      warmUpGiven(message.modules);
+      return;
+    }
     heardRequest((message as { quiet?: boolean }).quiet === true);
     if (message.t === "create") {
       create(message.id, message.memoryMb, message.control, message.warmUp).then(
