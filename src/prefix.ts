@@ -1,6 +1,6 @@
 import type { EnginePrefix } from "./core/engine.js";
 import { CordonError } from "./core/errors.js";
-import type { RunOptions, RunResult } from "./core/types.js";
+import type { DefaultExportKind, RunOptions, RunResult } from "./core/types.js";
 
 /** Options of `prefix.run`: a postfix module that sees what the prefix put on `globalThis`. */
 export type PrefixRunOptions = Pick<RunOptions, "code" | "input" | "filename" | "limits" | "signal">;
@@ -35,6 +35,8 @@ export class Prefix implements AsyncDisposable {
     /** The prefix module's serializable exports, as evaluated. */
     readonly exports: Record<string, unknown>,
     readonly skippedExports: string[],
+    /** The default export's `typeof` (as readExports says it), undefined when there is none. */
+    readonly defaultExport: DefaultExportKind | undefined,
     private readonly pool: EnginePrefix,
     private readonly backend: PrefixBackend,
   ) {}

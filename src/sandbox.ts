@@ -56,7 +56,12 @@ type ConcreteEngine = Exclude<EngineName, "auto">;
 type ConcreteHost = Exclude<HostName, "auto">;
 
 interface SharedPrefix {
-  pool: Promise<{ pool: EnginePrefix; exports: Record<string, unknown>; skippedExports: string[] }>;
+  pool: Promise<{
+    pool: EnginePrefix;
+    exports: Record<string, unknown>;
+    skippedExports: string[];
+    defaultExport: DefaultExportKind | undefined;
+  }>;
   handles: number;
 }
 
@@ -269,7 +274,8 @@ export class Sandbox implements AsyncDisposable {
             failedResult(this.engine.name, this.hostName, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }),
           );
         }
-        return { pool: prefix, exports: slotted.exports, skippedExports: slotted.skippedExports };
+        const defaultExport = defaultExportOf(slotted.value);
+        return { pool: prefix, exports: slotted.exports, skippedExports: slotted.skippedExports, defaultExport };
       })();
       shared = { pool, handles: 0 };
       this.prefixes.set(key, shared);
@@ -279,8 +285,8 @@ export class Sandbox implements AsyncDisposable {
     }
     shared.handles++;
     try {
-      const { pool, exports, skippedExports } = await shared.pool;
-      return new Prefix(key, exports, skippedExports, pool, this.backend);
+      const { pool, exports, skippedExports, defaultExport } = await shared.pool;
+      return new Prefix(key, exports, skippedExports, defaultExport, pool, this.backend);
     } catch (error) {
       shared.handles--;
       throw error;
@@ -297,14 +303,7 @@ export class Sandbox implements AsyncDisposable {
     const files = await this.checkFiles(options.files);
     const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
     if (!outcome.ok) throw new PrepareError(outcome, "module");
-    // The guest runtime's (or trusted engine's) `typeof` of the default export, checked: it was
-    // written in the guest's realm.
-    const kind = outcome.value;
-    const defaultExport =
-      typeof kind === "string" && (DEFAULT_EXPORT_KINDS as readonly string[]).includes(kind)
-        ? (kind as DefaultExportKind)
-        : undefined;
-    return { exports: outcome.exports, skippedExports: outcome.skippedExports, defaultExport };
+    return { exports: outcome.exports, skippedExports: outcome.skippedExports, defaultExport: defaultExportOf(outcome.value) };
   }
 
   stats(): SandboxStats {
@@ -567,4 +566,14 @@ export class Sandbox implements AsyncDisposable {
     }
     return failedResult(this.engine.name, this.hostName, error, wallMs);
   }
+}
+
+/**
+ * A prepare-mode outcome's value is the guest runtime's (or trusted engine's) `typeof` of the
+ * default export, undefined without one: checked, since it was written in the guest's realm.
+ */
+function defaultExportOf(kind: unknown): DefaultExportKind | undefined {
+  return typeof kind === "string" && (DEFAULT_EXPORT_KINDS as readonly string[]).includes(kind)
+    ? (kind as DefaultExportKind)
+    : undefined;
 }

@@ -491,8 +491,9 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
 
   // why: readExports never said whether a module had a default export (`cordon check` printed
   // "exports []" of a module whose only export was its default handler).
-  it("readExports says what the default export is, without encoding or calling it", async () => {
+  it("readExports and a prefix say what the default export is, without encoding or calling it", async () => {
     const kinds = [];
+    const prefixKinds = [];
     for (const code of [
       "export default function handler() { throw new Error('called') }",
       "export default { fetch() { return new Response('x') } }",
@@ -504,11 +505,18 @@ describe.each(COMBINATIONS)("warm path on $name", (combo) => {
       const read = await sandbox.readExports({ code, limits: { maxOutputBytes: 100 } });
       expect([read.exports, read.skippedExports], code).toEqual([code.includes("const n") ? { n: 1 } : {}, []]);
       kinds.push(read.defaultExport);
+      // The prefix's evaluation says the same (a caller learns whether `default.fetch` can be called).
+      await using prefix = await sandbox.prepare({ code, limits: { maxOutputBytes: 100 } });
+      prefixKinds.push(prefix.defaultExport);
     }
     expect(kinds).toEqual(["function", "object", "string", "undefined", undefined, "object"]);
+    expect(prefixKinds).toEqual(kinds);
     // A Deno module that serves with Deno.serve answers default.fetch: its default reads "object".
     const served = "globalThis.Deno?.serve((r) => new Response('hi')); export const a = 1";
-    expect((await sandbox.readExports({ code: served })).defaultExport).toBe(combo.engine === "deno" ? "object" : undefined);
+    const servedKind = combo.engine === "deno" ? "object" : undefined;
+    expect((await sandbox.readExports({ code: served })).defaultExport).toBe(servedKind);
+    await using servedPrefix = await sandbox.prepare({ code: served });
+    expect(servedPrefix.defaultExport).toBe(servedKind);
   });
 
   it("readExports of a module that throws rejects with a PrepareError naming the module", async () => {
