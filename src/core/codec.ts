@@ -100,6 +100,13 @@ export interface CodecExtension {
   decode(tagged: Record<string, unknown>, revive: (value: unknown, key?: string) => unknown): unknown;
   /** A value starts to be encoded or decoded: what the extension counts per crossing starts over. */
   begin?(): void;
+  /**
+   * What the extension has counted in the crossing so far, and a way back to it: an export that
+   * cannot cross is skipped, and what its encode counted before it failed must not count against
+   * the exports after it (the host never sees it).
+   */
+  mark?(): number[];
+  rewind?(mark: number[]): void;
 }
 
 /** What `extend` and `limitCopies` change, shared by the parts that read it. */
@@ -154,9 +161,19 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
   return {
     encode(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY, stacks = true, continuing = false) {
       forget();
+      const inner = nested();
       // A crossing's counts start over, but not inside an encode: a getter's log would reset them.
-      if (!continuing && !nested()) state.extension?.begin?.();
-      return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
+      if (!continuing && !inner) state.extension?.begin?.();
+      if (!continuing || inner)
+        return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
+      // A part of a crossing that fails (an export, then skipped) leaves the counts as it found them.
+      const mark = state.extension?.mark?.();
+      try {
+        return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
+      } catch (error) {
+        if (mark !== undefined) state.extension?.rewind?.(mark);
+        throw error;
+      }
     },
     encodeFast(value, rootPath = "value", maxChars = Number.POSITIVE_INFINITY) {
       forget();

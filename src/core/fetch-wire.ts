@@ -299,6 +299,12 @@ export function createFetchWire(): FetchWire {
         encodedMessages = 0;
         decodedMessages = 0;
       },
+      // A literal (own elements: in the deno engine this runs in the guest's realm), read by index.
+      mark: () => [encodedHeaders, encodedMessages],
+      rewind(mark) {
+        encodedHeaders = mark[0];
+        encodedMessages = mark[1];
+      },
       encode(value, refuse) {
         if (value instanceof HeadersCtor) {
           countEncoded(refuse);
@@ -398,6 +404,8 @@ export const hostFetchExtension: CodecExtension = {
   // Only a wire made already has counts to reset: making it here would load undici into every
   // process host worker at its first encode (54 ms of its start; see hostWire).
   begin: () => madeHostWire?.extension.begin?.(),
+  mark: () => madeHostWire?.extension.mark?.() ?? [0, 0],
+  rewind: (mark) => madeHostWire?.extension.rewind?.(mark),
   encode: (value, refuse) => hostWire().extension.encode(value, refuse),
   decode: (tagged, revive) => hostWire().extension.decode(tagged, revive),
 };

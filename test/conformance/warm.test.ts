@@ -999,6 +999,13 @@ describe.each(COMBINATIONS)("Request and Response on $name", (combo) => {
       ["a", "c"],
       ["b"],
     ]);
+    // What a skipped export counted before it failed is not counted: the host never sees it.
+    // (Its 10 were counted, and the 5 after it were skipped too: 990 + 10 + 5 past 1,000.)
+    const skipped = await sandbox.run({
+      limits,
+      code: `export const a = [...${heads(10)}, Symbol("x")]; export const b = ${heads(5)}; export default ${heads(990)};`,
+    });
+    expect(skipped.ok && [Object.keys(skipped.exports), skipped.skippedExports]).toEqual([["b"], ["a"]]);
     const nested = await sandbox.run({
       limits,
       globals: { ping: async () => 1 },

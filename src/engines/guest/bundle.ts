@@ -96,6 +96,8 @@ const webApiHooks = (${installWebApis.toString()})(g, { parseUrl, setUrlPart, ra
 const wire = (${installFetchTypes.toString()})(g, webApiHooks);
 codec.extend({
   begin: () => wire.beginWire(),
+  mark: () => wire.markWire(),
+  rewind: (mark) => wire.rewindWire(mark),
   encode: (value, refuse) => wire.toWire(value, refuse),
   decode: (t, revive) => (t.$ === "Q" || t.$ === "R" || t.$ === "H")
     ? wire.fromWire({ $: t.$, m: t.m, u: t.u, s: t.s, t: t.t, r: t.r, p: t.p, h: revive(t.h, "h"), b: revive(t.b, "b") ?? null })

@@ -54,6 +54,9 @@ export interface FetchWire {
   toWire(value: unknown, refuse: Refuse): WireRequest | WireResponse | WireHeadersTag | undefined;
   /** A value starts to cross: the header entries counted for it start over. */
   beginWire(): void;
+  /** The header entries and messages counted in the crossing so far (CodecExtension's `mark`), and back to them. */
+  markWire(): number[];
+  rewindWire(mark: number[]): void;
   /** Build a Headers/Request/Response of this realm from its wire form; anything malformed -> TypeError. */
   fromWire(wire: WireRequest | WireResponse | WireHeadersTag): unknown;
   /**
@@ -989,6 +992,12 @@ export function installFetchTypes(g: typeof globalThis, hooks: WebApiHooks): Fet
     beginWire() {
       wiredHeaders = 0;
       wiredMessages = 0;
+    },
+    // A literal (own elements, no setter a guest put on Array.prototype), read back by index.
+    markWire: () => [wiredHeaders, wiredMessages],
+    rewindWire(mark) {
+      wiredHeaders = mark[0];
+      wiredMessages = mark[1];
     },
     fromWire: fromWire as FetchWire["fromWire"],
     signals(make) {
