@@ -80,7 +80,7 @@ export class DenoInstance implements EngineInstance {
     const limitBytes = (process.options.diskMb ?? DEFAULT_DISK_MB) * 1048576;
     const over = (why: string) => {
       this.tainted = true;
-      process.kill(why);
+      process.kill(why, "disk");
     };
     // Its private directory, and its own DENO_DIR, where Deno caches what the guest's modules
     // compile to (deno-dir.ts): worn past half the limit, it serves no further run.
@@ -92,7 +92,7 @@ export class DenoInstance implements EngineInstance {
     };
     this.disk = new DiskWatch(process.dir, limitBytes, over, () => process.pid, cache);
     process.onMessage = (message) => this.route(message);
-    process.onExit = (reason, outOfMemory) => this.lost(reason, outOfMemory);
+    process.onExit = (reason, outOfMemory, cause) => this.lost(reason, outOfMemory, cause === "disk");
   }
 
   /** `spawned` sees the instance as soon as its process exists, before it is ready. */
@@ -240,7 +240,7 @@ export class DenoInstance implements EngineInstance {
     const budget = this.process.baseRss + (this.memoryMb + RSS_SLACK_MB) * 1024 * 1024;
     if (rss > budget) {
       this.tainted = true;
-      this.process.kill(`over its memory limit (resident ${Math.round(rss / 1048576)} MB)`);
+      this.process.kill(`over its memory limit (resident ${Math.round(rss / 1048576)} MB)`, "memory");
       return;
     }
     this.disk.poll({ writtenBytes: this.process.writtenBytes(), cpuNs: usage.cpuNs }, performance.now());
@@ -342,7 +342,7 @@ export class DenoInstance implements EngineInstance {
     }
   }
 
-  private lost(reason: string, outOfMemory: boolean): void {
+  private lost(reason: string, outOfMemory: boolean, overDisk: boolean): void {
     const wasGone = this.gone;
     this.gone = true;
     watchRss(this, false);
@@ -352,9 +352,9 @@ export class DenoInstance implements EngineInstance {
     if (wasGone && reason === "disposed") return;
     this.tainted = true;
     this.disk.stopped = true;
-    const memory = outOfMemory || /over its memory limit/.test(reason);
+    const memory = outOfMemory;
     // The design has no code of its own for disk: a storage limit fired, so a memory limit's.
-    const disk = /over its disk limit/.test(reason);
+    const disk = overDisk;
     listener?.onFailure?.(
       memory
         ? new CordonError("ERR_MEMORY_LIMIT", `the run exceeded its memory limit of ${this.memoryMb} MB (${reason})`)

@@ -107,6 +107,11 @@ export class DenoProcess {
   exited = false;
   /** Why the host ended it (a limit, a protocol error), when it did. */
   endedBy: string | undefined;
+  /**
+   * The limit the host ended it for, if a limit: known apart from `endedBy`, whose text may quote
+   * a frame (a protocol error names an unknown frame's type), so no text can make it a limit's.
+   */
+  private endedFor: EndCause | undefined;
   private stderrTail = "";
   /**
    * What every frame after "ready" carries as `k`: the bootstrap gets it as the first frame on its
@@ -133,7 +138,8 @@ export class DenoProcess {
   /** Bytes the host has read from the process's output, stdout and stderr (see writtenBytes). */
   private pipedBytes = 0;
   onMessage: (message: Record<string, unknown>) => void = () => {};
-  onExit: (reason: string, outOfMemory: boolean) => void = () => {};
+  /** `cause`: the host ended it for a limit it found (the reason's text is not read for that). */
+  onExit: (reason: string, outOfMemory: boolean, cause: EndCause | undefined) => void = () => {};
 
   /** Makes its directories (off the host's thread: a 2 MB copy and a dozen file operations), then starts it. */
   static async start(options: DenoProcessOptions): Promise<DenoProcess> {
@@ -364,9 +370,12 @@ export class DenoProcess {
     }
   }
 
-  kill(reason: string): void {
+  kill(reason: string, cause?: EndCause): void {
     if (this.exited) return;
-    this.endedBy ??= reason;
+    if (this.endedBy === undefined) {
+      this.endedBy = reason;
+      this.endedFor = cause;
+    }
     this.child.kill();
   }
 
@@ -381,12 +390,15 @@ export class DenoProcess {
     // process also died of a signal. "out of memory" printed before Deno.exit(3) was reported as
     // ERR_MEMORY_LIMIT.
     const outOfMemory =
-      /out of memory|heap limit|memory limit/i.test(this.endedBy ?? "") ||
+      this.endedFor === "memory" ||
       (signal !== null && signal !== "SIGKILL" && /out of memory|heap limit/i.test(this.stderrTail));
     releaseProcessDir(this.root);
-    this.onExit(reason, outOfMemory);
+    this.onExit(reason, outOfMemory, this.endedFor);
   }
 }
+
+/** A limit the host ends a process for: its resident memory, or its disk (instance.ts). */
+export type EndCause = "memory" | "disk";
 
 /** The FIFO's name in the process's directory (outside the guest's own). */
 const INPUT_FIFO = "frames-in";
