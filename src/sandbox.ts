@@ -13,7 +13,7 @@ import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { roundToUs } from "./core/milliseconds.js";
 import { abortedResult, failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
-import { compileBound, compileFailureName } from "./core/esbuild-calls.js";
+import { compileBound, compileFailureName, startEsbuild } from "./core/esbuild-calls.js";
 import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
   DefaultExportKind,
@@ -110,6 +110,10 @@ export class Sandbox implements AsyncDisposable {
       call: (pool, callOptions) => this.callOnPrefix(pool, callOptions),
       release: (key) => this.releasePrefix(key),
     };
+    // Every run's module is compiled here: esbuild's service starts now, beside the engine's
+    // spares, not in the first run's wall time (the spares' warm-up modules, made at build time,
+    // no longer start it).
+    startEsbuild();
   }
 
   get engineName(): ConcreteEngine {

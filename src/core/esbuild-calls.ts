@@ -61,6 +61,16 @@ function serviceNow(): Service {
   return current;
 }
 
+/**
+ * Start the shared service ahead of the first compile (a sandbox does, as it is made): started
+ * by the first run, its start (~160 ms) counted in that run's wall time. An empty transform, as
+ * its client starts esbuild itself at its first call (started alone, the first compile still
+ * took ~60 ms). A failure here is the first run's to meet again.
+ */
+export function startEsbuild(): void {
+  withEsbuild({ kind: "transform", code: "", options: { loader: "js" } }).catch(() => {});
+}
+
 /** A service on a client of its own for one call: retired from the start, ended with the call. */
 function soloService(): Service {
   const client = new EsbuildProcess();
