@@ -39,6 +39,7 @@ export class ProcessHost implements Engine {
   private readonly prefixes = new Set<ProcessPrefix>();
   /** Each worker's residency budget for its idle warm instances. */
   private readonly budgetBytes: number;
+  private expectingImports = false;
 
   constructor(
     readonly name: Exclude<EngineName, "auto">,
@@ -60,6 +61,7 @@ export class ProcessHost implements Engine {
       return instanceFailure(this.name, "process", error);
     }
     const { source, sourceImports, bindings, inputText, limits, mode, signal } = request;
+    this.noteSourceImports(sourceImports);
     return worker.request(
       { t: "run", id: 0, source: forWorker(source), sourceImports, bindingsText: bindings.text, inputText, limits, mode },
       bindings,
@@ -70,10 +72,18 @@ export class ProcessHost implements Engine {
   }
 
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: EnginePrefix; result: RunResult }> {
+    this.noteSourceImports(request.sourceImports);
     const prefix = new ProcessPrefix(this.name, this.pool, request, () => this.prefixes.delete(prefix));
     const { result } = await prefix.ensure();
     if (result.ok) this.prefixes.add(prefix);
     return { prefix, result };
+  }
+
+  /** Once a run brings source imports, workers started after it have esbuild ready for theirs. */
+  private noteSourceImports(sourceImports: Record<string, string>): void {
+    if (this.expectingImports || Object.keys(sourceImports).length === 0) return;
+    this.expectingImports = true;
+    this.pool.expectSourceImports();
   }
 
   /** The workers' engines report their own stats with every answer: this sums them. */

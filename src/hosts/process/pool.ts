@@ -120,6 +120,14 @@ export class WorkerPool {
   }
 
   /**
+   * The sandbox's runs bring source imports, which workers compile: workers started from now on
+   * start esbuild's service as they start (WorkerConfig.startEsbuild).
+   */
+  expectSourceImports(): void {
+    this.config.startEsbuild = true;
+  }
+
+  /**
    * Start a worker, or return undefined when it cannot be (`startError` says why). Never throws:
    * it runs from a worker's exit handler and the lifecycle timer, where a throw ends the host.
    */
