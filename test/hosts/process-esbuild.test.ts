@@ -5,8 +5,8 @@ import { descendants, until, workerPids } from "../helpers/processes.js";
 
 /**
  * A process-host worker compiles only the source imports a run brings (the host compiles the
- * module). It runs no esbuild until the sandbox has seen such a run (each one cost a 43 MB
- * client, a 13 MB service and ~160 ms of CPU); workers started after one have it ready, so their
+ * module). It runs no esbuild until the sandbox has seen such a run (each one cost a client
+ * thread, a 13 MB service process and ~160 ms of CPU); workers started after one have it ready, so their
  * first such run does not wait for its start in its wall time (~100 ms).
  */
 describe("esbuild in process-host workers", () => {

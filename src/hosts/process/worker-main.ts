@@ -38,7 +38,8 @@ export interface WorkerConfig {
   /**
    * Start esbuild's service as the worker starts: the sandbox's runs have brought source imports,
    * which the worker compiles, and its first such run would otherwise wait for esbuild's start
-   * (~100 ms, in its wall time). Without it, no worker runs esbuild (56 MB, ~160 ms of CPU).
+   * (~100 ms, in its wall time). Without it, no worker runs esbuild (a client thread, a 13 MB
+   * service process, ~160 ms of CPU).
    */
   startEsbuild?: boolean;
 }
