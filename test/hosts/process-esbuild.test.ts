@@ -37,4 +37,21 @@ describe("esbuild in process-host workers", () => {
     },
     60_000,
   );
+
+  // why (red team): any source text in `imports` set it, though a module importing nothing never
+  // loads it (nor a source that does not parse): one such request made every later worker, every
+  // tenant's, start esbuild.
+  it("imports beside a module that imports nothing start none in later workers", async () => {
+    await using sandbox = await createSandbox({ engine: "v8", host: "process", workers: { maxRunsPerWorker: 2 } });
+    const unused = { code: "export default () => 1", imports: { "./lib.js": "export const = ;" } };
+    expect(completed(await sandbox.run({ code: "export default 0" })).value).toBe(0);
+    const [first] = workerPids(sandbox);
+    // Its second run: the worker retires after it, and the next run takes one started after it.
+    expect(completed(await sandbox.run(unused)).value).toBe(1);
+    expect(completed(await sandbox.run({ code: "export default 2" })).value).toBe(2);
+    const second = workerPids(sandbox).find((pid) => pid !== first) as number;
+    expect(second).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(esbuildUnder(second)).toBe(false);
+  }, 60_000);
 });

@@ -61,7 +61,7 @@ export class ProcessHost implements Engine {
       return instanceFailure(this.name, "process", error);
     }
     const { source, sourceImports, bindings, inputText, limits, mode, signal } = request;
-    this.noteSourceImports(sourceImports);
+    this.noteSourceImports(source, sourceImports);
     return worker.request(
       { t: "run", id: 0, source: forWorker(source), sourceImports, bindingsText: bindings.text, inputText, limits, mode },
       bindings,
@@ -72,16 +72,20 @@ export class ProcessHost implements Engine {
   }
 
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: EnginePrefix; result: RunResult }> {
-    this.noteSourceImports(request.sourceImports);
+    this.noteSourceImports(request.source, request.sourceImports);
     const prefix = new ProcessPrefix(this.name, this.pool, request, () => this.prefixes.delete(prefix));
     const { result } = await prefix.ensure();
     if (result.ok) this.prefixes.add(prefix);
     return { prefix, result };
   }
 
-  /** Once a run brings source imports, workers started after it have esbuild ready for theirs. */
-  private noteSourceImports(sourceImports: Record<string, string>): void {
-    if (this.expectingImports || Object.keys(sourceImports).length === 0) return;
+  /**
+   * Once a run brings source imports its module may load, workers started after it have esbuild
+   * ready for theirs. A module with a script form imports nothing: the imports beside it (unused,
+   * or not even parsing) start no esbuild in every later worker, every tenant's.
+   */
+  private noteSourceImports(source: EngineRunRequest["source"], sourceImports: Record<string, string>): void {
+    if (this.expectingImports || source.script !== undefined || Object.keys(sourceImports).length === 0) return;
     this.expectingImports = true;
     this.pool.expectSourceImports();
   }
