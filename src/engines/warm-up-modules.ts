@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
-import { HELPERS_PARAM } from "../core/script-helpers.js";
+import { createRequire } from "node:module";
+import { HELPERS_PARAM, scriptFactory, shareHelpers } from "../core/script-helpers.js";
 import { normalizeSource } from "../core/source.js";
 import { RUNTIME_FILENAME } from "./guest/bundle.js";
 
@@ -78,8 +79,20 @@ export async function writePrebuilt(file: URL | string = PREBUILT): Promise<void
   writeFileSync(file, JSON.stringify(prebuilt));
 }
 
+/**
+ * What the modules are made from: the runs, and what makes their script form (esbuild's version,
+ * cordon's wrapping of its output). A file made by another build (a partial one, or an upgrade)
+ * is not used: its code could expect helpers this runtime no longer passes, and a warm-up that
+ * fails is silent (on the v8 process host its worker waited 3 s for spares that never came).
+ */
 function runsSha256(): string {
+  let esbuild = "";
+  try {
+    esbuild = String((createRequire(import.meta.url)("esbuild/package.json") as { version?: unknown }).version);
+  } catch {}
   return createHash("sha256")
-    .update(JSON.stringify([WARM_UP_RUNS, RUNTIME_FILENAME, WARM_UP_FALLBACK]))
+    .update(JSON.stringify([WARM_UP_RUNS, RUNTIME_FILENAME, WARM_UP_FALLBACK, esbuild]))
+    .update(scriptFactory.toString())
+    .update(shareHelpers.toString())
     .digest("hex");
 }
