@@ -234,6 +234,8 @@ export class QuickJSThread {
   }
 }
 
+const NONE_WAITED: ReadonlySet<QuickJSThread> = new Set();
+
 /** The worker threads of one QuickJS engine: started on demand, one per core by default. */
 export class QuickJSThreads {
   private readonly threads: QuickJSThread[] = [];
@@ -257,9 +259,9 @@ export class QuickJSThreads {
 
   /**
    * The least loaded thread, starting a new one while there are fewer than `size`.
-   * `waitedForStall`: a stalled thread has had its grace already (stallGraceMs).
+   * `waited`: the stalled threads that have had their grace already (stallGraceMs).
    */
-  async pick(waitedForStall = false): Promise<QuickJSThread> {
+  async pick(waited: ReadonlySet<QuickJSThread> = NONE_WAITED): Promise<QuickJSThread> {
     // Begun before anything is awaited: esbuild's start (~160 ms) then runs beside the thread's.
     // A warm-up that cannot be made costs only its benefit.
     this.warmUp ??= warmUpModulesJson().then(
@@ -280,12 +282,14 @@ export class QuickJSThreads {
     const making = this.template === undefined ? usable.find((t) => t.makingTemplate) : undefined;
     if (making && usable.length < this.size) {
       await making.firstReply;
-      return this.pick(waitedForStall);
+      return this.pick(waited);
     }
     // A thread stalled by a guest its limit just stopped is usually answering again at once: a
     // short wait for it spares a thread start (stallGraceMs). One still stalled after it gets
-    // its replacement.
-    const stalled = waitedForStall ? undefined : this.threads.find((t) => t.alive && t.stalled);
+    // its replacement. Each gets its grace: with two stalled at once (runs stopped on both),
+    // the second one's replacement was started as soon as the first answered (CI: a third
+    // thread in a test whose stopped guests all answered within 1.7 s).
+    const stalled = this.threads.find((t) => t.alive && t.stalled && !waited.has(t));
     if (stalled && usable.length < this.size) {
       let timer: NodeJS.Timeout | undefined;
       const grace = new Promise<void>((resolve) => {
@@ -293,7 +297,7 @@ export class QuickJSThreads {
       });
       await Promise.race([stalled.whenAnswered(), grace]);
       clearTimeout(timer);
-      return this.pick(true);
+      return this.pick(new Set([...waited, stalled]));
     }
     if (usable.length < this.size) {
       const data = { ...this.data, template: this.template, warmUpModules: this.warmUpModules };
