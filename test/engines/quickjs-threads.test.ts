@@ -267,6 +267,59 @@ describe("quickjs: a prefix's warm instances", () => {
   }, 30_000);
 });
 
+describe("quickjs: a stopped guest's thread, busy with another's run", () => {
+  // why (CI): a guest stopped on a thread got it pinged, and a thread silent for STUCK_MS was
+  // ended: but another guest's long crossing on it (a million objects encoded, seconds in
+  // QuickJS) held the ping, and that run failed ERR_INSTANCE_RESET "stopped answering after a
+  // guest was stopped". One runs at a time: while another is in a crossing it was not told to
+  // stop, the thread is not stuck in the stopped one.
+  it("is not ended while another guest's crossing holds its answer", async () => {
+    const threads = new QuickJSThreads(0, 1);
+    try {
+      const thread = await threads.pick();
+      const shared = new SharedArrayBuffer(CONTROL_BYTES);
+      const control = new Int32Array(shared, 0, 2);
+      const cpu = new Float64Array(shared, 8, 2);
+      let outcome: (text: string) => void = () => {};
+      const done = new Promise<string>((resolve) => {
+        outcome = resolve;
+      });
+      thread.attach(1, {
+        onMessage: (message) => {
+          if (message.t === "done") outcome(message.text);
+        },
+        onLost: (reason) => outcome(`lost: ${reason}`),
+        working: () => Atomics.load(control, 0) === 0 && cpu[1] !== 0,
+      });
+      await thread.request({ t: "create", id: 1, memoryMb: 64, control: shared, warmUp: false });
+      // A crossing of 4.5 s by the clock, past STUCK_MS (3 s).
+      thread.post({
+        t: "evaluate",
+        id: 1,
+        bindingsText: null,
+        mode: "run",
+        inputText: '{"$":"u"}',
+        caps: [1 << 24, 1000, 1 << 20, 1 << 24],
+        script: {
+          code: "(h) => ({ default: () => { const t = Date.now(); while (Date.now() - t < 4500) {} return 7 } })",
+          filename: "<guest>",
+        },
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // As a tainted instance's dispose does: the thread is to answer a ping within STUCK_MS.
+      thread.expectResponsive();
+      const text = await done;
+      expect(text.startsWith("lost")).toBe(false);
+      expect((JSON.parse(text) as { v: unknown }).v).toBe(7);
+      expect(thread.alive).toBe(true);
+      await thread.whenAnswered();
+      expect(thread.stalled).toBe(false);
+    } finally {
+      await threads.dispose();
+    }
+  }, 20_000);
+});
+
 describe("quickjs: runs stopped by their limits", () => {
   // why: a stopped guest held its thread on (a loop of slow host calls until the interrupt was
   // next asked, seconds; queued timer firings, ~120 ms), and any instance made meanwhile started

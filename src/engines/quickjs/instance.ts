@@ -97,6 +97,7 @@ export class QuickJSInstance implements EngineInstance {
     thread.attach(id, {
       onMessage: (message) => instance.route(message),
       onLost: (reason) => instance.lost(reason),
+      working: () => instance.working(),
     });
     try {
       await thread.request({ t: "create", id, memoryMb, control: shared, warmUp });
@@ -109,6 +110,11 @@ export class QuickJSInstance implements EngineInstance {
 
   get disposed(): boolean {
     return this.gone;
+  }
+
+  /** In a crossing (its worker wrote when it entered; 0 between crossings), and not told to stop. */
+  working(): boolean {
+    return !this.gone && Atomics.load(this.control, 0) === 0 && this.cpu[1] !== 0;
   }
 
   cpuTimeNs(): bigint {

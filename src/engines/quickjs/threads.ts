@@ -43,6 +43,8 @@ export interface ThreadListener {
   onMessage(message: FromWorker): void;
   /** The thread died or was ended: the instance is gone. */
   onLost(reason: string): void;
+  /** In a crossing now and not told to stop: the thread is busy with its work (bounded by its own limits). */
+  working?(): boolean;
 }
 
 /** One worker thread hosting many QuickJS instances. */
@@ -163,10 +165,20 @@ export class QuickJSThread {
   /** After telling a guest to stop: a thread that stays silent is stuck in code the interrupt cannot reach. */
   expectResponsive(): void {
     if (this.dead) return;
-    const timer = setTimeout(() => {
+    // While another guest on the thread is in a crossing it was not told to stop, the thread is
+    // running that, not stuck in the stopped one (one runs at a time): its answer waits behind it.
+    // Ended then, the thread took a run it was serving with it (CI: a QuickJS guest encoding a
+    // million objects, ERR_INSTANCE_RESET "stopped answering after a guest was stopped").
+    const stuck = () => {
+      if ([...this.listeners.values()].some((listener) => listener.working?.() === true)) {
+        timer = setTimeout(stuck, STUCK_MS);
+        timer.unref();
+        return;
+      }
       void this.worker.terminate();
       this.lost("the QuickJS worker stopped answering after a guest was stopped");
-    }, STUCK_MS);
+    };
+    let timer = setTimeout(stuck, STUCK_MS);
     timer.unref();
     this.unanswered++;
     const answered = () => {
