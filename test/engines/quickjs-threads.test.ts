@@ -13,6 +13,19 @@ import { type Sandbox, createSandbox } from "../../src/index.js";
 const STUCK = "export default () => { const a = []; a.length = 2 ** 32 - 1; return a.join('').length }";
 const STUCK_MS = 3000;
 
+/** Run `code`, a module's script form (a function returning its exports), on instance `id` of `thread`. */
+function evaluateScript(thread: QuickJSThread, id: number, code: string): void {
+  thread.post({
+    t: "evaluate",
+    id,
+    bindingsText: null,
+    mode: "run",
+    inputText: '{"$":"u"}',
+    caps: [1 << 24, 1000, 1 << 20, 1 << 24],
+    script: { code, filename: "<guest>" },
+  });
+}
+
 describe.each(["inprocess", "process"] as const)("quickjs/%s: a thread held by a stuck guest", (host) => {
   let sandbox: Sandbox;
   beforeAll(async () => {
@@ -101,15 +114,7 @@ describe("quickjs: a stalled thread that answers again", () => {
       const control = new SharedArrayBuffer(CONTROL_BYTES);
       await thread.request({ t: "create", id: 1, memoryMb: 64, control, warmUp: false });
       const started = performance.now();
-      thread.post({
-        t: "evaluate",
-        id: 1,
-        bindingsText: null,
-        mode: "run",
-        inputText: '{"$":"u"}',
-        caps: [1 << 24, 1000, 1 << 20, 1 << 24],
-        script: { code: STALL, filename: "<guest>" },
-      });
+      evaluateScript(thread, 1, STALL);
       // Once the guest runs (a crossing published its entry: a stop flag set before the worker
       // reads the evaluate would drop it unrun), stopped as an instance whose guest was stopped is
       // disposed (QuickJSInstance.dispose): the ping waits behind the guest, so the thread is
@@ -153,16 +158,8 @@ describe("quickjs: one template per engine", () => {
       onLost: (reason) => outcome(`lost: ${reason}`),
     });
     await thread.request({ t: "create", id, memoryMb: 64, control: new SharedArrayBuffer(CONTROL_BYTES), warmUp: false });
-    thread.post({
-      t: "evaluate",
-      id,
-      bindingsText: null,
-      mode: "run",
-      inputText: '{"$":"u"}',
-      caps: [1 << 24, 1000, 1 << 20, 1 << 24],
-      // The script form of `export default () => <expression>`.
-      script: { code: `(h) => ({ default: () => ${expression} })`, filename: "<guest>" },
-    });
+    // The script form of `export default () => <expression>`.
+    evaluateScript(thread, id, `(h) => ({ default: () => ${expression} })`);
     const text = await done;
     thread.post({ t: "dispose", id });
     thread.detach(id);
@@ -293,18 +290,11 @@ describe("quickjs: a stopped guest's thread, busy with another's run", () => {
       });
       await thread.request({ t: "create", id: 1, memoryMb: 64, control: shared, warmUp: false });
       // A crossing of 4.5 s by the clock, past STUCK_MS (3 s).
-      thread.post({
-        t: "evaluate",
-        id: 1,
-        bindingsText: null,
-        mode: "run",
-        inputText: '{"$":"u"}',
-        caps: [1 << 24, 1000, 1 << 20, 1 << 24],
-        script: {
-          code: "(h) => ({ default: () => { const t = Date.now(); while (Date.now() - t < 4500) {} return 7 } })",
-          filename: "<guest>",
-        },
-      });
+      evaluateScript(
+        thread,
+        1,
+        "(h) => ({ default: () => { const t = Date.now(); while (Date.now() - t < 4500) {} return 7 } })",
+      );
       await new Promise((resolve) => setTimeout(resolve, 300));
       // As a tainted instance's dispose does: the thread is to answer a ping within STUCK_MS.
       thread.expectResponsive();
