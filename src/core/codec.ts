@@ -164,10 +164,8 @@ function assembleCodec(parts: CodecParts, trusted: boolean): Codec {
       const inner = nested();
       // A crossing's counts start over, but not inside an encode: a getter's log would reset them.
       if (!continuing && !inner) state.extension?.begin?.();
-      if (!continuing || inner)
-        return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
       // A part of a crossing that fails (an export, then skipped) leaves the counts as it found them.
-      const mark = state.extension?.mark?.();
+      const mark = continuing && !inner ? state.extension?.mark?.() : undefined;
       try {
         return encodeFast(value, rootPath, maxChars) ?? encodeWith(value, rootPath, maxChars, false, stacks);
       } catch (error) {

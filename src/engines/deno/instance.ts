@@ -352,13 +352,11 @@ export class DenoInstance implements EngineInstance {
     if (wasGone && reason === "disposed") return;
     this.tainted = true;
     this.disk.stopped = true;
-    const memory = outOfMemory;
     // The design has no code of its own for disk: a storage limit fired, so a memory limit's.
-    const disk = overDisk;
     listener?.onFailure?.(
-      memory
+      outOfMemory
         ? new CordonError("ERR_MEMORY_LIMIT", `the run exceeded its memory limit of ${this.memoryMb} MB (${reason})`)
-        : disk
+        : overDisk
           ? new CordonError(
               "ERR_MEMORY_LIMIT",
               `the run exceeded its disk limit of ${this.disk.limitBytes / 1048576} MB (${reason})`,
