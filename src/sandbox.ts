@@ -180,8 +180,10 @@ export class Sandbox implements AsyncDisposable {
       const { signal } = checked;
       const host = this.hostName;
       return this.afterCompile(begun, checked.limits, (limits) =>
+        // Named fields, not `...prepared`: decision 023.
         this.engine.run({
-          ...prepared,
+          source: prepared.source,
+          inputText: prepared.inputText,
           sourceImports,
           bindings,
           limits,
@@ -358,7 +360,7 @@ export class Sandbox implements AsyncDisposable {
       const prepared = await this.sourceAndInput(begun, checked, options.input);
       if ("result" in prepared) return prepared.result;
       return this.afterCompile(begun, checked.limits, (limits) =>
-        pool.run({ ...prepared, sourceImports: {}, limits, signal: checked.signal }),
+        pool.run({ source: prepared.source, inputText: prepared.inputText, sourceImports: {}, limits, signal: checked.signal }),
       );
     });
   }

@@ -354,7 +354,8 @@ async function gated(
   if (chars >= LARGE_ANSWER_CHARS) encodedLargeAnswer();
   if (!gate || chars === 0) return answer;
   gate.hold(chars);
-  return { ...answer, held: chars };
+  // Not too large (its text would be empty): ok and text are all of it (no spread: decision 023).
+  return { ok: answer.ok, text: answer.text, held: chars };
 }
 
 /** A host error as the guest's answer, or TOO_LARGE when its text is longer than `maxBytes`. */

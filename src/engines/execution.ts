@@ -294,7 +294,12 @@ export class Execution implements InstanceListener, Watched {
     this.instance
       .evaluate(
         {
-          ...request,
+          // Named fields, not `...request`: decision 023.
+          bindings: request.bindings,
+          mode: request.mode,
+          inputText: request.inputText,
+          source: request.source,
+          sourceImports: request.sourceImports,
           caps: [limits.maxOutputBytes, limits.maxLogEntries, limits.maxLogBytes, limits.maxBridgeCallBytes],
           // Made when read (a source import's compile): `ended` is an AbortController, and making
           // and aborting one cost 10-15 µs of a one-off run here (Node 20's abort dispatches an Event).

@@ -97,7 +97,7 @@ export class CallbackBindings implements BindingsLike {
     if (!gate || answer.tooLarge) return answer;
     // The answer itself is what stays held until the guest has it.
     gate.hold(answer.text.length);
-    return { ...answer, held: answer.text.length };
+    return { ok: answer.ok, text: answer.text, held: answer.text.length };
   }
 
   private async exchange(

@@ -142,11 +142,12 @@ export class QuickJSInstance implements EngineInstance {
     const bindingsText = !bindings || (!this.bindings && bindings.text === EMPTY_BINDINGS_TEXT) ? null : bindings.text;
     if (bindings) this.bindings = bindings;
     this.lastCaps = caps;
-    const message = { t: "evaluate" as const, id: this.id, bindingsText, mode, inputText, caps };
+    // Each message made whole, not spread from a common one: decision 023.
     if (source.script) {
       this.lineMaps.set(source.filename, source.script.lineMap);
       startCpu();
-      this.thread.post({ ...message, script: { code: source.script.code, filename: source.filename } });
+      const script = { code: source.script.code, filename: source.filename };
+      this.thread.post({ t: "evaluate", id: this.id, bindingsText, mode, inputText, caps, script });
       this.expectMessage();
       return;
     }
@@ -168,7 +169,12 @@ export class QuickJSInstance implements EngineInstance {
     }
     startCpu();
     this.thread.post({
-      ...message,
+      t: "evaluate",
+      id: this.id,
+      bindingsText,
+      mode,
+      inputText,
+      caps,
       module: { code: source.code, filename: source.filename, imports, notFound: moduleNotFound("%s"), uncompiled },
     });
     this.expectMessage();
