@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { WATCHDOG_TICK_MS, Watchdog, currentProcessCpuUs } from "../../src/engines/watchdog.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function spin(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {}
+}
+
+describe("the watchdog", () => {
+  it("checks what it watches after an idle spell, and stops when nothing is left", async () => {
+    const watchdog = new Watchdog();
+    const checks: number[] = [];
+    const item = { checkLimits: (_now: number, cpu: number) => checks.push(cpu) };
+    for (let spell = 0; spell < 3; spell++) {
+      checks.length = 0;
+      const begun = performance.now();
+      watchdog.watch(item);
+      // Watched twice in one task: one interval, not two (at most a check a tick).
+      watchdog.watch(item);
+      await sleep(WATCHDOG_TICK_MS * 10);
+      expect(checks.length).toBeGreaterThanOrEqual(2);
+      expect(checks.length).toBeLessThanOrEqual((performance.now() - begun) / WATCHDOG_TICK_MS + 1);
+      watchdog.unwatch(item);
+      await sleep(WATCHDOG_TICK_MS * 3);
+      const seen = checks.length;
+      await sleep(WATCHDOG_TICK_MS * 6);
+      expect(checks.length).toBe(seen);
+    }
+  });
+
+  it("gives executions a CPU reading taken no later than their start", async () => {
+    const watchdog = new Watchdog();
+    const item = { checkLimits: () => {} };
+    // CPU spent while nothing is watched: the reading an execution starts from may be older
+    // (a looser bound on its guest's CPU), never newer than the moment it starts.
+    spin(30);
+    const now = currentProcessCpuUs();
+    watchdog.watch(item);
+    expect(watchdog.processCpuUs).toBeLessThanOrEqual(now);
+    await sleep(WATCHDOG_TICK_MS * 4);
+    expect(watchdog.processCpuUs).toBeGreaterThanOrEqual(now);
+    watchdog.unwatch(item);
+  });
+});
