@@ -1,13 +1,13 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { availableParallelism } from "node:os";
-import { Bindings, sharedCodec, splitImports } from "./core/bindings.js";
+import { type Bindings, bindingsFor, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
 import { CordonError, type RunError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
-import { MAX_CODE_LENGTH, checkKnownKeys, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
+import { MAX_CODE_LENGTH, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
 import { readArgumentBodies } from "./core/body-reads.js";
-import { hostWire } from "./core/fetch-wire.js";
+import { hostWire, needsBodies } from "./core/fetch-wire.js";
 import { hostServices } from "./engines/host-services.js";
 import { signalAborted, signalReason } from "./core/abort-reason.js";
 import { roundToUs } from "./core/milliseconds.js";
@@ -128,20 +128,21 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     this.engine.expectRun?.();
     options = ownRunOptions(options, RUN_KEYS, "run options");
-    const checked = this.checkRun(options, RUN_KEYS);
+    const checked = this.checkRun(options);
     const partitionKey = checkPartitionKey(options.partitionKey);
     const call = checkRunCall(options);
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
-    const fetch = await brokeredFetch(options.capabilities, this.policy, checked.limits);
-    const bindings = new Bindings(options.globals, hostModules, fetch);
-    const files = await this.checkFiles(options.files);
-    const imports = await this.importHosts(options.capabilities);
-    const unread = call
-      ? await this.readBodiesFirst(call.args, checked)
-      : await this.readBodiesFirst([options.input], checked, INPUT);
+    // What a run did not pass is not awaited: each await was a few µs of a one-off run's host time.
+    const { capabilities } = options;
+    const fetch = capabilities === undefined ? undefined : await brokeredFetch(capabilities, this.policy, checked.limits);
+    const bindings = bindingsFor(options.globals, hostModules, fetch);
+    const files = options.files === undefined ? undefined : await this.checkFiles(options.files);
+    const imports = capabilities === undefined ? undefined : await this.importHosts(capabilities);
+    const values = call ? call.args : [options.input];
+    const unread = needsBodies(values) ? await this.readBodiesFirst(values, checked, call ? undefined : INPUT) : undefined;
     if (unread) return unread;
-    const sourceImports = { ...sources, ...files };
+    const sourceImports = files === undefined ? sources : { ...sources, ...files };
     if (call) return this.runFresh(checked, call, bindings, sourceImports, "call", imports, "call", partitionKey);
     return this.runFresh(checked, options.input, bindings, sourceImports, "run", imports, "input", partitionKey);
   }
@@ -222,7 +223,7 @@ export class Sandbox implements AsyncDisposable {
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
-    const bindings = new Bindings(options.globals, hostModules, fetch);
+    const bindings = bindingsFor(options.globals, hostModules, fetch);
     Object.assign(sources, await this.checkFiles(options.files));
     const imports = await this.importHosts(options.capabilities);
     const key = createHash("sha256")
@@ -304,10 +305,16 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     const keys = ["code", "filename", "imports", "limits", "files"];
     options = ownRunOptions(options, keys, "run options");
-    const checked = this.checkRun(options as RunOptions, keys);
+    const checked = this.checkRun(options as RunOptions);
     const { sources, hostModules } = splitImports(options.imports);
     const files = await this.checkFiles(options.files);
-    const outcome = await this.runFresh(checked, undefined, new Bindings({}, hostModules), { ...sources, ...files }, "prepare");
+    const outcome = await this.runFresh(
+      checked,
+      undefined,
+      bindingsFor(undefined, hostModules, undefined),
+      { ...sources, ...files },
+      "prepare",
+    );
     if (!outcome.ok) throw new PrepareError(outcome, "module");
     return { exports: outcome.exports, skippedExports: outcome.skippedExports, defaultExport: defaultExportOf(outcome.value) };
   }
@@ -352,8 +359,8 @@ export class Sandbox implements AsyncDisposable {
   private async runOnPrefix(pool: EnginePrefix, options: PrefixRunOptions): Promise<RunResult> {
     this.check();
     options = ownRunOptions(options, PREFIX_RUN_KEYS, "run options");
-    const checked = this.checkRun(options as RunOptions, PREFIX_RUN_KEYS);
-    const unread = await this.readBodiesFirst([options.input], checked, INPUT);
+    const checked = this.checkRun(options as RunOptions);
+    const unread = needsBodies([options.input]) ? await this.readBodiesFirst([options.input], checked, INPUT) : undefined;
     if (unread) return unread;
     return this.withSlot(checked.signal, async () => {
       const begun = performance.now();
@@ -418,9 +425,8 @@ export class Sandbox implements AsyncDisposable {
     if (this.disposed) throw new CordonError("ERR_INSTANCE_RESET", "cordon: this sandbox has been disposed");
   }
 
-  private checkRun(options: RunOptions, keys: string[]) {
-    checkObject(options, "run options");
-    checkKnownKeys(options, keys, "run options");
+  /** `options`: ownRunOptions's copy, its keys checked already. */
+  private checkRun(options: RunOptions) {
     return {
       code: checkString(options.code, "code", MAX_CODE_LENGTH),
       filename: options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256),
