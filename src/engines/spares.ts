@@ -53,16 +53,8 @@ export class Spares<I extends EngineInstance = EngineInstance> {
    */
   async take(memoryMb: number, occupied?: ReadonlySet<object>): Promise<I> {
     if (this.disposed) throw disposedError();
-    if (memoryMb === this.memoryMb) {
-      const spare = this.takeReady(occupied);
-      if (spare) {
-        // Refill after the run that took it is under way: creating an isolate blocks this
-        // thread (`new Isolate`: 2.3-2.4 ms measured on a quiet machine, 2026-12-02), which must
-        // not land on that run's critical path.
-        this.refillSoon();
-        return spare;
-      }
-    }
+    const spare = this.takeNow(memoryMb, occupied);
+    if (spare) return spare;
     if (memoryMb === this.memoryMb && this.filling > this.waiting.length) {
       const made = await new Promise<I | undefined>((resolve) => this.waiting.push({ hand: resolve }));
       if (made) {
@@ -78,6 +70,17 @@ export class Spares<I extends EngineInstance = EngineInstance> {
       throw disposedError();
     }
     return instance;
+  }
+
+  /** A spare that fits, at once; undefined when none is ready (then `take`, which waits or makes one). */
+  takeNow(memoryMb: number, occupied?: ReadonlySet<object>): I | undefined {
+    if (this.disposed || memoryMb !== this.memoryMb) return undefined;
+    const spare = this.takeReady(occupied);
+    // Refill after the run that took it is under way: creating an isolate blocks this thread
+    // (`new Isolate`: 2.3-2.4 ms measured on a quiet machine, 2026-12-02), which must not land
+    // on that run's critical path.
+    if (spare) this.refillSoon();
+    return spare;
   }
 
   /**

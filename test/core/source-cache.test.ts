@@ -3,7 +3,7 @@ import { runInNewContext } from "node:vm";
 import { transform } from "esbuild";
 import { describe, expect, it } from "vitest";
 import { decodeMappings, originalPosition } from "../../src/core/source-map.js";
-import { normalizeSource } from "../../src/core/source.js";
+import { cachedSource, normalizeSource } from "../../src/core/source.js";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -48,4 +48,43 @@ describe("normalized sources", () => {
     }
     expect(heap() - before).toBeLessThan(160 * 1024 * 1024);
   }, 120_000);
+
+  it("keeps one entry per text and filename, and answers a cached one without waiting", async () => {
+    const code = `export default ${Math.random()}`;
+    expect(cachedSource(code, "a.ts")).toBeUndefined();
+    const a = await normalizeSource(code, "a.ts");
+    const b = await normalizeSource(code, "b.ts");
+    expect([a.filename, b.filename]).toEqual(["a.ts", "b.ts"]);
+    expect(cachedSource(code, "a.ts")).toBe(a);
+    expect(cachedSource(code, "b.ts")).toBe(b);
+    // A filename is not confused with text: the same characters split differently are another pair.
+    expect(cachedSource(`x${code}`, "a.ts")).toBeUndefined();
+    // Cached under the caller's text: a hashbang, blanked for the compile, still finds its entry.
+    const shebang = `#!/usr/bin/env node\nexport default ${Math.random()}`;
+    const first = await normalizeSource(shebang, "s.ts");
+    expect(cachedSource(shebang, "s.ts")).toBe(first);
+    expect(await normalizeSource(shebang, "s.ts")).toBe(first);
+  });
+
+  it("a cached refusal is thrown again, without a compile", async () => {
+    const deep = `export default ${"[".repeat(5000)}${"]".repeat(5000)}`;
+    const refusal = await normalizeSource(deep, "deep.ts").catch((error: unknown) => error);
+    expect((refusal as { code?: string }).code).toBe("ERR_COMPILE");
+    expect(() => cachedSource(deep, "deep.ts")).toThrow(refusal as Error);
+  });
+
+  it("holds at most 512 entries, counting each filename a text was run under", async () => {
+    const code = `export default ${Math.random()}`;
+    for (let i = 0; i < 600; i++) await normalizeSource(code, `f${i}.ts`);
+    const kept = Array.from({ length: 600 }, (_, i) => cachedSource(code, `f${i}.ts`) !== undefined);
+    expect(kept.filter(Boolean).length).toBeLessThanOrEqual(512);
+    expect(kept[599]).toBe(true);
+    expect(kept[0]).toBe(false);
+    // Distinct texts under one filename: the oldest go first.
+    const texts = Array.from({ length: 600 }, (_, i) => `export default ${i} + ${Math.random()}`);
+    for (const text of texts) await normalizeSource(text, "same.ts");
+    expect(cachedSource(texts[0], "same.ts")).toBeUndefined();
+    expect(cachedSource(texts[599], "same.ts")).toBeDefined();
+    expect(texts.filter((text) => cachedSource(text, "same.ts") !== undefined).length).toBeLessThanOrEqual(512);
+  }, 60_000);
 });
