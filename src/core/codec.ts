@@ -129,10 +129,10 @@ const CODEC_PARTS = {
 
 type CodecParts = typeof CODEC_PARTS;
 
-/** `trusted` is for the host's own codec only: it enables a JSON.stringify fast path for plain data. */
 /** What every encoder writes for `undefined` (the input of a run given none). */
 export const ENCODED_UNDEFINED = '{"$":"u"}';
 
+/** `trusted` is for the host's own codec only: it enables a JSON.stringify fast path for plain data. */
 export function createCodec(trusted = false): Codec {
   return assembleCodec(CODEC_PARTS, trusted);
 }

@@ -23,23 +23,26 @@ export class Watchdog {
   private lastProcessCpuUs = currentProcessCpuUs();
 
   /**
-   * This process's CPU time (µs, every thread) as of the last tick (after an idle spell, the
-   * last tick before it): one reading a tick, none a call. CPU a guest uses from now on in this
-   * process can be at most the process's own from this reading on, since it was taken earlier;
-   * an older reading bounds it as well, only more loosely.
+   * This process's CPU time (µs, every thread) as of the last tick, or of the first watch after
+   * an idle spell: one reading a tick, none a call. CPU a guest uses from now on in this process
+   * can be at most the process's own from this reading on, since it was taken earlier. The
+   * reading must be recent, not only earlier: the last tick before an idle spell counted the
+   * host's work meanwhile as the guest's bound, and a guest on a contended core was charged
+   * its wall time again and stopped after half its CPU limit (found by review).
    */
   get processCpuUs(): number {
     return this.lastProcessCpuUs;
   }
 
   /**
-   * After an idle spell (a paced stream of one-off runs: every run), the interval is armed in a
-   * microtask: after the run's work is posted, not before (arming it and the process CPU reading
-   * a watch took then were ~50 µs of a paced one-off here, before its guest could start).
+   * After an idle spell (a paced stream of one-off runs: every run), the reading is taken now
+   * and the interval armed in a microtask: after the run's work is posted, not before (arming
+   * it was ~18 µs of a paced one-off here, before its guest could start; the reading ~6).
    */
   watch(item: Watched): void {
     this.watched.add(item);
     if (this.timer !== undefined || this.arming) return;
+    this.lastProcessCpuUs = currentProcessCpuUs();
     this.arming = true;
     queueMicrotask(() => {
       this.arming = false;
