@@ -445,13 +445,14 @@ export class Sandbox implements AsyncDisposable {
   private async withSlot(signal: AbortSignal | undefined, work: (started: number) => Promise<RunResult>): Promise<RunResult> {
     const started = performance.now();
     const held = await this.slots.acquire(signal);
+    const disposedFirst = () =>
+      this.failure(started, {
+        code: "ERR_INSTANCE_RESET",
+        name: "CordonError",
+        message: "the sandbox was disposed before the run started",
+      });
     if (!held) {
-      if (this.disposed)
-        return this.failure(started, {
-          code: "ERR_INSTANCE_RESET",
-          name: "CordonError",
-          message: "the sandbox was disposed before the run started",
-        });
+      if (this.disposed) return disposedFirst();
       // The caller's reason, as every other abort reports it (prefix.call did; runs said "queued",
       // even pre-aborted runs that never queued).
       if (signal && signalAborted(signal)) return this.abortedBy(signal, started);
@@ -460,6 +461,12 @@ export class Sandbox implements AsyncDisposable {
         name: "CordonError",
         message: `the run queue is full (${this.slots.queueDepth} waiting); retry later or raise maxQueuedRuns`,
       });
+    }
+    // Disposed in the tick the run was asked for, its slot free: it never starts, as a queued one
+    // never does (it went on to fail in the engine, whose message said a worker was lost).
+    if (this.disposed) {
+      this.slots.release();
+      return disposedFirst();
     }
     this.hold(1);
     try {

@@ -60,6 +60,26 @@ describe.each(COMBINATIONS.filter((c) => c.host !== "remote"))("dispose on $name
     }
     if (combo.host === "inprocess" && combo.engine !== "deno") expect((cpu.user + cpu.system) / 1000).toBeLessThan(250);
   }, 40_000);
+
+  it("a run or prefix run asked for in the tick dispose is called never starts, and says so", async () => {
+    const sandbox = await createSandbox(combo.options);
+    let calls = 0;
+    const globals = { hit: async () => calls++ };
+    const code = "export default async () => { await hit(); return 1; }";
+    const prefix = await sandbox.prepare({ code: "export const p = 1;" });
+    // Cached and warm first: nothing is left for the run to wait for before it takes its slot.
+    expect((await sandbox.run({ code, globals })).ok).toBe(true);
+    expect((await prefix.run({ code: "export default 1" })).ok).toBe(true);
+    calls = 0;
+    const runs = [sandbox.run({ code, globals }), prefix.run({ code: "export default 1" })];
+    await sandbox.dispose();
+    for (const result of await Promise.all(runs)) {
+      expect(!result.ok && result.error.code).toBe("ERR_INSTANCE_RESET");
+      // Not a failure in the engine (on the process host it read as a worker recycled or lost).
+      expect(!result.ok && result.error.message).toBe("the sandbox was disposed before the run started");
+    }
+    expect(calls).toBe(0);
+  }, 20_000);
 });
 
 /**
