@@ -445,14 +445,8 @@ export class Sandbox implements AsyncDisposable {
   private async withSlot(signal: AbortSignal | undefined, work: (started: number) => Promise<RunResult>): Promise<RunResult> {
     const started = performance.now();
     const held = await this.slots.acquire(signal);
-    const disposedFirst = () =>
-      this.failure(started, {
-        code: "ERR_INSTANCE_RESET",
-        name: "CordonError",
-        message: "the sandbox was disposed before the run started",
-      });
     if (!held) {
-      if (this.disposed) return disposedFirst();
+      if (this.disposed) return this.disposedBeforeStart(started);
       // The caller's reason, as every other abort reports it (prefix.call did; runs said "queued",
       // even pre-aborted runs that never queued).
       if (signal && signalAborted(signal)) return this.abortedBy(signal, started);
@@ -466,7 +460,7 @@ export class Sandbox implements AsyncDisposable {
     // never does (it went on to fail in the engine, whose message said a worker was lost).
     if (this.disposed) {
       this.slots.release();
-      return disposedFirst();
+      return this.disposedBeforeStart(started);
     }
     this.hold(1);
     try {
@@ -476,6 +470,11 @@ export class Sandbox implements AsyncDisposable {
       this.completedRuns++;
       this.slots.release();
     }
+  }
+
+  private disposedBeforeStart(started: number): RunResult {
+    const message = "the sandbox was disposed before the run started";
+    return this.failure(started, { code: "ERR_INSTANCE_RESET", name: "CordonError", message });
   }
 
   /**

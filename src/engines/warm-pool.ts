@@ -1,4 +1,5 @@
 import type { EnginePrefix, EnginePrepareRequest, PrefixCallRequest, PrefixCounts, PrefixRunRequest } from "../core/engine.js";
+import { ENCODED_UNDEFINED } from "../core/codec.js";
 import { LIMIT_CODES } from "../core/errors.js";
 import type { ResolvedLimits } from "../core/limits.js";
 import type { Residency, Resident } from "../core/residency.js";
@@ -93,7 +94,7 @@ export class WarmPool implements EnginePrefix {
       guestFiles: this.guestFiles,
     });
     const result = await this.running.run(execution, execution.outcome, () => {
-      execution.evaluate({ bindings, mode: "prepare", inputText: '{"$":"u"}', source, sourceImports });
+      execution.evaluate({ bindings, mode: "prepare", inputText: ENCODED_UNDEFINED, source, sourceImports });
     });
     if (!result.ok) {
       execution.drained();

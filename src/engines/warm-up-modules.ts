@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { ENCODED_UNDEFINED } from "../core/codec.js";
 import { HELPERS_PARAM, scriptFactory, shareHelpers } from "../core/script-helpers.js";
 import { normalizeSource } from "../core/source.js";
 import { RUNTIME_FILENAME } from "./guest/bundle.js";
@@ -21,7 +22,7 @@ const OBJECT_MODULE = "export const config = { retries: [1] };\nexport default (
 const WARM_UP_RUNS = [
   { source: OBJECT_MODULE, inputText: ' {"n":1}' },
   { source: OBJECT_MODULE, inputText: ' {"n":2}' },
-  { source: "export default () => 1", inputText: '{"$":"u"}' },
+  { source: "export default () => 1", inputText: ENCODED_UNDEFINED },
 ];
 const WARM_UP_FALLBACK = "(function () { return { default: () => 0 }; })";
 

@@ -1,3 +1,4 @@
+import { ENCODED_UNDEFINED } from "../../core/codec.js";
 import { runCommand } from "../../core/run-command.js";
 import { createHash } from "node:crypto";
 import { lstatSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
@@ -67,7 +68,11 @@ async function makeSeed(binary: string, cacheDir: string, path: string): Promise
       } }; })`;
       const evaluate = { t: "evaluate", work: 1, bindingsText: '{"globals":{},"modules":{}}', mode: "run" };
       const caps = [1 << 20, 10, 1 << 16, 1 << 20];
-      await exchange(maker, { ...evaluate, inputText: '{"$":"u"}', caps, reset: false, script, filename: "<seed>" }, "done");
+      await exchange(
+        maker,
+        { ...evaluate, inputText: ENCODED_UNDEFINED, caps, reset: false, script, filename: "<seed>" },
+        "done",
+      );
       // A module's code cache is written when its evaluation ends; a ping is answered after.
       await exchange(maker, { t: "ping", seq: 1 }, "reply");
     } finally {
