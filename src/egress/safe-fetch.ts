@@ -103,12 +103,18 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
     }
   }
 
-  async function checkAddresses(url: URL, remainingMs: number): Promise<ResolvedAddress[]> {
+  async function checkAddresses(url: URL, remainingMs: number, signal: AbortSignal): Promise<ResolvedAddress[]> {
     const exempt = isExempt(internal, url);
     const literal = addressLiteral(url.hostname) !== null;
     // A name's failures read the same to a guest (concealName); an address literal's are its own.
     const forGuest = exempt || literal ? undefined : concealName(url.hostname, originOf(url));
-    const addresses = await resolveHost(url.hostname, resolve, Math.max(1, Math.min(dnsTimeoutMs, remainingMs)), forGuest);
+    const addresses = await resolveHost(
+      url.hostname,
+      resolve,
+      Math.max(1, Math.min(dnsTimeoutMs, remainingMs)),
+      forGuest,
+      signal,
+    );
     for (const { address, verdict } of addresses) {
       if (verdict !== "public" && !exempt) {
         // A name's address is not given even to the operator: the message may reach a guest.
@@ -147,7 +153,7 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
       };
       let from: URL | null = null;
       for (let hops = 0; ; hops++) {
-        const addresses = await checkAddresses(hop.url, exchange.remaining()).catch((error: unknown) => {
+        const addresses = await checkAddresses(hop.url, exchange.remaining(), signal).catch((error: unknown) => {
           if (from !== null && error instanceof EgressError) error.addContext(` (redirect from ${originOf(from)})`);
           throw error;
         });

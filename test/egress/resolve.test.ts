@@ -55,6 +55,25 @@ describe("the system resolver (c-ares against a local DNS server)", () => {
     expect(performance.now() - started).toBeLessThan(1000);
   });
 
+  it("stops asking when its signal aborts, long before its own timeout", async () => {
+    const slow = createSystemResolve({ servers: [dns.server], timeoutMs: 4000 });
+    const started = performance.now();
+    await expect(slow("silent.test", AbortSignal.timeout(50))).rejects.toMatchObject({ code: "ECANCELLED" });
+    expect(performance.now() - started).toBeLessThan(2000);
+    await expect(slow("silent.test", AbortSignal.abort())).rejects.toMatchObject({ name: "AbortError" });
+  });
+
+  it("ends an aborted fetch's lookup at once, the abort's reason its error", async () => {
+    const safeFetch = createSafeFetch({ rules: ["silent.test"], resolve: createSystemResolve({ servers: [dns.server] }) });
+    const reason = new Error("the run ended");
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(reason), 50);
+    const { error, ms } = await failure(safeFetch("http://silent.test/", { signal: controller.signal }));
+    expect(error).toBe(reason);
+    // 5 s (the DNS timeout) when the lookup did not see the exchange's signal.
+    expect(ms).toBeLessThan(2000);
+  });
+
   it("serves safeFetch end to end, one query per family", async () => {
     dns.queries.length = 0;
     const safeFetch = createSafeFetch({
@@ -112,4 +131,46 @@ describe("resolveHost", () => {
     expect(error.message).toMatch(/longer than 100 ms/);
     expect(ms).toBeLessThan(500);
   });
+
+  it("aborts the signal it gave the resolver when the deadline passes or the caller aborts", async () => {
+    const given: AbortSignal[] = [];
+    const hanging = (_host: string, signal?: AbortSignal) => {
+      if (signal) given.push(signal);
+      return new Promise<string[]>(() => {});
+    };
+    const late = await refusal(resolveHost("x.test", hanging, 100));
+    expect(late.error).toMatchObject({ check: "dns", message: /longer than 100 ms/ });
+    expect(given[0].aborted).toBe(true);
+    expect(given[0].reason).toBe(late.error);
+
+    const controller = new AbortController();
+    const reason = new Error("the exchange ended");
+    setTimeout(() => controller.abort(reason), 20);
+    const cut = await failure(resolveHost("x.test", hanging, 60_000, undefined, controller.signal));
+    expect(cut.error).toBe(reason);
+    expect(cut.ms).toBeLessThan(1000);
+    expect(given[1].aborted).toBe(true);
+    // Already aborted: the resolver is never asked.
+    await expect(resolveHost("x.test", hanging, 1000, undefined, controller.signal)).rejects.toBe(reason);
+    expect(given).toHaveLength(2);
+  });
+
+  it("a resolver that ignores its signal still stops being waited for", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("gone")), 20);
+    const { error, ms } = await failure(resolveHost("x.test", () => new Promise(() => {}), 60_000, undefined, controller.signal));
+    expect(error).toMatchObject({ message: "gone" });
+    expect(ms).toBeLessThan(1000);
+  });
 });
+
+/** What `promise` failed with (any error, not only an EgressError), and after how long. */
+async function failure(promise: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
+  const started = performance.now();
+  try {
+    await promise;
+  } catch (error) {
+    return { error, ms: performance.now() - started };
+  }
+  throw new Error("expected a failure, it succeeded");
+}
