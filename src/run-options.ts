@@ -20,7 +20,17 @@ export const RUN_KEYS = [
   "files",
   "partitionKey",
 ];
-export const PREPARE_KEYS = ["code", "filename", "globals", "imports", "limits", "partitionKey", "capabilities", "files"];
+export const PREPARE_KEYS = [
+  "code",
+  "filename",
+  "globals",
+  "imports",
+  "limits",
+  "partitionKey",
+  "capabilities",
+  "files",
+  "signal",
+];
 export const PREFIX_RUN_KEYS = ["code", "input", "filename", "limits", "signal"];
 export const CALL_KEYS = ["export", "args", "limits", "signal"];
 

@@ -17,6 +17,7 @@ import { Slots } from "./core/slots.js";
 import { compileBound, compileFailureName, startEsbuild } from "./core/esbuild-calls.js";
 import { DEFAULT_FILENAME, type GuestSource, cachedSource, normalizeSource } from "./core/source.js";
 import type {
+  AbortedResult,
   DefaultExportKind,
   EngineName,
   HostName,
@@ -42,6 +43,7 @@ import {
   RUN_KEYS,
 } from "./run-options.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
+import { SharedPreparation } from "./shared-preparation.js";
 
 /** Where a run's input bodies are, as errors name it. */
 // Node loads its fetch implementation (undici) on the wire's first touch of the fetch globals,
@@ -59,15 +61,24 @@ type SourceAndInput = { source: GuestSource; inputText: string } | { result: Run
 type ConcreteEngine = Exclude<EngineName, "auto">;
 type ConcreteHost = Exclude<HostName, "auto">;
 
-interface SharedPrefix {
-  pool: Promise<{
-    pool: EnginePrefix;
-    exports: Record<string, unknown>;
-    skippedExports: string[];
-    defaultExport: DefaultExportKind | undefined;
-  }>;
-  handles: number;
+/** A prepared prefix, as every Prefix handle of its key shares it. */
+interface PreparedPrefix {
+  pool: EnginePrefix;
+  exports: Record<string, unknown>;
+  skippedExports: string[];
+  defaultExport: DefaultExportKind | undefined;
 }
+
+/**
+ * Preparations still evaluating that every caller waiting for them left (PrepareOptions.signal):
+ * each holds a run slot until it finishes. For cordon's own executor, whose /health counts them.
+ */
+export function unclaimedPreparations(sandbox: Sandbox): number {
+  let count = 0;
+  for (const preparation of preparations.get(sandbox)?.values() ?? []) if (preparation.unclaimed) count++;
+  return count;
+}
+const preparations = new WeakMap<Sandbox, Map<string, SharedPreparation<PreparedPrefix>>>();
 
 /** Each sandbox's engine, for cordon's own executor (which serves remote hosts from the same engines). */
 const engines = new WeakMap<Sandbox, Engine>();
@@ -85,7 +96,7 @@ export function engineOf(sandbox: Sandbox): Engine {
 export class Sandbox implements AsyncDisposable {
   private readonly slots: Slots;
   private readonly defaults: RunLimits;
-  private readonly prefixes = new Map<string, SharedPrefix>();
+  private readonly prefixes = new Map<string, SharedPreparation<PreparedPrefix>>();
   private readonly backend: PrefixBackend;
   private completedRuns = 0;
   private activeCalls = 0;
@@ -104,6 +115,7 @@ export class Sandbox implements AsyncDisposable {
     options: SandboxOptions,
   ) {
     engines.set(this, engine);
+    preparations.set(this, this.prefixes);
     // Each compile in progress listens on it: many at once are not a leak.
     setMaxListeners(0, this.lifetime.signal);
     this.slots = new Slots(options.maxConcurrentRuns ?? availableParallelism() * 4, options.maxQueuedRuns ?? 10_000);
@@ -221,6 +233,9 @@ export class Sandbox implements AsyncDisposable {
   private async prepareHeld(options: PrepareOptions): Promise<Prefix> {
     this.check();
     options = ownRunOptions(options, PREPARE_KEYS, "prepare options");
+    const begun = performance.now();
+    const signal = checkSignal(options.signal, "signal");
+    if (signal && signalAborted(signal)) throw new PrepareError(this.abortedBy(signal, begun));
     const code = checkString(options.code, "code", MAX_CODE_LENGTH);
     const filename = options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256);
     const partitionKey = checkPartitionKey(options.partitionKey);
@@ -251,58 +266,78 @@ export class Sandbox implements AsyncDisposable {
 
     let shared = this.prefixes.get(key);
     if (!shared) {
-      const pool = (async () => {
-        // The prefix's compile and evaluation are a run's work: they hold a run slot, so
-        // maxConcurrentRuns bounds them too (the executor's cold /run compiled and evaluated every
-        // distinct module at once). The prefix's calls take no slot (its pool bounds them).
-        let evaluated: Awaited<ReturnType<Engine["prepare"]>> | undefined;
-        const slotted = await this.withSlot(undefined, async (started) => {
-          let source: Awaited<ReturnType<typeof normalizeSource>>;
-          try {
-            source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
-          } catch (error) {
-            return this.compileFailure(started, error);
-          }
-          evaluated = await this.engine.prepare({
-            partitionKey,
-            key,
-            source,
-            sourceImports: sources,
-            bindings,
-            limits,
-            host: this.hostName,
-            importHosts: imports,
-          });
-          return evaluated.result;
-        });
-        if (!slotted.ok) throw new PrepareError(slotted);
-        const { prefix } = evaluated as NonNullable<typeof evaluated>;
-        // Disposed while the engine prepared it (the remote executor, a Deno process, answered
-        // after): nothing may outlive the sandbox, and a prefix nothing could call is no success.
-        if (this.disposed) {
-          prefix.dispose();
-          const message = "the sandbox was disposed while the prefix was being prepared";
-          throw new PrepareError(
-            failedResult(this.engine.name, this.hostName, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }),
-          );
-        }
-        const defaultExport = defaultExportOf(slotted.value);
-        return { pool: prefix, exports: slotted.exports, skippedExports: slotted.skippedExports, defaultExport };
-      })();
-      shared = { pool, handles: 0 };
-      this.prefixes.set(key, shared);
-      pool.catch(() => {
-        if (this.prefixes.get(key) === shared) this.prefixes.delete(key);
+      const made: SharedPreparation<PreparedPrefix> = new SharedPreparation(
+        (wanted, start) =>
+          this.evaluatePrefix(wanted, start, { key, code, filename, partitionKey, limits, sources, bindings, imports }),
+        () => {
+          if (this.prefixes.get(key) === made) this.prefixes.delete(key);
+        },
+      );
+      shared = made;
+      this.prefixes.set(key, made);
+    }
+    const { pool, exports, skippedExports, defaultExport } = await shared.wait(
+      signal,
+      () => new PrepareError(this.abortedBy(signal as AbortSignal, begun)),
+    );
+    return new Prefix(key, exports, skippedExports, defaultExport, pool, this.backend);
+  }
+
+  /**
+   * A prefix's compile and evaluation: a run's work, so they hold a run slot and
+   * maxConcurrentRuns bounds them too (the executor's cold /run compiled and evaluated every
+   * distinct module at once). The prefix's calls take no slot (its pool bounds them). `wanted`
+   * aborts when every caller left while it waits for its slot; `start` says it has one.
+   */
+  private async evaluatePrefix(
+    wanted: AbortSignal,
+    start: () => void,
+    prefix: {
+      key: string;
+      code: string;
+      filename: string;
+      partitionKey: string | undefined;
+      limits: ResolvedLimits;
+      sources: Record<string, string>;
+      bindings: Bindings;
+      imports: readonly string[] | undefined;
+    },
+  ): Promise<PreparedPrefix> {
+    const { key, code, filename, partitionKey, limits, sources, bindings, imports } = prefix;
+    let evaluated: Awaited<ReturnType<Engine["prepare"]>> | undefined;
+    const slotted = await this.withSlot(wanted, async (started) => {
+      start();
+      let source: Awaited<ReturnType<typeof normalizeSource>>;
+      try {
+        source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
+      } catch (error) {
+        return this.compileFailure(started, error);
+      }
+      evaluated = await this.engine.prepare({
+        partitionKey,
+        key,
+        source,
+        sourceImports: sources,
+        bindings,
+        limits,
+        host: this.hostName,
+        importHosts: imports,
       });
+      return evaluated.result;
+    });
+    if (!slotted.ok) throw new PrepareError(slotted);
+    const { prefix: pool } = evaluated as NonNullable<typeof evaluated>;
+    // Disposed while the engine prepared it (the remote executor, a Deno process, answered
+    // after): nothing may outlive the sandbox, and a prefix nothing could call is no success.
+    if (this.disposed) {
+      pool.dispose();
+      const message = "the sandbox was disposed while the prefix was being prepared";
+      throw new PrepareError(
+        failedResult(this.engine.name, this.hostName, { code: "ERR_INSTANCE_RESET", name: "CordonError", message }),
+      );
     }
-    shared.handles++;
-    try {
-      const { pool, exports, skippedExports, defaultExport } = await shared.pool;
-      return new Prefix(key, exports, skippedExports, defaultExport, pool, this.backend);
-    } catch (error) {
-      shared.handles--;
-      throw error;
-    }
+    const defaultExport = defaultExportOf(slotted.value);
+    return { pool, exports: slotted.exports, skippedExports: slotted.skippedExports, defaultExport };
   }
 
   /** Evaluate a module and list its exports: function-valued exports are skipped and named, never an error. */
@@ -420,7 +455,7 @@ export class Sandbox implements AsyncDisposable {
     shared.handles--;
     if (shared.handles > 0) return;
     this.prefixes.delete(key);
-    void shared.pool.then(
+    void shared.ready.then(
       ({ pool }) => pool.dispose(),
       () => {},
     );
@@ -596,7 +631,7 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** A result for work that `signal` aborted before it reached the engine: the caller's reason. */
-  private abortedBy(signal: AbortSignal, started: number): RunResult {
+  private abortedBy(signal: AbortSignal, started: number): AbortedResult {
     return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
   }
 

@@ -256,6 +256,12 @@ export interface PrepareOptions {
   capabilities?: Capabilities;
   /** A multi-file source's other modules (the deno engine only; see RunOptions.files). */
   files?: Record<string, string>;
+  /**
+   * Ends this caller's wait: `prepare` rejects with a PrepareError (ERR_ABORTED). An evaluation
+   * still waiting for a run slot is dropped once every caller waiting for it has aborted; one
+   * already evaluating runs to its own limits.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ReadExportsResult {

@@ -27,9 +27,9 @@ export function running(pid: number): boolean {
 }
 
 /** Wait until `check()` holds, polling every 20 ms; throws after `ms`. */
-export async function until(check: () => boolean, ms = 5000): Promise<void> {
+export async function until(check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
   const end = performance.now() + ms;
-  while (!check()) {
+  while (!(await check())) {
     if (performance.now() > end) throw new Error("timed out waiting");
     await new Promise((r) => setTimeout(r, 20));
   }
