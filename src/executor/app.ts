@@ -35,6 +35,8 @@ export interface AppDeps {
   draining: () => boolean;
   /** Runs waiting for a slot: every sandbox's queue (one per engine in use) and `/host`'s. */
   queueDepth: () => number;
+  /** Module preparations still evaluating whose requests all left: each holds a slot until it ends. */
+  unclaimedPreparations: () => number;
   /** The remote host's requests (`POST /host`). */
   host: HostRouteDeps;
   /** Why a callback URL is refused (undefined: allowed), given the requester's address. */
@@ -79,8 +81,10 @@ export function createApp(deps: AppDeps): Hono<Env> {
       host: deps.hostName,
       version: deps.version,
       // activeRuns: requests being answered, a module's first preparation included (the sandbox
-      // counts only calls and runs); queueDepth: of those, runs waiting for a slot, /host's included.
-      load: { activeRuns: deps.inflight.size, queueDepth: deps.queueDepth() },
+      // counts only calls and runs), and preparations their requests all left that still hold a
+      // slot (they read 0 while every slot was busy); queueDepth: of those, runs waiting for a
+      // slot, /host's included.
+      load: { activeRuns: deps.inflight.size + deps.unclaimedPreparations(), queueDepth: deps.queueDepth() },
       // Remote hosts' prefixes against their caps, as aggregates: this route is open to anyone.
       prefixes: deps.host.prefixes.stats(),
     };

@@ -11,7 +11,7 @@ import type { Engine } from "../core/engine.js";
 import { MAX_TIME_MS } from "../core/limits.js";
 import { Slots } from "../core/slots.js";
 import { createSandbox } from "../create-sandbox.js";
-import { engineOf, type Sandbox } from "../sandbox.js";
+import { engineOf, type Sandbox, unclaimedPreparations } from "../sandbox.js";
 import { checkSecret, createAdmission, generateSecret } from "./admission.js";
 import { createApp } from "./app.js";
 import { BodyBudget } from "./body.js";
@@ -188,6 +188,7 @@ export async function createExecutor(options: ExecutorOptions = {}): Promise<Exe
     hostName,
     draining: () => draining,
     queueDepth: () => [sandbox, ...othersMade].reduce((sum, s) => sum + s.stats().queueDepth, slots.queueDepth),
+    unclaimedPreparations: () => [sandbox, ...othersMade].reduce((sum, s) => sum + unclaimedPreparations(s), 0),
     host: { engine: engineFor, policy, prefixes, slots, aborts: new RunAborts() },
     checkCallback: createCallbackCheck(checkOrigins(options.callbackOrigins)),
   });

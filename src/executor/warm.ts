@@ -19,6 +19,10 @@ interface Entry {
   retired: boolean;
   /** The prefix promise has settled (prepared or failed). */
   settled: boolean;
+  /** Requests waiting for the preparation now. */
+  waiting: number;
+  /** Aborts the preparation's `prepare` once no request waits for it (see leave). */
+  wanted: AbortController;
 }
 
 /**
@@ -81,8 +85,9 @@ export class WarmRunner {
       this.entries.delete(key);
       this.entries.set(key, entry);
     } else {
-      const prefix = this.sandbox.prepare({ code, filename, imports, limits, partitionKey });
-      const created: Entry = { prefix, callable: true, users: 0, retired: false, settled: false };
+      const wanted = new AbortController();
+      const prefix = this.sandbox.prepare({ code, filename, imports, limits, partitionKey, signal: wanted.signal });
+      const created: Entry = { prefix, callable: true, users: 0, retired: false, settled: false, waiting: 0, wanted };
       const settle = () => {
         created.settled = true;
       };
@@ -95,7 +100,7 @@ export class WarmRunner {
     try {
       let prefix: Prefix;
       try {
-        const ready = joined ? await this.waitFor(entry.prefix, request, signal, started) : await entry.prefix;
+        const ready = entry.settled ? await entry.prefix : await this.waitFor(key, entry, request, signal, started, joined);
         if (!("run" in ready)) return ready;
         prefix = ready;
       } catch (error) {
@@ -140,30 +145,70 @@ export class WarmRunner {
   }
 
   /**
-   * A preparation another request started, waited for no longer than this request's own wall
-   * time (or until its client goes): a RunResult when the wait ended first.
+   * A preparation still in progress, waited for until this request's client goes and, when
+   * another request started it (`joined`), no longer than this request's own wall time: a
+   * RunResult when the wait ended first. The last request to leave this way takes the
+   * preparation with it (leave).
    */
-  private async waitFor(prefix: Promise<Prefix>, request: RunRequest, signal: AbortSignal, started: number) {
-    const wallTimeMs = resolveLimits(request.limits ?? {}, {}, this.service.policy).wallTimeMs;
+  private async waitFor(
+    key: string,
+    entry: Entry,
+    request: RunRequest,
+    signal: AbortSignal,
+    started: number,
+    joined: boolean,
+  ): Promise<Prefix | RunResult> {
     const engine = this.sandbox.engineName;
     let timer: NodeJS.Timeout | undefined;
     let stopWatching: (() => void) | undefined;
     const ended = new Promise<RunResult>((resolve) => {
       const wallMs = () => performance.now() - started;
-      timer = setTimeout(() => {
-        const message = `the run exceeded its wall time limit of ${wallTimeMs} ms (waiting for its module to be prepared)`;
-        resolve(failedResult(engine, this.service.host, { code: "ERR_WALL_TIMEOUT", name: "CordonError", message }, wallMs()));
-      }, wallTimeMs);
-      stopWatching = onAbort(signal, () =>
-        resolve(abortedResult(engine, this.service.host, "the client closed the connection", wallMs())),
-      );
+      if (joined) {
+        const wallTimeMs = resolveLimits(request.limits ?? {}, {}, this.service.policy).wallTimeMs;
+        timer = setTimeout(() => {
+          const message = `the run exceeded its wall time limit of ${wallTimeMs} ms (waiting for its module to be prepared)`;
+          resolve(failedResult(engine, this.service.host, { code: "ERR_WALL_TIMEOUT", name: "CordonError", message }, wallMs()));
+        }, wallTimeMs);
+      }
+      const gone = () => resolve(abortedResult(engine, this.service.host, "the client closed the connection", wallMs()));
+      if (signal.aborted) gone();
+      else stopWatching = onAbort(signal, gone);
     });
+    entry.waiting++;
+    let left = true;
     try {
-      return await Promise.race([prefix, ended]);
+      const settled = entry.prefix.then(
+        (prefix) => {
+          left = false;
+          return prefix;
+        },
+        (error: unknown) => {
+          left = false;
+          throw error;
+        },
+      );
+      return await Promise.race([settled, ended]);
     } finally {
       clearTimeout(timer);
       stopWatching?.();
+      entry.waiting--;
+      if (left) this.leave(key, entry);
     }
+  }
+
+  /**
+   * A request stopped waiting for `entry`'s preparation. When none waits any more, the
+   * preparation is abandoned: still queued for a slot, the sandbox drops it; evaluating, it runs
+   * on to its limits and is disposed (`/health` counts it meanwhile). Before, every preparation
+   * ran with nobody left to want it: clients that sent slow modules and closed their connections
+   * at once kept all eight slots busy for minutes (red team, 2026-12-05). The entry goes too, so the
+   * next request for the module prepares it afresh (joining the sandbox's evaluation if one is
+   * still under way).
+   */
+  private leave(key: string, entry: Entry): void {
+    if (entry.waiting > 0 || entry.settled || entry.wanted.signal.aborted) return;
+    if (this.entries.get(key) === entry) this.entries.delete(key);
+    entry.wanted.abort(new Error("every request waiting for the module left"));
   }
 
   /**
@@ -197,7 +242,7 @@ async function disposeEntry(entry: Entry): Promise<void> {
 /**
  * A preparation that failed on a limit a request may set differently (compiling counts against
  * wall time). Not memory: memoryMb is part of the entry's key, so the waiter's is the same. Not an
- * abort: a preparation runs on after its client leaves.
+ * abort: the preparation was dropped because no request waited for it (leave).
  */
 function isLimitFailure(result: RunResult & { ok: false }): boolean {
   const { code, name } = result.error;

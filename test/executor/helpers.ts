@@ -16,8 +16,8 @@ export interface TestExecutor {
   logs: Record<string, unknown>[];
   /** The raw log text, to assert what never appears in it. */
   logText: () => string;
-  /** POST /run with the right secret (unless `secret` says otherwise). */
-  run: (body: unknown, init?: { secret?: string | null }) => Promise<Response>;
+  /** POST /run with the right secret (unless `secret` says otherwise); `signal` ends the request. */
+  run: (body: unknown, init?: { secret?: string | null }, signal?: AbortSignal) => Promise<Response>;
   /** POST /run and decode the RunResult with cordon's codec. */
   runResult: (body: unknown) => Promise<RunResult>;
 }
@@ -27,7 +27,7 @@ export async function startExecutor(options: ExecutorOptions = {}): Promise<Test
   const lines: string[] = [];
   const logger = pino({}, { write: (line: string) => void lines.push(line) });
   const executor = await createExecutor({ secret: SECRET, host: "127.0.0.1", port: 0, logger, ...options });
-  const run = (body: unknown, init: { secret?: string | null } = {}) => {
+  const run = (body: unknown, init: { secret?: string | null } = {}, signal?: AbortSignal) => {
     const secret = init.secret === undefined ? SECRET : init.secret;
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (secret !== null) headers.authorization = `Bearer ${secret}`;
@@ -35,6 +35,7 @@ export async function startExecutor(options: ExecutorOptions = {}): Promise<Test
       method: "POST",
       headers,
       body: typeof body === "string" ? body : JSON.stringify(body),
+      signal,
     });
   };
   return {

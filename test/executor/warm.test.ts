@@ -105,6 +105,52 @@ describe("requests that arrive while their module is being prepared (they share 
   }, 30_000);
 });
 
+describe("preparations whose clients left", () => {
+  let t: TestExecutor;
+  beforeAll(async () => {
+    t = await startExecutor({ sandbox: { engine: "v8", host: "process", maxConcurrentRuns: 1 } });
+  });
+  afterAll(() => t.executor.close());
+
+  /** A module whose top level holds its run slot for `ms` without spinning. */
+  const sleeper = (ms: number, tag: string) =>
+    `/* ${tag} */ await new Promise((r) => setTimeout(r, ${ms})); export default () => "${tag}"`;
+  const load = async () =>
+    ((await (await fetch(`${t.url}/health`)).json()) as { load: { activeRuns: number; queueDepth: number } }).load;
+
+  it("are dropped while queued; one evaluating still counts in /health until it ends", async () => {
+    // Red team, 2026-12-05: 32 clients each sent a slow module and closed at once; every module
+    // was still prepared, one slot after another, and /health read activeRuns 0 meanwhile.
+    const gone = new AbortController();
+    const requests = ["first", "second", "third", "fourth"].map((tag) =>
+      t.run({ code: sleeper(1500, tag), limits: { wallTimeMs: 20_000 } }, {}, gone.signal).catch(() => undefined),
+    );
+    await until(async () => (await load()).queueDepth === 3);
+    gone.abort();
+    await Promise.all(requests);
+    // The first evaluates on (its slot held, no request left to answer); the three queued are gone.
+    await until(async () => (await load()).queueDepth === 0);
+    expect(await load()).toEqual({ activeRuns: 1, queueDepth: 0 });
+    const started = performance.now();
+    expect(await t.runResult({ code: "export default 42" })).toMatchObject({ ok: true, value: 42 });
+    // It waited for the first one's 1.5 s, not for three more after it (6 s).
+    expect(performance.now() - started).toBeLessThan(4_000);
+    await until(async () => (await load()).activeRuns === 0);
+  }, 30_000);
+
+  it("one a request still waits for is prepared for it, and then warm", async () => {
+    const code = sleeper(300, "shared");
+    const gone = new AbortController();
+    const leaving = t.run({ code }, {}, gone.signal).catch(() => undefined);
+    const staying = t.runResult({ code });
+    await new Promise((r) => setTimeout(r, 50));
+    gone.abort();
+    await leaving;
+    expect(await staying).toMatchObject({ ok: true, value: "shared", stats: { warm: false } });
+    expect(await t.runResult({ code })).toMatchObject({ ok: true, value: "shared", stats: { warm: true } });
+  }, 30_000);
+});
+
 describe("the deno engine behind the executor", () => {
   let t: TestExecutor;
   beforeAll(async () => {
