@@ -103,7 +103,12 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
     }
   }
 
-  async function checkAddresses(url: URL, remainingMs: number, signal: AbortSignal): Promise<ResolvedAddress[]> {
+  /**
+   * `signal`: the caller's (the run's end, the guest's abort), which cancels the lookup. Not the
+   * exchange's own: its deadline is the lookup's too (`remainingMs`), and a lookup cut by it is a
+   * DNS time-out (`check: "dns"`), whichever timer fires first.
+   */
+  async function checkAddresses(url: URL, remainingMs: number, signal: AbortSignal | undefined): Promise<ResolvedAddress[]> {
     const exempt = isExempt(internal, url);
     const literal = addressLiteral(url.hostname) !== null;
     // A name's failures read the same to a guest (concealName); an address literal's are its own.
@@ -141,7 +146,8 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
     try {
       // Request does fetch's normalization (method, headers, body) before any rule sees them.
       const request = new Request(input instanceof Request ? input : url.href, { duplex: "half", ...init } as RequestInit);
-      exchange.follow(init?.signal ?? (input instanceof Request ? input.signal : undefined));
+      const callerSignal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
+      exchange.follow(callerSignal);
       const signal = exchange.signal;
       const headers = outgoingHeaders(request.headers);
       checkRules(url, request.method, headers);
@@ -153,10 +159,12 @@ export function createSafeFetch(options: SafeFetchOptions): SafeFetch {
       };
       let from: URL | null = null;
       for (let hops = 0; ; hops++) {
-        const addresses = await checkAddresses(hop.url, exchange.remaining(), signal).catch((error: unknown) => {
-          if (from !== null && error instanceof EgressError) error.addContext(` (redirect from ${originOf(from)})`);
-          throw error;
-        });
+        const addresses = await checkAddresses(hop.url, exchange.remaining(), callerSignal ?? undefined).catch(
+          (error: unknown) => {
+            if (from !== null && error instanceof EgressError) error.addContext(` (redirect from ${originOf(from)})`);
+            throw error;
+          },
+        );
         if (signal.aborted) throw signal.reason;
         const response = await undiciFetch(hop.url.href, {
           method: hop.method,

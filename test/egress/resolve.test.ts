@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSafeFetch, createSystemResolve, EgressError } from "../../src/egress/index.js";
 import { resolveHost } from "../../src/egress/resolve.js";
+import { until } from "../helpers/processes.js";
 import { dnsServer } from "./dns-server.js";
 import { echoOf, type Listener, listen, refusal, tableResolver } from "./helpers.js";
 
@@ -17,6 +18,7 @@ beforeAll(async () => {
     "half.test": { A: ["93.184.215.14"], rcode: 2, rcodeFor: "AAAA" },
     "empty.test": {},
     "silent.test": { silent: true },
+    "aborted.test": { silent: true },
     "local.test": { A: ["127.0.0.1"] },
   });
 });
@@ -64,14 +66,16 @@ describe("the system resolver (c-ares against a local DNS server)", () => {
   });
 
   it("ends an aborted fetch's lookup at once, the abort's reason its error", async () => {
-    const safeFetch = createSafeFetch({ rules: ["silent.test"], resolve: createSystemResolve({ servers: [dns.server] }) });
+    const safeFetch = createSafeFetch({ rules: ["aborted.test"], resolve: createSystemResolve({ servers: [dns.server] }) });
     const reason = new Error("the run ended");
     const controller = new AbortController();
     setTimeout(() => controller.abort(reason), 50);
-    const { error, ms } = await failure(safeFetch("http://silent.test/", { signal: controller.signal }));
+    const { error, ms } = await failure(safeFetch("http://aborted.test/", { signal: controller.signal }));
     expect(error).toBe(reason);
     // 5 s (the DNS timeout) when the lookup did not see the exchange's signal.
     expect(ms).toBeLessThan(2000);
+    // The server (on this thread) may read the two queries only now: the next test counts its own.
+    await until(() => dns.queries.filter((query) => query.endsWith(" aborted.test")).length === 2);
   });
 
   it("serves safeFetch end to end, one query per family", async () => {
