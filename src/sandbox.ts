@@ -234,12 +234,13 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     options = ownRunOptions(options, PREPARE_KEYS, "prepare options");
     const begun = performance.now();
-    const signal = checkSignal(options.signal, "signal");
-    if (signal && signalAborted(signal)) throw new PrepareError(this.abortedBy(signal, begun));
     const code = checkString(options.code, "code", MAX_CODE_LENGTH);
     const filename = options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256);
     const partitionKey = checkPartitionKey(options.partitionKey);
     const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
+    const signal = checkSignal(options.signal, "signal");
+    // Aborted already: nothing is made for it (a fetch broker, a shared evaluation).
+    if (signal && signalAborted(signal)) throw new PrepareError(this.abortedBy(signal, begun));
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
