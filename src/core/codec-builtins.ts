@@ -131,6 +131,15 @@ export function captureCodecBuiltins(trusted: boolean) {
   const MAX_SHOWN_PATH = 120;
   /** BigInts cross as decimal text of at most this many characters (sign included). */
   const MAX_BIGINT_CHARS = 100_000;
+  /**
+   * BigInts of more than LARGE_BIGINT_CHARS digits hold at most MAX_LARGE_BIGINT_DIGITS digits
+   * between them in one value. Their decimal text takes time that grows faster than its length
+   * (a 100,000-digit one ~7 ms to write and ~3.5 ms to read on v8 here, and a process host writes
+   * and reads a result twice): 160 of them in a 16 MB result held a shared process worker 2.8 s
+   * (red team, 2026-12-06). Shorter ones cost about their length, as a string does.
+   */
+  const LARGE_BIGINT_CHARS = 10_000;
+  const MAX_LARGE_BIGINT_DIGITS = 1_000_000;
   /** 2 ** 332193 has 100,001 digits (2 ** 332192 has 100,000): a BigInt this many bits long is over the cap. */
   const MAX_BIGINT_BITS = 332_193n;
   const IDENT = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
@@ -188,6 +197,8 @@ export function captureCodecBuiltins(trusted: boolean) {
     MAX_CONTAINERS,
     MAX_SHOWN_PATH,
     MAX_BIGINT_CHARS,
+    LARGE_BIGINT_CHARS,
+    MAX_LARGE_BIGINT_DIGITS,
     MAX_BIGINT_BITS,
     IDENT,
     regExpExec,

@@ -21,6 +21,8 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
     DateCtor,
     ErrorCtor,
     MAX_BIGINT_CHARS,
+    LARGE_BIGINT_CHARS,
+    MAX_LARGE_BIGINT_DIGITS,
     MAX_DECODE_DEPTH,
     MapCtor,
     SetCtor,
@@ -48,6 +50,8 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
 
   /** What the decoded text is called in messages (`decode`'s rootPath). */
   let root = "value";
+  /** Digits of this decode's BigInts longer than LARGE_BIGINT_CHARS so far (see codec-builtins.ts). */
+  let largeDigits = 0;
   /**
    * trail[0..depth) are the keys that lead to the value at `depth` (pathOf in codec-failures.ts),
    * written as the walk goes down, read only for an error: one store per object, no string.
@@ -127,6 +131,15 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
         // Reading a decimal BigInt takes time that grows faster than its length (1M digits: 120
         // ms here): text past the cap the encoder keeps is refused unread.
         if (v.length > MAX_BIGINT_CHARS) malformed(depth, "is a BigInt of more than " + MAX_BIGINT_CHARS + " digits");
+        if (v.length > LARGE_BIGINT_CHARS && (largeDigits += v.length) > MAX_LARGE_BIGINT_DIGITS)
+          malformed(
+            depth,
+            "is one BigInt too many: a value holds at most " +
+              MAX_LARGE_BIGINT_DIGITS +
+              " digits in BigInts of more than " +
+              LARGE_BIGINT_CHARS +
+              " digits",
+          );
         if (!isDecimal(v)) wrongPayload(depth, "b", "a decimal integer");
         return BigInt(v);
       case "d":
@@ -313,6 +326,7 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
   /** Revive a parsed tree; `rootPath` names it in errors. */
   return function reviveRoot(tree: unknown, rootPath: string): unknown {
     root = rootPath;
+    largeDigits = 0;
     return revive(tree, 0);
   };
 }

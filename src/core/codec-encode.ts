@@ -24,6 +24,8 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     ErrorProto,
     MAX_BIGINT_BITS,
     MAX_BIGINT_CHARS,
+    LARGE_BIGINT_CHARS,
+    MAX_LARGE_BIGINT_DIGITS,
     MAX_DEPTH,
     NumberIsFinite,
     ObjectProto,
@@ -86,6 +88,8 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
   let stacks = true;
   let capped = false;
   let budget = 0;
+  /** Digits of this encode's BigInts longer than LARGE_BIGINT_CHARS so far. */
+  let largeDigits = 0;
   // The objects being walked (for cycles) and the keys that led to the current value (see
   // `pathOf` in codec-failures.ts for what a negative number in it is). No try/finally pops
   // them: a throw leaves the whole encode, and the next one starts them empty.
@@ -108,7 +112,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
    * only: it would call a guest-defined `toJSON` on objects and let a guest forge tags.
    */
   function encodeWith(root: unknown, path: string, limit: number, leniently: boolean, withStacks = true): string {
-    const saved = active === 0 ? undefined : [rootPath, maxChars, lenient, stacks, capped, budget, stack, trail];
+    const saved = active === 0 ? undefined : [rootPath, maxChars, lenient, stacks, capped, budget, stack, trail, largeDigits];
     const copyCeiling = state.copyCeiling;
     rootPath = path;
     maxChars = limit;
@@ -116,6 +120,7 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
     stacks = withStacks;
     capped = copyCeiling < limit;
     budget = capped ? copyCeiling : limit;
+    largeDigits = 0;
     if (saved === undefined) {
       stack.length = 0;
       trail.length = 0;
@@ -141,12 +146,19 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         budget = saved[5] as number;
         stack = saved[6] as unknown[];
         trail = saved[7] as (string | number)[];
+        largeDigits = saved[8] as number;
       }
     }
   }
 
   function pathOf(): string {
     return pathFrom(rootPath, trail, trail.length);
+  }
+
+  function largeBigIntRule(): string {
+    return (
+      "a value holds at most " + MAX_LARGE_BIGINT_DIGITS + " digits in BigInts of more than " + LARGE_BIGINT_CHARS + " digits"
+    );
   }
 
   function spend(n: number): void {
@@ -255,6 +267,10 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
         if (tooLong || digits.length > MAX_BIGINT_CHARS) {
           const path = pathOf();
           fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is a BigInt of more than " + MAX_BIGINT_CHARS + " digits");
+        }
+        if (digits.length > LARGE_BIGINT_CHARS && (largeDigits += digits.length) > MAX_LARGE_BIGINT_DIGITS) {
+          const path = pathOf();
+          fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is one BigInt too many: " + largeBigIntRule());
         }
         spend(digits.length + 16);
         return '{"$":"b","v":"' + digits + '"}';

@@ -103,6 +103,31 @@ describe("value codec", () => {
       expect(() => codec.encode({ big: over })).toThrow(/value\.big is a BigInt of more than 100000 digits/);
   });
 
+  it("BigInts over 10,000 digits hold at most 1,000,000 digits in one value; shorter ones count as text", () => {
+    // Red team, 2026-12-06: 160 BigInts of 100,000 digits (16 MB, under maxOutputBytes) held a
+    // shared process worker 2.8 s: their decimal text costs more than its length.
+    const big = 10n ** 99_999n + 7n; // 100,000 digits
+    const ten = Array.from({ length: 10 }, () => big);
+    expect(roundTrip(ten)).toStrictEqual(ten);
+    expect(() => codec.encode([...ten, big])).toThrow(
+      /^value\[10\] is one BigInt too many: a value holds at most 1000000 digits in BigInts of more than 10000 digits/,
+    );
+    // A negative one counts its sign; 10,000 characters or fewer do not count.
+    const small = Array.from({ length: 2_000 }, (_, i) => 10n ** 9_998n + BigInt(i));
+    expect(roundTrip([...ten, ...small])).toHaveLength(2_010);
+    // Each encode has its own count.
+    expect(roundTrip(ten)).toStrictEqual(ten);
+    // Text from elsewhere (a guest's crafted answer) is refused unread past the same bound.
+    const digits = big.toString();
+    const crafted = JSON.stringify(Array.from({ length: 11 }, () => ({ $: "b", v: digits })));
+    expect(() => codec.decode(crafted)).toThrow(/value\[10\] is one BigInt too many/);
+    expect(codec.decode(JSON.stringify(Array.from({ length: 10 }, () => ({ $: "b", v: digits }))))).toHaveLength(10);
+    // The guest realm's codec (its source, evaluated elsewhere) keeps the same bound.
+    const realm = vm.createContext({ ten, big });
+    const guest = vm.runInContext(`(${codecSource()})()`, realm) as Codec;
+    expect(() => guest.encode(vm.runInContext("[...ten, big]", realm))).toThrow(/one BigInt too many/);
+  });
+
   it("names the path of a value that cannot cross", () => {
     const owner = class Owner {};
     const bad = { items: [{ ok: 1 }, { owner: new owner() }] };
