@@ -1,10 +1,12 @@
 /**
- * How long one prefix's calls may hold a thread they share with other tenants: a process
- * worker runs quick warm calls synchronously on its only loop (decision 012), and while one
- * runs, every other request to that worker waits.
+ * How long warm calls may hold a thread they share with other tenants: a process worker runs
+ * quick warm calls synchronously on its only loop (decision 012), and while one runs, every
+ * other request to that worker waits. One budget an engine (a worker), shared by all its
+ * prefixes: a budget each let a tenant cycling through 20 prefixes, each answering quickly a few
+ * times and then spinning, hold the loop ~80% of the time (red team, 2026-12-06).
  *
  * A call is let block only under a CPU limit of at most MAX_BLOCK_MS, and only while the
- * prefix's debt leaves room for a whole such call. The debt is what blocking crossings used past
+ * debt leaves room for a whole such call. The debt is what blocking crossings used past
  * the quick allowance (GATHER_MAX_CALL_MS a call in export-speeds.ts; a crossing a limit ended counts
  * its whole limit), paid back at REPAY_MS_PER_S. So a guest that answers quickly for a while and
  * then spins gets at most DEBT_MAX_MS of blocking at once and REPAY_MS_PER_S (5% of the thread)

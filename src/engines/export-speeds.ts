@@ -1,4 +1,4 @@
-import { BlockingBudget } from "./blocking-budget.js";
+import type { BlockingBudget } from "./blocking-budget.js";
 
 /** Calls with arguments up to this long wait for their tick's twins (a longer one pays for its own crossing). */
 const GATHER_MAX_CHARS = 8192;
@@ -23,8 +23,10 @@ export class ExportSpeeds {
   private readonly asyncPaths = new Set<string>();
   /** CPU ms a call in each export's last two crossings (the lower one decides gathering). */
   private readonly cpuPerCall = new Map<string, { last: number; previous: number }>();
-  /** How long this prefix's calls may still block a thread shared with other tenants. */
-  private readonly blocking = new BlockingBudget();
+  constructor(
+    /** How long calls may still block a thread shared with other tenants: the engine's, shared by its prefixes. */
+    private readonly blocking: BlockingBudget,
+  ) {}
 
   /** Did `path`'s handler ever return a promise? */
   awaits(path: string): boolean {

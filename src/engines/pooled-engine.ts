@@ -7,6 +7,7 @@ import { Execution } from "./execution.js";
 import { RunningExecutions } from "./running-executions.js";
 import type { EngineInstance } from "./instance.js";
 import { Spares } from "./spares.js";
+import { BlockingBudget } from "./blocking-budget.js";
 import { WarmPool } from "./warm-pool.js";
 
 /** No instance could be made (a worker died, an engine failed to load): a result, not a throw. */
@@ -53,6 +54,8 @@ export class PooledEngine implements Engine {
   private readonly spares: Spares;
   private readonly residency: Residency;
   private readonly pools = new Set<WarmPool>();
+  /** How long calls may block a thread, for all prefixes together (blocking-budget.ts). */
+  private readonly blocking = new BlockingBudget();
   /** Runs and calls in progress, its prefixes' too: disposing the engine ends them. */
   private readonly running = new RunningExecutions();
 
@@ -111,7 +114,7 @@ export class PooledEngine implements Engine {
 
   async prepare(request: EnginePrepareRequest): Promise<{ prefix: WarmPool; result: RunResult }> {
     const { coalesceAbove, maxInstances, maxQueued } = this.options;
-    const limits = { coalesceAbove, maxInstances };
+    const limits = { coalesceAbove, maxInstances, blocking: this.blocking };
     const pool = new WarmPool(this.name, request, this.spares, this.residency, limits, maxQueued, this.running);
     pool.onDispose = () => this.pools.delete(pool);
     const { instance, result } = await pool.warmUp();

@@ -8,6 +8,7 @@ import type { EngineName, RunResult } from "../core/types.js";
 import { CallQueue, type Queued, sameLimits } from "./call-queue.js";
 import { Execution } from "./execution.js";
 import type { RunningExecutions } from "./running-executions.js";
+import type { BlockingBudget } from "./blocking-budget.js";
 import { ExportSpeeds } from "./export-speeds.js";
 import { HeapSampler } from "./heap-sampler.js";
 import { instanceFailure } from "./pooled-engine.js";
@@ -29,6 +30,12 @@ export interface PrefixPoolLimits {
   coalesceAbove: number;
   /** Instances busy with calls that await (host calls, timers). */
   maxInstances: number;
+  /**
+   * How long calls may still block the thread: the engine's one budget, shared by all its
+   * prefixes (a budget each let a tenant with 20 prefixes hold a process worker's loop ~80% of
+   * the time: red team, 2026-12-06).
+   */
+  blocking: BlockingBudget;
 }
 
 function queueFull(engine: RunResult["stats"]["engine"], host: RunResult["stats"]["host"], depth: number): RunResult {
@@ -46,7 +53,7 @@ export class WarmPool implements EnginePrefix {
   /** Runs whose result is out, while their instance finishes what the guest left queued. */
   private readonly fencing = new Set<Promise<void>>();
   /** What this pool has learned of its exports: gathering, blocking, instances for awaiting ones. */
-  private readonly speeds = new ExportSpeeds();
+  private readonly speeds: ExportSpeeds;
   private readonly residents = new Map<EngineInstance, Resident>();
   private readonly heap = new HeapSampler((instance) => {
     const resident = this.residents.get(instance);
@@ -73,6 +80,7 @@ export class WarmPool implements EnginePrefix {
     private readonly running: RunningExecutions,
   ) {
     this.guestFiles = new Set([request.source.filename, ...Object.keys(request.sourceImports)]);
+    this.speeds = new ExportSpeeds(limits.blocking);
   }
 
   /** Create a warm instance: bootstrap, install the prefix's bindings, evaluate the prefix module. */
@@ -349,7 +357,7 @@ export class WarmPool implements EnginePrefix {
 
   /**
    * May this crossing run synchronously on its engine's thread (process workers, decision 012)?
-   * Only a quick export's, within the prefix's blocking budget, without an abort signal (a
+   * Only a quick export's, within the engine's blocking budget, without an abort signal (a
    * blocked thread could not see the abort), and only while nothing else of this prefix is busy
    * or waiting: under load the engine's own thread runs the guest while the worker's reads and
    * writes frames (v8 events one per call with 64 in flight: 46-49k/s blocking, 50-64k/s not).

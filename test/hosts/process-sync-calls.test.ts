@@ -99,6 +99,31 @@ describe("process host: quick calls on the worker's thread", () => {
     expect(await prefix.call({ export: "work", args: [5], limits })).toMatchObject({ ok: true, value: 10 });
   });
 
+  it("the blocking budget is the worker's: a guest's other prefixes find it spent", async () => {
+    // Red team, 2026-12-06: each prefix had a budget of its own, so a tenant cycling through 20
+    // prefixes (a few quick answers each, then a spin) held the worker's loop ~80% of the time.
+    const s = await sandbox();
+    const first = await s.prepare({ code: HANDLERS, globals: { ping: async () => 0 } });
+    const second = await s.prepare({ code: `${HANDLERS}\n// another prefix`, globals: { ping: async () => 0 } });
+    await teach(first, "work", 1);
+    await teach(second, "work", 1);
+    let spentOnWorker = 0;
+    for (let round = 0; round < 4; round++) {
+      expect(await first.call({ export: "work", args: [1], limits })).toMatchObject({ ok: true });
+      const spun = failure(await first.call({ export: "work", args: [-1], limits }));
+      if (!ON_WORKER_THREAD.test(spun.message)) break;
+      spentOnWorker++;
+    }
+    // The first prefix spent the budget (two whole limits at most) ...
+    expect(spentOnWorker).toBeGreaterThan(0);
+    expect(spentOnWorker).toBeLessThanOrEqual(2);
+    // ... and the second, quick until now, finds it spent: its spin is stopped the usual way.
+    expect(await second.call({ export: "work", args: [1], limits })).toMatchObject({ ok: true });
+    const spun = failure(await second.call({ export: "work", args: [-1], limits }));
+    expect(spun.code).toBe("ERR_CPU_TIMEOUT");
+    expect(spun.message).not.toMatch(ON_WORKER_THREAD);
+  });
+
   it("an export that turns slow (and completes) blocks the worker at most twice, then crosses the usual way", async () => {
     const s = await sandbox();
     const prefix = await s.prepare({ code: HANDLERS, globals: { ping: async () => 0 } });

@@ -10,6 +10,7 @@ import { RunningExecutions } from "../running-executions.js";
 import { fence } from "../instance.js";
 import { instanceFailure, type PooledEngineOptions } from "../pooled-engine.js";
 import { Spares } from "../spares.js";
+import { BlockingBudget } from "../blocking-budget.js";
 import { WarmPool } from "../warm-pool.js";
 import { DenoInstance } from "./instance.js";
 import { FunctionPool, type FunctionPoolOptions } from "./pool.js";
@@ -56,6 +57,8 @@ export class DenoEngine implements Engine {
   private readonly spares: Spares<DenoInstance>;
   private readonly residency: Residency;
   private readonly pools = new Set<WarmPool>();
+  /** How long calls may block a thread, for all prefixes together (blocking-budget.ts). */
+  private readonly blocking = new BlockingBudget();
   private readonly functions: FunctionPool;
   private readonly live = new Set<DenoInstance>();
   /** Processes being started: dispose() waits until each is running or ended. */
@@ -201,7 +204,7 @@ export class DenoEngine implements Engine {
       importHosts.length === 0
         ? this.spares
         : new Spares<DenoInstance>(0, request.limits.memoryMb, (mb) => this.create(mb, importHosts));
-    const limits = { coalesceAbove, maxInstances };
+    const limits = { coalesceAbove, maxInstances, blocking: this.blocking };
     const pool = new WarmPool(this.name, request, spares, this.residency, limits, maxQueued, this.running);
     pool.onDispose = () => this.pools.delete(pool);
     const { instance, result } = await pool.warmUp();
