@@ -314,6 +314,6 @@ export interface SandboxStats {
   spareInstances: number;
   rssBytes: number;
   prefixes: PrefixStats[];
-  /** The process host's workers, or the deno engine's Deno processes (partition "function:<key>" or "" for spares and prefixes); absent otherwise. `pid` is 0 while one starts. */
+  /** The process host's workers, or the deno engine's Deno processes (partition "function:<key>" or "" for spares and prefixes); absent otherwise. A worker still starting is not listed yet. */
   workers?: { pid: number; partition: string; busy: number; runs: number; rssBytes: number }[];
 }
