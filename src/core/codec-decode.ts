@@ -131,7 +131,8 @@ export function createDecoder(builtins: CodecBuiltins, base64: Base64, failures:
         // Reading a decimal BigInt takes time that grows faster than its length (1M digits: 120
         // ms here): text past the cap the encoder keeps is refused unread.
         if (v.length > MAX_BIGINT_CHARS) malformed(depth, "is a BigInt of more than " + MAX_BIGINT_CHARS + " digits");
-        if (v.length > LARGE_BIGINT_CHARS && (largeDigits += v.length) > MAX_LARGE_BIGINT_DIGITS)
+        if (v.length > LARGE_BIGINT_CHARS) largeDigits += v.length;
+        if (largeDigits > MAX_LARGE_BIGINT_DIGITS)
           malformed(
             depth,
             "is one BigInt too many: a value holds at most " +

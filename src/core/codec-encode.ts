@@ -268,7 +268,8 @@ export function createEncoder(builtins: CodecBuiltins, base64: Base64, failures:
           const path = pathOf();
           fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is a BigInt of more than " + MAX_BIGINT_CHARS + " digits");
         }
-        if (digits.length > LARGE_BIGINT_CHARS && (largeDigits += digits.length) > MAX_LARGE_BIGINT_DIGITS) {
+        if (digits.length > LARGE_BIGINT_CHARS) largeDigits += digits.length;
+        if (largeDigits > MAX_LARGE_BIGINT_DIGITS) {
           const path = pathOf();
           fail("ERR_NOT_SERIALIZABLE", path, shown(path) + " is one BigInt too many: " + largeBigIntRule());
         }
