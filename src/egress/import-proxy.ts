@@ -214,7 +214,7 @@ export class ImportProxy {
       return void this.refuseTunnel(grant, socket, new Refusal(503, "too many imports in flight"));
     grant.hold(socket, socket);
     try {
-      const upstream = await this.reach(grant, authorityUrl(req.url ?? ""), () => socket.destroyed);
+      const upstream = await this.reach(grant, authorityUrl(req.url ?? ""), socket);
       if (!upstream) return void socket.destroy();
       grant.open.add(upstream);
       upstream.once("close", () => grant.open.delete(upstream));
@@ -235,7 +235,7 @@ export class ImportProxy {
     try {
       if (req.method !== "GET" && req.method !== "HEAD") throw new Refusal(405, `${req.method} is not a module fetch`);
       const url = requestUrl(req.url ?? "");
-      const upstream = await this.reach(grant, url, () => res.destroyed);
+      const upstream = await this.reach(grant, url, res);
       if (!upstream) return void res.destroy();
       const headers = endToEnd(req.headers);
       headers.host = url.host;
@@ -293,7 +293,7 @@ export class ImportProxy {
   }
 
   /** The grant names the host and port; every address the name has is public, or the origin is exempt. */
-  private async check(grant: Grant, url: URL): Promise<ResolvedAddress[]> {
+  private async check(grant: Grant, url: URL, signal: AbortSignal): Promise<ResolvedAddress[]> {
     const host = ruleHostOf(url);
     const port = effectivePort(url);
     if (port < 1) throw new Refusal(400, `port ${port} is not a port to fetch from`, host);
@@ -304,7 +304,7 @@ export class ImportProxy {
     const forGuest = exempt || addressLiteral(url.hostname) !== null ? undefined : concealName(url.hostname, originOf(url));
     let addresses: ResolvedAddress[];
     try {
-      addresses = await resolveHost(url.hostname, this.resolve, this.dnsTimeoutMs, forGuest);
+      addresses = await resolveHost(url.hostname, this.resolve, this.dnsTimeoutMs, forGuest, signal);
     } catch (error) {
       if (forGuest && error instanceof EgressError && error.forGuest) throw new Refusal(403, forGuest.message, host);
       throw new Refusal(502, error instanceof EgressError ? error.message : `resolving "${host}" failed`, host);
@@ -320,11 +320,25 @@ export class ImportProxy {
 
   /**
    * Check `url` for the grant and connect to a checked address. Undefined when the grant was
-   * revoked (its process ended) or the client went away (`gone`) meanwhile: connected nowhere,
-   * or the connection made closed again.
+   * revoked (its process ended) or the client went away meanwhile: connected nowhere, or the
+   * connection made closed again. A client that goes away (revoking a grant closes its clients)
+   * also ends the name's lookup, its queries cancelled.
    */
-  private async reach(grant: Grant, url: URL, gone: () => boolean): Promise<net.Socket | undefined> {
-    const addresses = await this.check(grant, url);
+  private async reach(grant: Grant, url: URL, client: net.Socket | http.ServerResponse): Promise<net.Socket | undefined> {
+    const gone = () => client.destroyed;
+    const lookup = new AbortController();
+    const cancel = () => lookup.abort(new Error("the import's client went away"));
+    client.once("close", cancel);
+    let addresses: ResolvedAddress[];
+    try {
+      addresses = await this.check(grant, url, lookup.signal);
+    } catch (error) {
+      // Nobody to refuse: a lookup ended by the client's leaving is no refusal of the grant's.
+      if (gone() || grant.revoked) return undefined;
+      throw error;
+    } finally {
+      client.off("close", cancel);
+    }
     if (gone() || grant.revoked) return undefined;
     const upstream = await this.connect(ruleHostOf(url), addresses, effectivePort(url));
     if (!gone() && !grant.revoked) return upstream;

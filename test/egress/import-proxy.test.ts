@@ -278,6 +278,37 @@ describe("the import proxy: hostile clients and upstreams", () => {
     expect(proxy.connections).toBe(0);
   });
 
+  it("a request whose client goes away, or whose grant is revoked, while its name resolves ends the lookup", async () => {
+    await proxy.close();
+    const signals: AbortSignal[] = [];
+    const hanging = (_host: string, signal?: AbortSignal) => {
+      if (signal) signals.push(signal);
+      return new Promise<string[]>(() => {});
+    };
+    proxy = await ImportProxy.start({ resolve: hanging, internalOrigins: [`https://mod.test:${local.port}`] });
+    grant = proxy.grant([`mod.test:${local.port}`]);
+    const target = `mod.test:${local.port}`;
+    const open = (head: string) => {
+      const raw = net.connect({ port: proxy.port, host: "127.0.0.1" });
+      raw.on("error", () => {});
+      raw.write(`${head} HTTP/1.1\r\nhost: ${target}\r\nproxy-authorization: ${credentials()}\r\n\r\n`);
+      return raw;
+    };
+    // A plain request's client closes: its lookup ends (before, it ran on to the DNS time-out, 5 s).
+    const request = open(`GET http://${target}/echo`);
+    await expect.poll(() => signals.length, { timeout: 2000 }).toBe(1);
+    expect(signals[0].aborted).toBe(false);
+    request.destroy();
+    await expect.poll(() => signals[0].aborted, { timeout: 2000 }).toBe(true);
+    // A tunnel's socket is not read until the tunnel is up, so its client's leaving is seen only
+    // then; revoking the grant (its process ended) closes it, and ends the lookup.
+    const tunnel = open(`CONNECT ${target}`);
+    await expect.poll(() => signals.length, { timeout: 2000 }).toBe(2);
+    grant.revoke();
+    await expect.poll(() => signals[1].aborted, { timeout: 2000 }).toBe(true);
+    tunnel.destroy();
+  });
+
   it("a grant revoked while its name resolves connects nowhere", async () => {
     await proxy.close();
     const slow = async (host: string) => {
