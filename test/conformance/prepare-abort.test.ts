@@ -24,6 +24,8 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
     },
     held: () => gate,
   };
+  /** Generous: the tests hold runs and evaluations open across steps a loaded machine stretches. */
+  const limits = { wallTimeMs: 30_000 };
   const hold = () => {
     gate = new Promise<void>((resolve) => {
       release = resolve;
@@ -41,7 +43,7 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
   /** The one slot taken until `release`: a run awaiting `held()`. */
   async function slotTaken(): Promise<{ blocker: Promise<unknown> }> {
     hold();
-    const blocker = sandbox.run({ code: "export default async () => { await held(); return 'done' }", globals });
+    const blocker = sandbox.run({ code: "export default async () => { await held(); return 'done' }", globals, limits });
     // Until the run holds the slot, a prepare would take it.
     await until(() => sandbox.stats().activeRuns === 1);
     // In an object: an async function returning the promise itself would wait for it.
@@ -55,8 +57,8 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
     const first = new AbortController();
     const second = new AbortController();
     const waits = [
-      sandbox.prepare({ code, globals, signal: first.signal }),
-      sandbox.prepare({ code, globals, signal: second.signal }),
+      sandbox.prepare({ code, globals, signal: first.signal, limits }),
+      sandbox.prepare({ code, globals, signal: second.signal, limits }),
     ];
     await until(() => sandbox.stats().queueDepth === 1);
     first.abort(new Error("client gone"));
@@ -78,7 +80,7 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
     await new Promise((r) => setTimeout(r, 50));
     expect(evaluations).toBe(0);
     // The same code again is a fresh preparation, not the dropped one's failure.
-    const prefix = await sandbox.prepare({ code, globals });
+    const prefix = await sandbox.prepare({ code, globals, limits });
     expect(evaluations).toBe(1);
     await prefix.dispose();
   }, 30_000);
@@ -88,8 +90,8 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
     const { blocker } = await slotTaken();
     const code = `await evaluated(); export const n = ${Math.random()};`;
     const leaving = new AbortController();
-    const left = sandbox.prepare({ code, globals, signal: leaving.signal });
-    const staying = sandbox.prepare({ code, globals });
+    const left = sandbox.prepare({ code, globals, signal: leaving.signal, limits });
+    const staying = sandbox.prepare({ code, globals, limits });
     await until(() => sandbox.stats().queueDepth === 1);
     leaving.abort();
     await expect(left).rejects.toBeInstanceOf(PrepareError);
@@ -106,14 +108,14 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
     hold();
     const code = `await evaluated(); await held(); export const n = ${Math.random()};`;
     const leaving = new AbortController();
-    const left = sandbox.prepare({ code, globals, signal: leaving.signal });
+    const left = sandbox.prepare({ code, globals, signal: leaving.signal, limits });
     await until(() => evaluations === 1);
     const started = performance.now();
     leaving.abort();
     await expect(left).rejects.toMatchObject({ code: "ERR_ABORTED" });
     expect(performance.now() - started).toBeLessThan(1000);
     // Asked for again while it still evaluates: the same evaluation.
-    const joined = sandbox.prepare({ code, globals });
+    const joined = sandbox.prepare({ code, globals, limits });
     release();
     const prefix = await joined;
     expect(evaluations).toBe(1);
@@ -124,7 +126,7 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
     hold();
     const lone = `await evaluated(); await held(); export const n = ${Math.random()};`;
     const alone = new AbortController();
-    const abandoned = sandbox.prepare({ code: lone, globals, signal: alone.signal });
+    const abandoned = sandbox.prepare({ code: lone, globals, signal: alone.signal, limits });
     await until(() => evaluations === 2);
     alone.abort();
     await expect(abandoned).rejects.toMatchObject({ code: "ERR_ABORTED" });
@@ -138,7 +140,7 @@ describe.each(COMBINATIONS)("prepare's signal on $name", (combo) => {
   it("an already aborted signal refuses at once, and a signal that is no AbortSignal is a TypeError", async () => {
     evaluations = 0;
     const code = `await evaluated(); export const n = ${Math.random()};`;
-    await expect(sandbox.prepare({ code, globals, signal: AbortSignal.abort() })).rejects.toMatchObject({
+    await expect(sandbox.prepare({ code, globals, signal: AbortSignal.abort(), limits })).rejects.toMatchObject({
       code: "ERR_ABORTED",
     });
     await expect(sandbox.prepare({ code, globals, signal: {} as AbortSignal })).rejects.toThrow(TypeError);
