@@ -71,8 +71,9 @@ export function addressLiteral(hostname: string): string | null {
  * is classified as written, never resolved. Fails closed: a resolver error, a timeout, an empty
  * answer or a record that is not an address is an EgressError (`check: "dns"`); all but the
  * timeout carry `forGuest` when given (EgressError.forGuest: what the name's failure shows a guest).
- * `signal`: the exchange's. When it aborts, the lookup ends with its reason and its queries are
- * cancelled: a run that started fetches to a name whose DNS never answers and returned kept
+ * `signal`: the caller's (a fetch's: the run's end, the guest's abort; not the exchange's own
+ * deadline, which `timeoutMs` already covers). When it aborts, the lookup ends with its reason and
+ * its queries are cancelled: a run that started fetches to a name whose DNS never answers and returned kept
  * querying for up to the DNS timeout, holding its prefix's fetch slots (red team, 2026-12-05).
  */
 export async function resolveHost(

@@ -175,24 +175,14 @@ export class WarmRunner {
       else stopWatching = onAbort(signal, gone);
     });
     entry.waiting++;
-    let left = true;
     try {
-      const settled = entry.prefix.then(
-        (prefix) => {
-          left = false;
-          return prefix;
-        },
-        (error: unknown) => {
-          left = false;
-          throw error;
-        },
-      );
-      return await Promise.race([settled, ended]);
+      return await Promise.race([entry.prefix, ended]);
     } finally {
       clearTimeout(timer);
       stopWatching?.();
       entry.waiting--;
-      if (left) this.leave(key, entry);
+      // A wait the preparation ended finds it settled (its `settled` handler ran first): nothing to leave.
+      this.leave(key, entry);
     }
   }
 
