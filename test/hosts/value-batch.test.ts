@@ -8,14 +8,19 @@ const value = (id: number, valueText: string): ValueEvent => ({ t: "value", id, 
 
 function batch() {
   const written: HostEvent[] = [];
-  return { written, values: new ValueBatch((event) => written.push(event)) };
+  const lanes: number[] = [];
+  const values = new ValueBatch((event, lane) => {
+    written.push(event);
+    lanes.push(lane);
+  });
+  return { written, lanes, values };
 }
 
 describe("a worker's value answers of one tick (ValueBatch)", () => {
   it("writes several as one values frame the host reads back as the same answers, in order", () => {
     const { written, values } = batch();
     const sent = [value(3, "1"), value(7, '{"a":"\\u0001"}'), value(9, '"x"')];
-    for (const event of sent) values.add(event);
+    for (const event of sent) values.add(event, 5);
     expect(written).toEqual([]);
     values.flush();
     expect(written).toHaveLength(1);
@@ -28,9 +33,20 @@ describe("a worker's value answers of one tick (ValueBatch)", () => {
 
   it("writes a lone value as the value frame it was", () => {
     const { written, values } = batch();
-    values.add(value(4, "true"));
+    values.add(value(4, "true"), 4);
     values.flush();
     expect(written).toEqual([value(4, "true")]);
+  });
+
+  it("writes one frame per lane, each in its lane, in the order the lanes came", () => {
+    const { written, lanes, values } = batch();
+    values.add(value(1, "1"), 10);
+    values.add(value(2, "2"), 10);
+    values.add(value(3, "3"), 20);
+    values.add(value(4, "4"), 10);
+    values.flush();
+    expect(lanes).toEqual([10, 20, 10]);
+    expect(written.map((event) => ("ids" in event ? event.ids : [(event as { id: number }).id]))).toEqual([[1, 2], [3], [4]]);
   });
 
   it("takes only short values with no stats riding on them", () => {
@@ -43,7 +59,7 @@ describe("a worker's value answers of one tick (ValueBatch)", () => {
   it("writes at once past a megabyte of values", () => {
     const { written, values } = batch();
     const big = `"${"y".repeat(60_000)}"`;
-    for (let i = 0; i < 20; i++) values.add(value(i, big));
+    for (let i = 0; i < 20; i++) values.add(value(i, big), 1);
     expect(written).toHaveLength(1);
     expect((written[0] as { ids: number[] }).ids).toHaveLength(18);
   });

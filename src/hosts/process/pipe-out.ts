@@ -1,66 +1,118 @@
 import type { Writable } from "node:stream";
+import { FrameLanes, type WaitingFrame } from "./frame-lanes.js";
 
 /** The most bytes in the pipe's stream at once: the host sees a worker's reading in steps this size. */
 const SLICE_BYTES = 1024 * 1024;
 
 /**
- * A worker's stdin, fed a slice at a time so the host can tell how fast the worker reads.
- * Handed whole, a burst of frames was one writev whose bytes all counted as unread until the
- * last of them was read: 40 prepares of 0.5–1 MB were "30 MB unread for over 1000 ms" from a
- * worker reading ~20 MB/s, and it was retired. Frames written in one tick still leave in one
- * write (a syscall per frame would cap throughput); past SLICE_BYTES they wait here.
+ * One side's pipe to the other (the host's to a worker's stdin, a worker's stdout to the host),
+ * fed a slice at a time. Handed whole, a burst of frames was one writev whose bytes all counted as
+ * unread until the last of them was read: 40 prepares of 0.5–1 MB were "30 MB unread for over
+ * 1000 ms" from a worker reading ~20 MB/s, and it was retired. Frames written in one tick still
+ * leave in one write (a syscall per frame would cap throughput); past SLICE_BYTES they wait in
+ * lanes (frame-lanes.ts), so a run that floods the pipe delays its own frames, not a neighbour's,
+ * by more than a slice and a frame.
  */
 export class PipeOut {
-  private readonly queue: Buffer[] = [];
+  private readonly waiting = new FrameLanes();
   private queued = 0;
+  /** What is left of a frame handed in part: it goes on before any other. */
+  private rest: WaitingFrame | undefined;
   private handed = 0;
   private corked = false;
   private ending = false;
 
-  /** Callbacks of frames written with one, in order of `end`: the byte count once they are read. */
+  /** Callbacks of frames handed to the stream, in order: called once the stream has flushed `end` bytes. */
   private readonly readers: { end: number; onRead: () => void }[] = [];
 
-  private stdin: Writable | undefined;
+  private stream: Writable | undefined;
 
   /**
-   * The worker's stdin, once it has one (a worker the spawner process starts gets its pipes a
+   * The pipe's stream, once there is one (a worker the spawner process starts gets its pipes a
    * moment later): frames written before wait here.
    */
-  attach(stdin: Writable): void {
-    this.stdin = stdin;
-    stdin.on("drain", () => this.feed());
-    stdin.on("close", () => {
-      this.queue.length = 0;
+  attach(stream: Writable): void {
+    this.stream = stream;
+    stream.on("drain", () => this.feed());
+    stream.on("close", () => {
+      const dropped = this.waiting.drain();
+      if (this.rest) dropped.unshift(this.rest);
+      this.rest = undefined;
       this.queued = 0;
       this.flushedTo(Number.POSITIVE_INFINITY);
+      for (const frame of dropped) frame.onRead?.();
     });
     this.feed();
   }
 
-  /** Bytes the host holds for the worker that it has not read. */
+  /** Bytes written here that the other side has not read. */
   get unread(): number {
-    return this.queued + (this.stdin?.writableLength ?? 0);
+    return this.queued + (this.stream?.writableLength ?? 0);
   }
 
-  /** Bytes the worker has read since it started. */
+  /** Bytes the other side has read since it started. */
   get read(): number {
-    return this.handed - (this.stdin?.writableLength ?? 0);
+    return this.handed - (this.stream?.writableLength ?? 0);
   }
 
   /**
-   * `onRead`, when given, is called once the frame is out of this process (handed to the pipe:
-   * the worker has read all of it but what the kernel's pipe buffer holds), or dropped (the pipe
-   * closed). A host call's answer waits for it (core/answer-gate.ts).
+   * Write `frame` in `lane` (frame-lanes.ts: frames that must arrive in order share one;
+   * undefined goes before every lane). `onRead`, when given, is called once the frame is out of
+   * this process (handed to the pipe: the other side has read all of it but what the kernel's pipe
+   * buffer holds), or dropped (the pipe closed). A host call's answer waits for it
+   * (core/answer-gate.ts).
    */
-  write(frame: Buffer, onRead?: () => void): void {
-    if (this.ending || this.stdin?.destroyed) {
+  write(frame: Buffer, lane: number | undefined, onRead?: () => void): void {
+    if (this.ending || this.stream?.destroyed) {
       onRead?.();
       return;
     }
-    this.queue.push(frame);
+    const stream = this.stream;
+    // The common case: nothing waits and the frame fits, so it goes straight to the stream.
+    if (stream && this.queued === 0 && frame.length <= SLICE_BYTES - stream.writableLength) {
+      this.hand(stream, frame, onRead);
+      return;
+    }
+    this.waiting.push({ bytes: frame, onRead }, lane);
     this.queued += frame.length;
-    if (onRead) this.readers.push({ end: this.handed + this.queued, onRead });
     this.feed();
+  }
+
+  /** Close the pipe once what is queued has been handed to it. */
+  end(): void {
+    this.ending = true;
+    this.feed();
+  }
+
+  private feed(): void {
+    const stream = this.stream;
+    if (!stream) return;
+    let room = SLICE_BYTES - stream.writableLength;
+    while (room > 0) {
+      const frame = this.rest ?? this.waiting.shift();
+      if (!frame) break;
+      this.rest = undefined;
+      const whole = frame.bytes.length <= room;
+      const chunk = whole ? frame.bytes : frame.bytes.subarray(0, room);
+      if (!whole) this.rest = { bytes: frame.bytes.subarray(room), onRead: frame.onRead };
+      this.queued -= chunk.length;
+      room -= chunk.length;
+      this.hand(stream, chunk, whole ? frame.onRead : undefined);
+    }
+    if (this.ending && this.queued === 0 && !stream.writableEnded) stream.end();
+  }
+
+  /** Hand `chunk` to the stream; `onRead` once it has flushed it (the last chunk of a frame). */
+  private hand(stream: Writable, chunk: Buffer, onRead: (() => void) | undefined): void {
+    this.cork(stream);
+    this.handed += chunk.length;
+    if (onRead) this.readers.push({ end: this.handed, onRead });
+    // A callback only while a frame waits on one (most writes have none: the hot path).
+    if (this.readers.length === 0) stream.write(chunk);
+    else {
+      const handed = this.handed;
+      stream.write(chunk, () => this.flushedTo(handed));
+    }
   }
 
   private flushedTo(bytes: number): void {
@@ -71,42 +123,17 @@ export class PipeOut {
     for (const reader of readers.splice(0, n)) reader.onRead();
   }
 
-  /** Close the pipe once what is queued has been handed to it. */
-  end(): void {
-    this.ending = true;
-    this.feed();
+  /** Hand what this tick wrote to the pipe now, not when the tick ends. */
+  uncork(): void {
+    if (!this.corked) return;
+    this.corked = false;
+    this.stream?.uncork();
   }
 
-  private feed(): void {
-    const stdin = this.stdin;
-    if (!stdin) return;
-    let room = SLICE_BYTES - stdin.writableLength;
-    while (room > 0 && this.queue.length > 0) {
-      const head = this.queue[0] as Buffer;
-      const chunk = head.length <= room ? head : head.subarray(0, room);
-      if (chunk === head) this.queue.shift();
-      else this.queue[0] = head.subarray(room);
-      this.cork(stdin);
-      this.queued -= chunk.length;
-      this.handed += chunk.length;
-      // A callback only while a frame waits on one (most writes have none: the hot path).
-      if (this.readers.length === 0) stdin.write(chunk);
-      else {
-        const handed = this.handed;
-        stdin.write(chunk, () => this.flushedTo(handed));
-      }
-      room -= chunk.length;
-    }
-    if (this.ending && this.queue.length === 0 && !stdin.writableEnded) stdin.end();
-  }
-
-  private cork(stdin: Writable): void {
+  private cork(stream: Writable): void {
     if (this.corked) return;
     this.corked = true;
-    stdin.cork();
-    process.nextTick(() => {
-      this.corked = false;
-      stdin.uncork();
-    });
+    stream.cork();
+    process.nextTick(() => this.uncork());
   }
 }

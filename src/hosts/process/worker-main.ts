@@ -25,6 +25,7 @@ import type { RunResult } from "../../core/types.js";
 import type { PooledEngine, PooledEngineOptions } from "../../engines/pooled-engine.js";
 import type { RssRule } from "./rss-budget.js";
 import { callsOfRequest } from "./call-batch.js";
+import { PipeOut } from "./pipe-out.js";
 import { Shedder } from "./shedder.js";
 import { ValueBatch } from "./value-batch.js";
 
@@ -121,51 +122,51 @@ async function main(): Promise<void> {
     };
     isolates.onUnstoppableGuest((reason) => {
       isolates.onUnstoppableGuest(undefined);
-      send({ t: "unsound", reason });
+      send({ t: "unsound", reason }, undefined);
     });
   }
 
   const { budgetBytes, maxInstances } = config.engineOptions;
   const shedder = new Shedder(engine, { rule: config.rss, budgetBytes, maxInstances });
 
-  // Frames sent in one tick leave in one write.
-  let corked = false;
-  const uncork = () => {
-    if (!corked) return;
+  // Frames sent in one tick leave in one write; while the host reads slower than this worker
+  // writes, they wait in lanes (pipe-out.ts): a run's, or its prefix's, as the host's requests do.
+  const out = new PipeOut();
+  out.attach(process.stdout);
+  /** Each prefix's lane: the id of the prepare that made it, which its host calls name too. */
+  const prefixLanes = new Map<number, number>();
+  const laneOfPrefix = (prefix: number, id: number) => prefixLanes.get(prefix) ?? id;
+  let flushing = false;
+  const flushValues = () => {
+    flushing = false;
     values.flush();
-    corked = false;
-    process.stdout.uncork();
   };
-  const corkUntilTickEnds = () => {
-    if (corked) return;
-    corked = true;
-    process.stdout.cork();
-    process.nextTick(uncork);
+  const flushWhenTickEnds = () => {
+    if (flushing) return;
+    flushing = true;
+    process.nextTick(flushValues);
   };
   // A frame over the pipe's limit throws here, before anything is written: the pipe stays in step.
-  const write = (event: HostEvent) => {
-    const frame = encodeTextFrame(event);
-    corkUntilTickEnds();
-    process.stdout.write(frame);
-  };
-  // Value answers made in one tick leave in one frame, when the tick ends (or before any other event).
+  const write = (event: HostEvent, lane: number | undefined) => out.write(encodeTextFrame(event), lane);
+  // Value answers made in one tick leave in one frame per lane, when the tick ends (or before any other event).
   const values = new ValueBatch(write);
-  const send = (event: HostEvent) => {
+  /** `lane`: frame-lanes.ts; none for frames no other needs to precede (stats, unsound). */
+  const send = (event: HostEvent, lane: number | undefined) => {
     values.flush();
-    write(event);
+    write(event, lane);
   };
   /**
    * Send an answer built from a guest's value: one too large for a frame (a maxOutputBytes over
    * 64 MiB allows it) fails its request with ERR_OUTPUT_TOO_LARGE, never the worker.
    */
-  const sendAnswer = (event: Extract<HostEvent, { t: "value" | "result" | "prepared" }>) => {
+  const sendAnswer = (event: Extract<HostEvent, { t: "value" | "result" | "prepared" }>, lane: number) => {
     if (ValueBatch.takes(event)) {
-      values.add(event);
-      corkUntilTickEnds();
+      values.add(event, lane);
+      flushWhenTickEnds();
       return;
     }
     try {
-      send(event);
+      send(event, lane);
     } catch (error) {
       if (!(error instanceof RangeError)) throw error;
       const resultText = encodeResult(
@@ -181,8 +182,8 @@ async function main(): Promise<void> {
           prefixes.delete(event.prefix);
           shedder.dropped(event.prefix);
         }
-        send({ ...event, prefix: undefined, resultText });
-      } else send({ t: "result", id: event.id, resultText, stats: event.stats });
+        send({ ...event, prefix: undefined, resultText }, lane);
+      } else send({ t: "result", id: event.id, resultText, stats: event.stats }, lane);
     }
   };
   const aborts = new Map<number, AbortController>();
@@ -199,7 +200,7 @@ async function main(): Promise<void> {
       // The run's maxBridgeCallBytes (a finite number; JSON has no Infinity): the host refuses a longer answer.
       const limit = Number.isFinite(maxBytes) ? maxBytes : undefined;
       try {
-        send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit });
+        send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit }, owner);
       } catch (error) {
         // Arguments too large for a frame (a maxBridgeCallBytes over 64 MiB allows them).
         if (!(error instanceof RangeError)) throw error;
@@ -207,7 +208,7 @@ async function main(): Promise<void> {
         return;
       }
       // The run or call ended first: the host stops the call (a fetch's exchange) too.
-      const detach = whenAborted([signal], () => send({ t: "bridge-cancel", cid }));
+      const detach = whenAborted([signal], () => send({ t: "bridge-cancel", cid }, owner));
       bridge.set(cid, (answer) => {
         detach();
         resolve(answer);
@@ -245,11 +246,13 @@ async function main(): Promise<void> {
   };
 
   /**
-   * Answer request `id`. Only an abortable request gets a signal: calls without one may coalesce.
-   * `oneOff`: a run whose instance is disposed after its answer (its memory is released later).
+   * Answer request `id` in `lane` (its own, or its prefix's). Only an abortable request gets a
+   * signal: calls without one may coalesce. `oneOff`: a run whose instance is disposed after its
+   * answer (its memory is released later).
    */
   const answer = async (
     id: number,
+    lane: number,
     abortable: boolean | undefined,
     memoryMb: number | undefined,
     work: (signal: AbortSignal | undefined) => Promise<RunResult>,
@@ -276,10 +279,13 @@ async function main(): Promise<void> {
     // Asked once this request no longer counts as in progress: an answer that leaves the
     // worker idle carries exact stats.
     event.stats = statsWithAnswer();
-    sendAnswer(event);
+    sendAnswer(event, lane);
     // The last answer in progress leaves now, not after this tick's other promise reactions (a
     // paced one-off's answer waited 0.13 ms for them, p50): no frame of this tick can join it.
-    if (answering === 0) uncork();
+    if (answering === 0) {
+      values.flush();
+      out.uncork();
+    }
     poller.answered();
     afterAnswers.answered();
   };
@@ -311,6 +317,7 @@ async function main(): Promise<void> {
         const { source, sourceImports, inputText, limits, mode } = message;
         void answer(
           message.id,
+          message.id,
           message.abortable,
           limits.memoryMb,
           (signal) => engine.run({ source, sourceImports, bindings, inputText, limits, signal, host: "process", mode }),
@@ -338,15 +345,16 @@ async function main(): Promise<void> {
             if (result.ok) {
               handle = ++nextPrefix;
               prefixes.set(handle, prefix);
+              prefixLanes.set(handle, message.id);
               shedder.holding(handle, limits.memoryMb, message);
             }
             shedder.answered(message.id);
-            sendAnswer({ t: "prepared", id: message.id, prefix: handle, resultText, stats: currentStats() });
+            sendAnswer({ t: "prepared", id: message.id, prefix: handle, resultText, stats: currentStats() }, message.id);
           })
           .catch((error: unknown) => {
             shedder.answered(message.id);
             const resultText = sharedCodec().encode(internalFailure(error), "result");
-            send({ t: "prepared", id: message.id, prefix: undefined, resultText, stats: currentStats() });
+            send({ t: "prepared", id: message.id, prefix: undefined, resultText, stats: currentStats() }, message.id);
           });
         return;
       }
@@ -354,7 +362,7 @@ async function main(): Promise<void> {
         poller.heard(message.poll);
         const prefix = prefixes.get(message.prefix);
         const { source, inputText, limits } = message;
-        void answer(message.id, message.abortable, limits.memoryMb, (signal) =>
+        void answer(message.id, laneOfPrefix(message.prefix, message.id), message.abortable, limits.memoryMb, (signal) =>
           prefix ? prefix.run({ source, sourceImports: {}, inputText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;
@@ -366,7 +374,7 @@ async function main(): Promise<void> {
         const limits = callLimits.get(message.prefix);
         if (prefix && !limits) return protocolError(`a call to prefix ${message.prefix} without limits`);
         const { path, argsText } = message;
-        void answer(message.id, message.abortable, limits?.memoryMb, (signal) =>
+        void answer(message.id, laneOfPrefix(message.prefix, message.id), message.abortable, limits?.memoryMb, (signal) =>
           prefix && limits ? prefix.call({ path, argsText, limits, signal }) : Promise.resolve(gone(config.engine)),
         );
         return;
@@ -380,6 +388,7 @@ async function main(): Promise<void> {
       case "prefix-dispose":
         prefixes.get(message.prefix)?.dispose();
         prefixes.delete(message.prefix);
+        prefixLanes.delete(message.prefix);
         shedder.dropped(message.prefix);
         callLimits.delete(message.prefix);
         return;
@@ -393,7 +402,7 @@ async function main(): Promise<void> {
         return;
       }
       case "stats":
-        send({ t: "stats", id: message.id, stats: currentStats() });
+        send({ t: "stats", id: message.id, stats: currentStats() }, undefined);
         return;
       default:
         protocolError(`unknown message type ${JSON.stringify((message as { t?: unknown }).t)}`);
@@ -444,7 +453,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const base = process.memoryUsage.rss();
-  send({ t: "ready", pid: process.pid, rssBytes: base });
+  send({ t: "ready", pid: process.pid, rssBytes: base }, undefined);
   shedder.start(base);
 }
 

@@ -60,7 +60,7 @@ export class WorkerProcess {
   /** Calls made in one tick leave in one frame (call-batch.ts); everything else goes after them. */
   private readonly calls = new CallBatch(
     (message) => this.write(message),
-    (header, texts) => this.writeFrame(encodeJoinedTextFrame(header, "argsText", texts)),
+    (header, texts) => this.writeFrame(encodeJoinedTextFrame(header, "argsText", texts), this.laneOf(header)),
   );
   private readonly dir: string;
   private readonly pending = new InFlight();
@@ -345,7 +345,7 @@ export class WorkerProcess {
 
   disposePrefix(prefix: number, owner: number): void {
     this.prefixes.disposed(prefix, owner, this.pending.callerOf(owner) !== undefined);
-    this.send({ t: "prefix-dispose", prefix });
+    this.send({ t: "prefix-dispose", prefix }, undefined, owner);
     // stats() sums the workers' reports: without a fresh one the prefix was listed, warm, until
     // the next poll (up to a second).
     this.pollStats();
@@ -419,26 +419,49 @@ export class WorkerProcess {
    * Frame and write `message`. A frame over MAX_FRAME_BYTES throws a RangeError before anything
    * is written (the worker's pipe stays in step): callers sending guest-controlled data catch it.
    */
-  private send(message: HostRequest, onRead?: () => void): void {
+  private send(message: HostRequest, onRead?: () => void, lane = this.laneOf(message)): void {
     this.calls.flush();
-    this.write(message, onRead);
+    this.write(message, onRead, lane);
   }
 
-  private write(message: HostRequest, onRead?: () => void): void {
+  private write(message: HostRequest, onRead?: () => void, lane = this.laneOf(message)): void {
     if (this.dead) {
       onRead?.();
       return;
     }
-    this.writeFrame(encodeTextFrame(message), onRead);
+    this.writeFrame(encodeTextFrame(message), lane, onRead);
+  }
+
+  /**
+   * The lane a request waits in while the pipe is backed up (frame-lanes.ts): its run's, or its
+   * prefix's, so a prefix's calls and dispose keep their order and an abort follows what it
+   * aborts. A host call's answer goes in its caller's lane, which the sender names; a stats poll
+   * in none (ahead of every lane).
+   */
+  private laneOf(message: Pick<HostRequest, "t"> & { id?: number; prefix?: number }): number | undefined {
+    switch (message.t) {
+      case "run":
+      case "prepare":
+        return message.id;
+      case "abort":
+        return this.pending.get(message.id as number)?.owner ?? message.id;
+      case "prefix-run":
+      case "prefix-call":
+      case "prefix-calls":
+      case "prefix-dispose":
+        return this.prefixes.ownerOf(message.prefix as number) ?? 0;
+      default:
+        return undefined;
+    }
   }
 
   /** `onRead` (PipeOut.write): called once the worker has read the frame, or it is dropped. */
-  private writeFrame(frame: Buffer, onRead?: () => void): void {
+  private writeFrame(frame: Buffer, lane: number | undefined, onRead?: () => void): void {
     if (this.dead) {
       onRead?.();
       return;
     }
-    this.out.write(frame, onRead);
+    this.out.write(frame, lane, onRead);
     const stalled = this.guard.backlog(this.out.unread, this.out.read);
     if (stalled) this.retire("ERR_INSTANCE_RESET", `protocol error: ${stalled}`);
   }
@@ -497,7 +520,12 @@ export class WorkerProcess {
         if (!bindings || !caller) {
           const flood = this.guard.strayCall();
           if (flood) this.retire("ERR_INSTANCE_RESET", flood);
-          else this.send({ t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' });
+          else
+            this.send(
+              { t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' },
+              undefined,
+              event.id,
+            );
           return;
         }
         // The worker ends a run past maxBridgeCalls itself; one that asks for more is not following it.
@@ -511,7 +539,7 @@ export class WorkerProcess {
           let handed = false;
           sendBridgeAnswer(
             (m) => {
-              this.send(m, delivered);
+              this.send(m, delivered, event.id);
               handed = true;
             },
             cid,
