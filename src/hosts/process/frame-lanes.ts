@@ -2,6 +2,8 @@
 export interface WaitingFrame {
   bytes: Buffer;
   onRead?: (() => void) | undefined;
+  /** The whole frame's length, when `bytes` is what is left of it. */
+  total?: number;
 }
 
 /**

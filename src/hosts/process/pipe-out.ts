@@ -27,6 +27,9 @@ export class PipeOut {
 
   private stream: Writable | undefined;
 
+  /** `onHanded`: a whole frame of `bytes` has been handed to the stream (it is garbage here now). */
+  constructor(private readonly onHanded?: (bytes: number) => void) {}
+
   /**
    * The pipe's stream, once there is one (a worker the spawner process starts gets its pipes a
    * moment later): frames written before wait here.
@@ -70,7 +73,7 @@ export class PipeOut {
     const stream = this.stream;
     // The common case: nothing waits and the frame fits, so it goes straight to the stream.
     if (stream && this.queued === 0 && frame.length <= SLICE_BYTES - stream.writableLength) {
-      this.hand(stream, frame, onRead);
+      this.hand(stream, frame, onRead, frame.length);
       return;
     }
     this.waiting.push({ bytes: frame, onRead }, lane);
@@ -94,16 +97,22 @@ export class PipeOut {
       this.rest = undefined;
       const whole = frame.bytes.length <= room;
       const chunk = whole ? frame.bytes : frame.bytes.subarray(0, room);
-      if (!whole) this.rest = { bytes: frame.bytes.subarray(room), onRead: frame.onRead };
+      if (!whole)
+        this.rest = { bytes: frame.bytes.subarray(room), onRead: frame.onRead, total: frame.total ?? frame.bytes.length };
       this.queued -= chunk.length;
       room -= chunk.length;
-      this.hand(stream, chunk, whole ? frame.onRead : undefined);
+      if (whole) this.hand(stream, chunk, frame.onRead, frame.total ?? chunk.length);
+      else this.hand(stream, chunk, undefined, 0);
     }
     if (this.ending && this.queued === 0 && !stream.writableEnded) stream.end();
   }
 
-  /** Hand `chunk` to the stream; `onRead` once it has flushed it (the last chunk of a frame). */
-  private hand(stream: Writable, chunk: Buffer, onRead: (() => void) | undefined): void {
+  /**
+   * Hand `chunk` to the stream; `onRead` once it has flushed it. `frameBytes`: the whole frame's
+   * length when this chunk ends one, else 0.
+   */
+  private hand(stream: Writable, chunk: Buffer, onRead: (() => void) | undefined, frameBytes: number): void {
+    if (frameBytes > 0) this.onHanded?.(frameBytes);
     this.cork(stream);
     this.handed += chunk.length;
     if (onRead) this.readers.push({ end: this.handed, onRead });

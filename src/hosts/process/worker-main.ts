@@ -21,6 +21,7 @@ import { LIMIT_CODES } from "../../core/errors.js";
 import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
 import { esbuildOnThreads } from "../../core/esbuild-process.js";
 import { AfterAnswers } from "./after-answers.js";
+import { FrameGarbage } from "./frame-garbage.js";
 import type { RunResult } from "../../core/types.js";
 import type { PooledEngine, PooledEngineOptions } from "../../engines/pooled-engine.js";
 import type { RssRule } from "./rss-budget.js";
@@ -98,6 +99,7 @@ async function main(): Promise<void> {
   let answering = 0;
   // A spare isolate is made again after the answers in progress are written, never ahead of them.
   const afterAnswers = new AfterAnswers(() => answering === 0);
+  const garbage = new FrameGarbage(() => answering === 0);
   // The engine never polls here (its busyPollMs is 0): with the pipe polled as well, a call would
   // pass three threads, two of them spinning, on a 2-core machine (decision 012).
   const engineOptions = { ...config.engineOptions, cleanupDelayMs: CLEANUP_DELAY_MS };
@@ -131,7 +133,8 @@ async function main(): Promise<void> {
 
   // Frames sent in one tick leave in one write; while the host reads slower than this worker
   // writes, they wait in lanes (pipe-out.ts): a run's, or its prefix's, as the host's requests do.
-  const out = new PipeOut();
+  // A frame written is garbage here once handed to the pipe, not before (it may wait in a lane).
+  const out = new PipeOut((bytes) => garbage.moved(bytes));
   out.attach(process.stdout);
   /** Each prefix's lane: the id of the prepare that made it, which its host calls name too. */
   const prefixLanes = new Map<number, number>();
@@ -288,6 +291,7 @@ async function main(): Promise<void> {
     }
     poller.answered();
     afterAnswers.answered();
+    garbage.answered();
   };
 
   /** The answer to request `id`: the bare value when that is all the result holds, else the whole result. */
@@ -430,7 +434,10 @@ async function main(): Promise<void> {
     process.stderr.write(`cordon worker: protocol error: ${reason}\n`);
     process.exit(70);
   };
-  const reader = new FrameReader((message) => handle(message as HostRequest), protocolError);
+  const reader = new FrameReader((message, bytes) => {
+    garbage.moved(bytes);
+    handle(message as HostRequest);
+  }, protocolError);
   process.stdin.on("data", (chunk: Buffer) => reader.push(chunk));
   // The sandbox went away (its end of the pipe closed, or its process died): so does the worker, at
   // once. process.exit waits for the isolates' threads, and a guest spinning in one kept an orphan
