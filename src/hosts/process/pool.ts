@@ -1,6 +1,7 @@
 import { CordonError } from "../../core/errors.js";
 import type { EngineName } from "../../core/types.js";
 import { watchdogAvailable } from "./rss.js";
+import { watchLoop } from "./loop-stalls.js";
 import { rssBudget } from "./rss-budget.js";
 import { useSpawner } from "../../core/spawner.js";
 import { StartBackoff } from "./start-backoff.js";
@@ -25,8 +26,6 @@ export interface WorkerPoolOptions {
   entry?: string;
 }
 
-/** How often each worker's resident size is read. The design asks for at most 50 ms. */
-export const WATCHDOG_POLL_MS = 25;
 const LIFECYCLE_MS = 1000;
 
 /**
@@ -35,7 +34,8 @@ const LIFECYCLE_MS = 1000;
  */
 export class WorkerPool {
   private readonly workers: WorkerProcess[] = [];
-  private readonly watchdog: NodeJS.Timeout;
+  /** Stops the RSS watchdog: each worker's resident size read on the host's tick (loop-stalls.ts). */
+  private readonly unwatch: () => void;
   private readonly lifecycle: NodeJS.Timeout;
   private disposed = false;
   /** This pool's use of the spawner process, released when it is disposed. */
@@ -59,8 +59,7 @@ export class WorkerPool {
         'cordon: the process host needs /proc to watch its workers\' memory, and /proc cannot be read here; use host "inprocess" or mount /proc',
       );
     }
-    this.watchdog = setInterval(() => this.checkMemory(), WATCHDOG_POLL_MS);
-    this.watchdog.unref();
+    this.unwatch = watchLoop({ tick: () => this.checkMemory(), busy: () => this.workers.some((w) => w.busy > 0) });
     this.lifecycle = setInterval(() => this.tend(), LIFECYCLE_MS);
     this.lifecycle.unref();
     // Started beside the first workers (spawned here until it is ready): later ones, replacements
@@ -104,7 +103,7 @@ export class WorkerPool {
 
   async dispose(): Promise<void> {
     this.disposed = true;
-    clearInterval(this.watchdog);
+    this.unwatch();
     clearInterval(this.lifecycle);
     const ending = this.workers.map(
       (w) =>

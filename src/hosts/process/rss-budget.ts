@@ -64,7 +64,7 @@ export function heldBytesOf(prepare: {
  * How long a one-off run's memory stays in its worker's budget after the run is answered, on both
  * sides of the pipe. Its instance is disposed only after the answer is written (CLEANUP_DELAY_MS
  * later, worker-main.ts, then 0.5–2 ms to dispose; later on a loaded machine): until then its
- * heap is resident, and a watchdog look (every 25 ms) that compared it with a budget no longer
+ * heap is resident, and a watchdog look (every 25 ms while runs are in flight) that compared it with a budget no longer
  * holding the run could kill the worker, and every run in it, for memory nobody uses any more.
  */
 export const ONE_OFF_RELEASE_MS = 50;

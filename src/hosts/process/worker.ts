@@ -188,7 +188,7 @@ export class WorkerProcess {
     return this.pending.memoryBytes;
   }
 
-  /** Read the resident size now (the watchdog does, every 25 ms); `lastRss` keeps the figure. */
+  /** Read the resident size now (the watchdog does, every 25-50 ms); `lastRss` keeps the figure. */
   rss(): number | undefined {
     if (this.pid && !this.statm) this.statm = new ProcFile(`/proc/${this.pid}/statm`);
     const rss = rssOf(this.statm?.read());
@@ -198,7 +198,7 @@ export class WorkerProcess {
 
   /** The watchdog's last reading: what stats report, without reading /proc on every call. */
   lastRss = 0;
-  /** The worker's /proc/<pid>/statm, kept open (the watchdog reads it every 25 ms). */
+  /** The worker's /proc/<pid>/statm, kept open (the watchdog reads it every 25-50 ms). */
   private statm: ProcFile | undefined;
 
   /**
