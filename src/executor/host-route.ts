@@ -47,7 +47,7 @@ export async function answerHostRequest(
   }
   // Answered either way: a run that has just ended is no client's mistake.
   if (request.t === "abort") {
-    deps.aborts.abort(requester.client, request.abortId, request.reason);
+    deps.aborts.abort(requester.client, request.abortId, request.reason, addressKey(requester.address));
     return { done: true };
   }
   let engine: Engine;
