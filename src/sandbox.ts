@@ -3,21 +3,17 @@ import { setMaxListeners } from "node:events";
 import { availableParallelism } from "node:os";
 import { type Bindings, bindingsFor, sharedCodec, splitImports } from "./core/bindings.js";
 import type { Engine, EnginePrefix, RunMode } from "./core/engine.js";
-import { ENCODED_UNDEFINED } from "./core/codec.js";
-import { CordonError, type RunError } from "./core/errors.js";
+import { CordonError } from "./core/errors.js";
 import { checkLimits, type ResolvedLimits, resolveLimits } from "./core/limits.js";
 import { MAX_CODE_LENGTH, checkModuleName, checkObject, checkSignal, checkString } from "./core/options.js";
-import { readArgumentBodies } from "./core/body-reads.js";
 import { hostWire, needsBodies } from "./core/fetch-wire.js";
 import { hostServices } from "./engines/host-services.js";
-import { signalAborted, signalReason } from "./core/abort-reason.js";
-import { roundToUs } from "./core/milliseconds.js";
-import { abortedResult, failedResult } from "./core/results.js";
+import { signalAborted } from "./core/abort-reason.js";
+import { failedResult } from "./core/results.js";
 import { Slots } from "./core/slots.js";
-import { compileBound, compileFailureName, startEsbuild } from "./core/esbuild-calls.js";
-import { DEFAULT_FILENAME, type GuestSource, cachedSource, normalizeSource } from "./core/source.js";
+import { compileBound, startEsbuild } from "./core/esbuild-calls.js";
+import { DEFAULT_FILENAME, normalizeSource } from "./core/source.js";
 import type {
-  AbortedResult,
   DefaultExportKind,
   EngineName,
   HostName,
@@ -43,9 +39,9 @@ import {
   RUN_KEYS,
 } from "./run-options.js";
 import { Prefix, type PrefixBackend, type PrefixCallOptions, PrepareError, type PrefixRunOptions } from "./prefix.js";
+import { type CheckedRun, RunStart } from "./run-start.js";
 import { SharedPreparation } from "./shared-preparation.js";
 
-/** Where a run's input bodies are, as errors name it. */
 // Node loads its fetch implementation (undici) on the wire's first touch of the fetch globals,
 // and the load installs a global dispatcher symbol: here, at import, not in the middle of a run.
 // (A process host worker, which never imports this, does without it: core/fetch-wire.ts.)
@@ -53,10 +49,8 @@ import { SharedPreparation } from "./shared-preparation.js";
 // keep (every host sends calls' arguments as this process encoded them).
 hostWire().sendUrlParts((url) => hostServices.parseUrl(url));
 
+/** Where a run's input bodies are, as errors name it. */
 const INPUT = "in the run's input";
-
-/** A run's module and input, ready for the engine, or the result it ends with (a compile error, bad input). */
-type SourceAndInput = { source: GuestSource; inputText: string } | { result: RunResult };
 
 type ConcreteEngine = Exclude<EngineName, "auto">;
 type ConcreteHost = Exclude<HostName, "auto">;
@@ -107,6 +101,8 @@ export class Sandbox implements AsyncDisposable {
   private disposed = false;
   /** Aborted by dispose: ends the compiles still running for this sandbox. */
   private readonly lifetime = new AbortController();
+  /** The steps before the engine, and results of work that ends there (run-start.ts). */
+  private readonly runStart: RunStart;
 
   constructor(
     private readonly engine: Engine,
@@ -118,6 +114,7 @@ export class Sandbox implements AsyncDisposable {
     preparations.set(this, this.prefixes);
     // Each compile in progress listens on it: many at once are not a leak.
     setMaxListeners(0, this.lifetime.signal);
+    this.runStart = new RunStart(engine.name, hostName, this.lifetime.signal);
     this.slots = new Slots(options.maxConcurrentRuns ?? availableParallelism() * 4, options.maxQueuedRuns ?? 10_000);
     this.defaults = options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb };
     this.callLimits = resolveLimits({}, this.defaults, policy);
@@ -156,7 +153,9 @@ export class Sandbox implements AsyncDisposable {
     const files = options.files === undefined ? undefined : await this.checkFiles(options.files);
     const imports = capabilities === undefined ? undefined : await this.importHosts(capabilities);
     const values = call ? call.args : [options.input];
-    const unread = needsBodies(values) ? await this.readBodiesFirst(values, checked, call ? undefined : INPUT) : undefined;
+    const unread = needsBodies(values)
+      ? await this.runStart.readBodiesFirst(values, checked, call ? undefined : INPUT)
+      : undefined;
     if (unread) return unread;
     const sourceImports = files === undefined ? sources : { ...sources, ...files };
     if (call) return this.runFresh(checked, call, bindings, sourceImports, "call", imports, "call", partitionKey);
@@ -181,7 +180,7 @@ export class Sandbox implements AsyncDisposable {
 
   /** A run on a fresh instance, holding a run slot: `sandbox.run` and `readExports`. */
   private runFresh(
-    checked: ReturnType<Sandbox["checkRun"]>,
+    checked: CheckedRun,
     input: unknown,
     bindings: Bindings,
     sourceImports: Record<string, string>,
@@ -192,12 +191,12 @@ export class Sandbox implements AsyncDisposable {
   ): Promise<RunResult> {
     return this.withSlot(checked.signal, async () => {
       const begun = performance.now();
-      let prepared = this.sourceAndInput(begun, checked, input, inputName);
+      let prepared = this.runStart.sourceAndInput(begun, checked, input, inputName);
       if (prepared instanceof Promise) prepared = await prepared;
       if ("result" in prepared) return prepared.result;
       const { signal } = checked;
       const host = this.hostName;
-      return this.afterCompile(begun, checked.limits, (limits) =>
+      return this.runStart.afterCompile(begun, checked.limits, (limits) =>
         // Named fields, not `...prepared`: decision 023.
         this.engine.run({
           source: prepared.source,
@@ -240,7 +239,7 @@ export class Sandbox implements AsyncDisposable {
     const limits = resolveLimits(checkLimits(options.limits), this.defaults, this.policy);
     const signal = checkSignal(options.signal, "signal");
     // Aborted already: nothing is made for it (a fetch broker, a shared evaluation).
-    if (signal && signalAborted(signal)) throw new PrepareError(this.abortedBy(signal, begun));
+    if (signal && signalAborted(signal)) throw new PrepareError(this.runStart.abortedBy(signal, begun));
     const { sources, hostModules } = splitImports(options.imports);
     if (options.globals !== undefined) checkObject(options.globals, "globals");
     const fetch = await brokeredFetch(options.capabilities, this.policy, limits);
@@ -279,7 +278,7 @@ export class Sandbox implements AsyncDisposable {
     }
     const { pool, exports, skippedExports, defaultExport } = await shared.wait(
       signal,
-      () => new PrepareError(this.abortedBy(signal as AbortSignal, begun)),
+      () => new PrepareError(this.runStart.abortedBy(signal as AbortSignal, begun)),
     );
     return new Prefix(key, exports, skippedExports, defaultExport, pool, this.backend);
   }
@@ -312,7 +311,7 @@ export class Sandbox implements AsyncDisposable {
       try {
         source = await normalizeSource(code, filename, compileBound(limits.wallTimeMs, this.lifetime.signal));
       } catch (error) {
-        return this.compileFailure(started, error);
+        return this.runStart.compileFailure(started, error);
       }
       evaluated = await this.engine.prepare({
         partitionKey,
@@ -401,14 +400,16 @@ export class Sandbox implements AsyncDisposable {
     this.check();
     options = ownRunOptions(options, PREFIX_RUN_KEYS, "run options");
     const checked = this.checkRun(options as RunOptions);
-    const unread = needsBodies([options.input]) ? await this.readBodiesFirst([options.input], checked, INPUT) : undefined;
+    const unread = needsBodies([options.input])
+      ? await this.runStart.readBodiesFirst([options.input], checked, INPUT)
+      : undefined;
     if (unread) return unread;
     return this.withSlot(checked.signal, async () => {
       const begun = performance.now();
-      let prepared = this.sourceAndInput(begun, checked, options.input);
+      let prepared = this.runStart.sourceAndInput(begun, checked, options.input);
       if (prepared instanceof Promise) prepared = await prepared;
       if ("result" in prepared) return prepared.result;
-      return this.afterCompile(begun, checked.limits, (limits) =>
+      return this.runStart.afterCompile(begun, checked.limits, (limits) =>
         pool.run({ source: prepared.source, inputText: prepared.inputText, sourceImports: {}, limits, signal: checked.signal }),
       );
     });
@@ -433,15 +434,19 @@ export class Sandbox implements AsyncDisposable {
         // Plain data (nearly every call) is encoded without first looking for bodies to read.
         argsText = sharedCodec().encodeFast(args, "args");
         if (argsText === undefined) {
-          const unread = await this.readBodiesFirst(args, { limits, signal });
+          const unread = await this.runStart.readBodiesFirst(args, { limits, signal });
           if (unread) return unread;
           argsText = sharedCodec().encode(args, "args", Number.POSITIVE_INFINITY, false);
         }
       } catch (error) {
-        return this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message });
+        return this.runStart.failure(started, {
+          code: "ERR_NOT_SERIALIZABLE",
+          name: "TypeError",
+          message: (error as Error).message,
+        });
       }
       // Aborted already: answered here, or the call took an idle warm instance that its abort then discarded.
-      if (signal && signalAborted(signal)) return this.abortedBy(signal, started);
+      if (signal && signalAborted(signal)) return this.runStart.abortedBy(signal, started);
       return await pool.call({ path: options.export, argsText, limits, signal });
     } finally {
       this.activeCalls--;
@@ -468,7 +473,7 @@ export class Sandbox implements AsyncDisposable {
   }
 
   /** `options`: ownRunOptions's copy, its keys checked already. */
-  private checkRun(options: RunOptions) {
+  private checkRun(options: RunOptions): CheckedRun {
     return {
       code: checkString(options.code, "code", MAX_CODE_LENGTH),
       filename: options.filename === undefined ? DEFAULT_FILENAME : checkModuleName(options.filename, "filename", 256),
@@ -485,8 +490,8 @@ export class Sandbox implements AsyncDisposable {
       if (this.disposed) return this.disposedBeforeStart(started);
       // The caller's reason, as every other abort reports it (prefix.call did; runs said "queued",
       // even pre-aborted runs that never queued).
-      if (signal && signalAborted(signal)) return this.abortedBy(signal, started);
-      return this.failure(started, {
+      if (signal && signalAborted(signal)) return this.runStart.abortedBy(signal, started);
+      return this.runStart.failure(started, {
         code: "ERR_QUEUE_FULL",
         name: "CordonError",
         message: `the run queue is full (${this.slots.queueDepth} waiting); retry later or raise maxQueuedRuns`,
@@ -510,7 +515,7 @@ export class Sandbox implements AsyncDisposable {
 
   private disposedBeforeStart(started: number): RunResult {
     const message = "the sandbox was disposed before the run started";
-    return this.failure(started, { code: "ERR_INSTANCE_RESET", name: "CordonError", message });
+    return this.runStart.failure(started, { code: "ERR_INSTANCE_RESET", name: "CordonError", message });
   }
 
   /**
@@ -527,123 +532,6 @@ export class Sandbox implements AsyncDisposable {
       clearInterval(this.keepAlive);
       this.keepAlive = undefined;
     } else this.keepAlive?.unref();
-  }
-
-  /**
-   * Read the Request and Response bodies among `values` (readArgumentBodies), before a run slot
-   * is taken: a slow upload holds none. A failed read is the run's result.
-   */
-  private async readBodiesFirst(
-    values: unknown[],
-    { limits, signal }: { limits: ResolvedLimits; signal: AbortSignal | undefined },
-    where?: string,
-  ): Promise<RunResult | undefined> {
-    const started = performance.now();
-    const unread = await readArgumentBodies(values, limits, signal, where);
-    return unread && this.failure(started, unread);
-  }
-
-  /**
-   * Normalize the module and encode the input; a compile error or bad input is a result. Not a
-   * promise when the module is cached (most runs): the callers await only a compile, as each
-   * await was a few µs of a one-off run's host time.
-   */
-  private sourceAndInput(
-    started: number,
-    checked: ReturnType<Sandbox["checkRun"]>,
-    input: unknown,
-    inputName = "input",
-  ): SourceAndInput | Promise<SourceAndInput> {
-    let inputText: string;
-    try {
-      inputText =
-        input === undefined ? ENCODED_UNDEFINED : sharedCodec().encode(input, inputName, Number.POSITIVE_INFINITY, false);
-    } catch (error) {
-      return {
-        result: this.failure(started, { code: "ERR_NOT_SERIALIZABLE", name: "TypeError", message: (error as Error).message }),
-      };
-    }
-    try {
-      const source = cachedSource(checked.code, checked.filename);
-      if (source) return { source, inputText };
-    } catch (error) {
-      return { result: this.compileFailure(started, error, checked.signal) };
-    }
-    return this.compileSource(started, checked, inputText);
-  }
-
-  private async compileSource(
-    started: number,
-    { code, filename, limits, signal }: ReturnType<Sandbox["checkRun"]>,
-    inputText: string,
-  ): Promise<SourceAndInput> {
-    try {
-      return {
-        source: await normalizeSource(code, filename, compileBound(limits.wallTimeMs, signal, this.lifetime.signal)),
-        inputText,
-      };
-    } catch (error) {
-      return { result: this.compileFailure(started, error, signal) };
-    }
-  }
-
-  /**
-   * Run the engine's part of a run that began (left the queue) at `begun`: wallTimeMs runs from
-   * there to the result, compile included (a 1.4 s compile and a 1.8 s loop finished "completed"
-   * at 3.3 s under a 2 s limit, stats.wallMs 1914). The engine gets what the compile left of the
-   * wall time (and no more CPU than that); the result's wallMs counts the compile.
-   */
-  private async afterCompile(
-    begun: number,
-    limits: ResolvedLimits,
-    run: (limits: ResolvedLimits) => Promise<RunResult>,
-  ): Promise<RunResult> {
-    const compiledMs = performance.now() - begun;
-    const left = Math.floor(limits.wallTimeMs - compiledMs);
-    const spent = `${Math.round(compiledMs)} ms of it compiling the module`;
-    if (left < 1) {
-      const message = `the run exceeded its wall time limit of ${limits.wallTimeMs} ms (${spent})`;
-      return this.failure(begun, { code: "ERR_WALL_TIMEOUT", name: "CordonError", message });
-    }
-    // Under a millisecond (a cached module): the limits as given, the same object every time.
-    const engineLimits = compiledMs < 1 ? limits : { ...limits, wallTimeMs: left, cpuTimeMs: Math.min(limits.cpuTimeMs, left) };
-    const result = await run(engineLimits);
-    result.stats.wallMs = roundToUs(result.stats.wallMs + compiledMs);
-    if (engineLimits !== limits && !result.ok) {
-      // The engine names the limit it was given: the caller's is the one to name, in a wall
-      // timeout and in source imports' compile past the wall time (Execution.checkLimits).
-      const { error } = result;
-      const named =
-        error.code === "ERR_WALL_TIMEOUT" ? "wall time limit of" : error.name === "TimeoutError" ? "wall time of" : undefined;
-      if (named) error.message = error.message.replace(`${named} ${left} ms`, `${named} ${limits.wallTimeMs} ms (${spent})`);
-    }
-    return result;
-  }
-
-  /** A compile's failure as a result (anything else is rethrown): aborted, as an abort while running is. */
-  private compileFailure(started: number, error: unknown, signal?: AbortSignal): RunResult {
-    if (!(error instanceof CordonError)) throw error;
-    if (error.code === "ERR_ABORTED" && signal && signalAborted(signal)) {
-      return this.abortedBy(signal, started);
-    }
-    // A refused import (a specifier with a NUL) is named as the engines name a missing module.
-    const name = error.code === "ERR_MODULE_NOT_FOUND" ? "CordonError" : compileFailureName(error);
-    return this.failure(started, { code: error.code, name, message: error.message });
-  }
-
-  /** A result for work that `signal` aborted before it reached the engine: the caller's reason. */
-  private abortedBy(signal: AbortSignal, started: number): AbortedResult {
-    return abortedResult(this.engine.name, this.hostName, signalReason(signal), performance.now() - started);
-  }
-
-  /** A result for work that ended before reaching the engine (queue, input, compile). */
-  private failure(started: number, error: RunError): RunResult & { ok: false } {
-    const wallMs = performance.now() - started;
-    if (error.code === "ERR_ABORTED") {
-      const aborted = abortedResult(this.engine.name, this.hostName, error.message, wallMs);
-      return { ...aborted, error: { ...error, code: "ERR_ABORTED" } };
-    }
-    return failedResult(this.engine.name, this.hostName, error, wallMs);
   }
 }
 
