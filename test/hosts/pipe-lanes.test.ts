@@ -35,6 +35,26 @@ describe("frames waiting for a pipe (FrameLanes)", () => {
     expect(names(lanes)).toEqual(["stats", "a2", "b1"]);
   });
 
+  it("skips a withdrawn frame, and withdraws only what still waits", () => {
+    const lanes = new FrameLanes();
+    const a1 = frame("a1");
+    const a2 = frame("a2");
+    lanes.push(a1, 1);
+    lanes.push(a2, 1);
+    lanes.push(frame("b1"), 2);
+    expect(lanes.withdraw(a2)).toBe(true);
+    expect(lanes.withdraw(a2)).toBe(false);
+    expect(lanes.size).toBe(2);
+    expect(lanes.shift()).toBe(a1);
+    expect(lanes.withdraw(a1)).toBe(false);
+    expect(names(lanes)).toEqual(["b1"]);
+    const only = frame("x");
+    lanes.push(only, 3);
+    lanes.withdraw(only);
+    expect(lanes.shift()).toBeUndefined();
+    expect(lanes.drain()).toEqual([]);
+  });
+
   it("gives up every frame when the pipe closes", () => {
     const lanes = new FrameLanes();
     lanes.push(frame("a1"), 1);
@@ -138,6 +158,25 @@ describe("a pipe a flooding run shares (PipeOut over a real socket)", () => {
     expect(order.filter((name) => name.startsWith("two"))).toEqual(
       Array.from({ length: order.filter((n) => n.startsWith("two")).length }, (_, i) => `two${i}`),
     );
+  });
+
+  it("never sends a withdrawn frame, and calls its onRead", async () => {
+    const { writer, reader } = await socketPair();
+    const out = new PipeOut();
+    out.attach(writer);
+    const big = "d".repeat(1024 * 1024);
+    const handed = out.write(encodeFrame({ name: "first", big }), 1);
+    const waiting = [];
+    for (let i = 0; i < 6; i++) waiting.push(out.write(encodeFrame({ name: `gone${i}`, big }), 1));
+    let read = 0;
+    const last = out.write(encodeFrame({ name: "kept" }), 1, () => read++);
+    for (const frame of waiting) expect(frame && out.withdraw(frame)).toBe(true);
+    expect(handed === undefined || !out.withdraw(handed)).toBe(true);
+    out.write(encodeFrame({ name: "end" }), 1);
+    const { order } = await readUntil(reader, "end");
+    expect(order).toEqual(["first", "kept", "end"]);
+    expect(last && out.withdraw(last)).toBe(false);
+    expect(read).toBe(1);
   });
 
   it("calls back every frame's onRead once, handed or dropped when the pipe closes", async () => {

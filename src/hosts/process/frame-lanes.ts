@@ -4,6 +4,8 @@ export interface WaitingFrame {
   onRead?: (() => void) | undefined;
   /** The whole frame's length, when `bytes` is what is left of it. */
   total?: number;
+  /** Set while it waits in a lane; cleared when taken or withdrawn. */
+  waiting?: boolean;
 }
 
 /**
@@ -29,6 +31,7 @@ export class FrameLanes {
 
   push(frame: WaitingFrame, lane: number | undefined): void {
     this.count++;
+    frame.waiting = true;
     if (lane === undefined) {
       this.first.push(frame);
       return;
@@ -40,8 +43,31 @@ export class FrameLanes {
 
   /** The next frame to send, or undefined when none waits. */
   shift(): WaitingFrame | undefined {
-    if (this.count === 0) return undefined;
+    while (this.count > 0) {
+      const frame = this.next();
+      if (!frame?.waiting) continue; // withdrawn: already left the count
+      frame.waiting = false;
+      this.count--;
+      return frame;
+    }
+    // Only withdrawn frames were left (or none): nothing waits.
+    this.first.length = 0;
+    this.lanes.clear();
+    return undefined;
+  }
+
+  /**
+   * Take `frame` out before it is sent: true if it was still waiting. It stays in its lane's
+   * array, skipped when its turn comes (a lane can hold thousands: no search).
+   */
+  withdraw(frame: WaitingFrame): boolean {
+    if (!frame.waiting) return false;
+    frame.waiting = false;
     this.count--;
+    return true;
+  }
+
+  private next(): WaitingFrame | undefined {
     if (this.first.length > 0) return this.first.shift();
     for (const [lane, queue] of this.lanes) {
       const frame = queue.shift();
@@ -54,8 +80,9 @@ export class FrameLanes {
 
   /** Every frame still waiting, emptied (the pipe closed). */
   drain(): WaitingFrame[] {
-    const all = this.first.slice();
-    for (const queue of this.lanes.values()) for (const frame of queue) all.push(frame);
+    const all = this.first.filter((frame) => frame.waiting);
+    for (const queue of this.lanes.values()) for (const frame of queue) if (frame.waiting) all.push(frame);
+    for (const frame of all) frame.waiting = false;
     this.first.length = 0;
     this.lanes.clear();
     this.count = 0;

@@ -65,20 +65,34 @@ export class PipeOut {
    * buffer holds), or dropped (the pipe closed). A host call's answer waits for it
    * (core/answer-gate.ts).
    */
-  write(frame: Buffer, lane: number | undefined, onRead?: () => void): void {
+  write(frame: Buffer, lane: number | undefined, onRead?: () => void): WaitingFrame | undefined {
     if (this.ending || this.stream?.destroyed) {
       onRead?.();
-      return;
+      return undefined;
     }
     const stream = this.stream;
     // The common case: nothing waits and the frame fits, so it goes straight to the stream.
     if (stream && this.queued === 0 && frame.length <= SLICE_BYTES - stream.writableLength) {
       this.hand(stream, frame, onRead, frame.length);
-      return;
+      return undefined;
     }
-    this.waiting.push({ bytes: frame, onRead }, lane);
+    const waiting: WaitingFrame = { bytes: frame, onRead };
+    this.waiting.push(waiting, lane);
     this.queued += frame.length;
     this.feed();
+    return waiting;
+  }
+
+  /**
+   * Drop `frame` (what `write` returned) if no byte of it has been handed yet: true if so. Its
+   * `onRead` is called, as for a frame dropped when the pipe closes.
+   */
+  withdraw(frame: WaitingFrame): boolean {
+    if (!this.waiting.withdraw(frame)) return false;
+    this.queued -= frame.bytes.length;
+    frame.onRead?.();
+    if (this.ending) this.feed();
+    return true;
   }
 
   /** Close the pipe once what is queued has been handed to it. */
