@@ -135,6 +135,9 @@ export interface RemoteCallback {
  * 2 MB answer took here.
  */
 export const CALLBACK_ANSWER_HEADER = "x-cordon-answer";
+
+/** A host call's answer (codec text of an Error) once the run or call that made it is over. */
+export const RUN_OVER_TEXT = '{"$":"e","n":"Error","m":"the run is over"}';
 export type CallbackAnswerKind = "ok" | "error" | "too-large";
 
 /**

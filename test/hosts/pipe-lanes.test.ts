@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { createServer, type Socket } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { encodeFrame, FrameReader } from "../../src/core/framing.js";
 import { FrameLanes } from "../../src/hosts/process/frame-lanes.js";
@@ -84,7 +84,6 @@ describe("a pipe a flooding run shares (PipeOut over a real socket)", () => {
     await once(server, "listening");
     const { port } = server.address() as { port: number };
     const accepted = once(server, "connection");
-    const { connect } = await import("node:net");
     const writer = connect(port, "127.0.0.1");
     await once(writer, "connect");
     const [reader] = (await accepted) as [Socket];

@@ -45,7 +45,8 @@ export class FrameLanes {
   shift(): WaitingFrame | undefined {
     while (this.count > 0) {
       const frame = this.next();
-      if (!frame?.waiting) continue; // withdrawn: already left the count
+      if (!frame) break;
+      if (!frame.waiting) continue; // withdrawn: already left the count
       frame.waiting = false;
       this.count--;
       return frame;

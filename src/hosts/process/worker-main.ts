@@ -15,7 +15,7 @@ import { pollForRequests } from "../../core/busy-poll.js";
 import { whenAborted } from "../../core/when-aborted.js";
 import { encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { ResolvedLimits } from "../../core/limits.js";
-import type { HostEvent, HostRequest } from "../../core/protocol.js";
+import { type HostEvent, type HostRequest, RUN_OVER_TEXT } from "../../core/protocol.js";
 import { failedResult, isEmptyRecord } from "../../core/results.js";
 import { LIMIT_CODES } from "../../core/errors.js";
 import { closeInheritedDescriptors } from "../../core/inherited-fds.js";
@@ -77,7 +77,7 @@ class RemoteBindings implements BindingsLike {
 const CLEANUP_DELAY_MS = 3;
 
 /** What a host call withdrawn before it left gets (the guest's run or call is over). */
-const RUN_OVER: BridgeAnswer = { ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' };
+const RUN_OVER: BridgeAnswer = { ok: false, text: RUN_OVER_TEXT };
 
 /** How stale the stats the host holds may get while a worker is busy. */
 const STATS_EVERY_MS = 100;
@@ -156,10 +156,13 @@ async function main(): Promise<void> {
   const write = (event: HostEvent, lane: number | undefined) => out.write(encodeTextFrame(event), lane);
   // Value answers made in one tick leave in one frame per lane, when the tick ends (or before any other event).
   const values = new ValueBatch(write);
-  /** `lane`: frame-lanes.ts; none for frames no other needs to precede (stats, unsound). */
+  /**
+   * `lane`: frame-lanes.ts; none for frames no other needs to precede (stats, unsound). Returns
+   * the frame while it waits for the pipe (PipeOut.write).
+   */
   const send = (event: HostEvent, lane: number | undefined) => {
     values.flush();
-    write(event, lane);
+    return write(event, lane);
   };
   /**
    * Send an answer built from a guest's value: one too large for a frame (a maxOutputBytes over
@@ -205,11 +208,9 @@ async function main(): Promise<void> {
       const cid = ++nextCid;
       // The run's maxBridgeCallBytes (a finite number; JSON has no Infinity): the host refuses a longer answer.
       const limit = Number.isFinite(maxBytes) ? maxBytes : undefined;
-      let waiting: ReturnType<PipeOut["write"]>;
+      let waiting: ReturnType<typeof send>;
       try {
-        const frame = encodeTextFrame({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit });
-        values.flush();
-        waiting = out.write(frame, owner);
+        waiting = send({ t: "bridge-call", id: owner, cid, fnId, argsText, maxBytes: limit }, owner);
       } catch (error) {
         // Arguments too large for a frame (a maxBridgeCallBytes over 64 MiB allows them).
         if (!(error instanceof RangeError)) throw error;

@@ -5,7 +5,7 @@ import type { ErrorCode } from "../../core/errors.js";
 import { encodeJoinedTextFrame, encodeTextFrame, FrameReader } from "../../core/framing.js";
 import type { EngineStats } from "../../core/engine.js";
 import { DEFAULT_LIMITS, type ResolvedLimits } from "../../core/limits.js";
-import type { HostEvent, HostRequest } from "../../core/protocol.js";
+import { type HostEvent, type HostRequest, RUN_OVER_TEXT } from "../../core/protocol.js";
 import { abortedResult, failedResult, oversizedRequest } from "../../core/results.js";
 import type { EngineName, RunResult } from "../../core/types.js";
 import { signalAborted, signalReason } from "../../core/abort-reason.js";
@@ -520,12 +520,7 @@ export class WorkerProcess {
         if (!bindings || !caller) {
           const flood = this.guard.strayCall();
           if (flood) this.retire("ERR_INSTANCE_RESET", flood);
-          else
-            this.send(
-              { t: "bridge-result", cid: event.cid, ok: false, text: '{"$":"e","n":"Error","m":"the run is over"}' },
-              undefined,
-              event.id,
-            );
+          else this.send({ t: "bridge-result", cid: event.cid, ok: false, text: RUN_OVER_TEXT }, undefined, event.id);
           return;
         }
         // The worker ends a run past maxBridgeCalls itself; one that asks for more is not following it.
